@@ -1,0 +1,330 @@
+// The controller: the supervisor worker of pg_decoupled (brief C9).
+//
+// It connects to decoupled.database, waits for the extension, follows the
+// catalog version and derives from the committed catalog which processes
+// must run.  It never writes the catalog: what it observes and plans lives in
+// shared memory (decoupled.controller, decoupled.supervision).
+//
+// Errors never kill it: a failed catalog read is aborted, logged and retried
+// with backoff.  SIGTERM ends it with exit code 1 so that the postmaster
+// starts a fresh controller after bgw_restart_time, except at shutdown.
+extern "C" {
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}
+
+#include <string>
+#include <vector>
+
+#include "../extension/core/backoff.hpp"
+#include "../extension/core/launch_spec.hpp"
+#include "../extension/core/schema_version.hpp"
+#include "../extension/gucs.hpp"
+#include "../extension/pg_guard.hpp"
+#include "../extension/shmem.hpp"
+
+extern "C" {
+PGDLLEXPORT void decoupled_controller_main(Datum);
+}
+
+namespace {
+
+using decoupled::ControllerState;
+using decoupled::LaunchSpec;
+using decoupled::SharedState;
+using decoupled::WorkerKind;
+
+// Every process the catalog declares, for all deployments that are not
+// retired.  The relay serves every deployment and is always desired.
+constexpr const char* kLaunchSpecQuery = R"sql(
+    SELECT 'replica' AS kind, r.name, r.cluster, d.name AS deployment, r.replica_id
+      FROM decoupled.catalog_replicas r
+      CROSS JOIN decoupled.catalog_deployments d
+     WHERE d.state <> 'retired'
+    UNION ALL
+    SELECT 'adapterd', a.name, NULL, a.deployment, NULL
+      FROM decoupled.catalog_adapters a
+      JOIN decoupled.catalog_deployments d ON d.name = a.deployment
+     WHERE d.state <> 'retired'
+)sql";
+
+// What one read of the catalog found.  Plain data, filled by PostgreSQL code.
+struct RawSpec {
+    char* kind;
+    char* name;
+    char* cluster;
+    char* deployment;
+    int64 replica_id;
+};
+
+struct Observation {
+    bool extension_present = false;
+    int32 schema_version = 0;
+    int64 catalog_version = 0;
+    bool specs_read = false;  // false: catalog version unchanged or refused
+    int nspecs = 0;
+    RawSpec* specs = nullptr;
+};
+
+char* copy_value(SPITupleTable* table, int row, int column) {
+    char* value = SPI_getvalue(table->vals[row], table->tupdesc, column);
+    return value ? pstrdup(value) : nullptr;
+}
+
+// Reads the catalog in one transaction and one snapshot.  Runs inside
+// pg_call; results are allocated in `into`, which outlives the transaction.
+void read_catalog(Observation* obs, int64 known_version, MemoryContext into) {
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    pgstat_report_activity(STATE_RUNNING, "pg_decoupled controller: reading catalog");
+
+    obs->extension_present = OidIsValid(get_extension_oid("pg_decoupled", true));
+    if (obs->extension_present) {
+        SPI_connect();
+        if (SPI_execute("SELECT schema_version, catalog_version FROM decoupled.catalog_meta",
+                        true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+            elog(ERROR, "decoupled.catalog_meta must hold exactly one row");
+        bool isnull = false;
+        obs->schema_version = DatumGetInt32(
+            SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        obs->catalog_version = DatumGetInt64(
+            SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+
+        // An unsupported schema is left alone: not even the launch specs are
+        // read, since their shape is exactly what may have changed.
+        if (decoupled::is_supported_schema_version(obs->schema_version) &&
+            obs->catalog_version != known_version) {
+            if (SPI_execute(kLaunchSpecQuery, true, 0) != SPI_OK_SELECT)
+                elog(ERROR, "could not read launch specifications");
+            MemoryContext old = MemoryContextSwitchTo(into);
+            obs->nspecs = static_cast<int>(SPI_processed);
+            obs->specs = static_cast<RawSpec*>(palloc0(sizeof(RawSpec) * (obs->nspecs + 1)));
+            for (int i = 0; i < obs->nspecs; ++i) {
+                RawSpec& spec = obs->specs[i];
+                spec.kind = copy_value(SPI_tuptable, i, 1);
+                spec.name = copy_value(SPI_tuptable, i, 2);
+                spec.cluster = copy_value(SPI_tuptable, i, 3);
+                spec.deployment = copy_value(SPI_tuptable, i, 4);
+                char* id = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 5);
+                spec.replica_id = id ? strtoll(id, nullptr, 10) : 0;
+            }
+            MemoryContextSwitchTo(old);
+            obs->specs_read = true;
+        }
+        SPI_finish();
+    }
+
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+    pgstat_report_activity(STATE_IDLE, nullptr);
+}
+
+std::vector<LaunchSpec> desired_specs(const Observation& obs) {
+    std::vector<LaunchSpec> specs;
+    LaunchSpec relay;
+    relay.kind = WorkerKind::Relay;
+    relay.name = "relay";
+    specs.push_back(relay);
+    for (int i = 0; i < obs.nspecs; ++i) {
+        const RawSpec& raw = obs.specs[i];
+        LaunchSpec spec;
+        spec.kind = strcmp(raw.kind, "replica") == 0 ? WorkerKind::Replica : WorkerKind::Adapterd;
+        spec.name = raw.name ? raw.name : "";
+        spec.cluster = raw.cluster ? raw.cluster : "";
+        spec.deployment = raw.deployment ? raw.deployment : "";
+        spec.replica_id = raw.replica_id;
+        specs.push_back(std::move(spec));
+    }
+    return specs;
+}
+
+void copy_text(char* dst, size_t size, const std::string& src) { strlcpy(dst, src.c_str(), size); }
+
+// Publishes an observation; `plan` is null when the specs did not change.
+void publish(ControllerState state, const Observation& obs,
+             const decoupled::SupervisionPlan* plan) {
+    SharedState* s = decoupled::shared_state();
+    LWLockAcquire(s->lock, LW_EXCLUSIVE);
+    s->state = state;
+    s->observed_schema_version = obs.schema_version;
+    s->observed_catalog_version = obs.catalog_version;
+    s->observed_at = GetCurrentTimestamp();
+    s->publications++;
+    if (!obs.extension_present) {
+        s->nspecs = 0;
+        s->specs_truncated = false;
+    } else if (plan) {
+        const auto& specs = plan->start;
+        int n = std::min<int>(static_cast<int>(specs.size()), decoupled::guc_max_workers);
+        for (int i = 0; i < n; ++i) {
+            decoupled::SpecSlot& slot = s->specs[i];
+            copy_text(slot.kind, sizeof(slot.kind), decoupled::worker_kind_name(specs[i].kind));
+            copy_text(slot.name, sizeof(slot.name), specs[i].name);
+            copy_text(slot.cluster, sizeof(slot.cluster), specs[i].cluster);
+            copy_text(slot.deployment, sizeof(slot.deployment), specs[i].deployment);
+            slot.replica_id = specs[i].replica_id;
+        }
+        s->nspecs = n;
+        s->specs_truncated = n < static_cast<int>(specs.size());
+    }
+    LWLockRelease(s->lock);
+    ConditionVariableBroadcast(&s->observed_cv);
+}
+
+void detach_from_shmem(int, Datum) {
+    SharedState* s = decoupled::shared_state();
+    LWLockAcquire(s->lock, LW_EXCLUSIVE);
+    if (s->controller_pid == MyProcPid) {
+        s->controller_pid = 0;
+        s->controller_latch = nullptr;
+        s->state = ControllerState::NotRunning;
+    }
+    LWLockRelease(s->lock);
+    ConditionVariableBroadcast(&s->observed_cv);
+}
+
+void attach_to_shmem() {
+    SharedState* s = decoupled::shared_state();
+    LWLockAcquire(s->lock, LW_EXCLUSIVE);
+    s->controller_pid = MyProcPid;
+    s->controller_latch = MyLatch;
+    s->state = ControllerState::WaitingForExtension;
+    LWLockRelease(s->lock);
+    on_shmem_exit(detach_from_shmem, 0);
+}
+
+int64 now_ms() { return GetCurrentTimestamp() / 1000; }
+
+class Controller {
+  public:
+    explicit Controller(MemoryContext context) : context_(context) {}
+
+    // One pass: read the catalog, publish what changed.  Returns how long to
+    // sleep before the next pass unless woken.
+    long step() {
+        MemoryContextReset(context_);
+        Observation obs;
+        int64 started = now_ms();
+        try {
+            decoupled::pg_call([&] { read_catalog(&obs, known_version_, context_); });
+        } catch (const decoupled::PgError& e) {
+            return on_failure(e, started);
+        }
+        backoff_.reset();
+
+        if (!obs.extension_present) {
+            note_state(ControllerState::WaitingForExtension, obs);
+            known_version_ = 0;
+            publish(ControllerState::WaitingForExtension, obs, nullptr);
+        } else if (auto problem = decoupled::schema_version_problem(obs.schema_version)) {
+            if (note_state(ControllerState::RefusingCatalog, obs))
+                ereport(WARNING,
+                        (errmsg("pg_decoupled controller refuses the catalog: %s",
+                                problem->c_str()),
+                         errdetail("The catalog is left unchanged and nothing is supervised."),
+                         errhint("Run the pg_decoupled build that matches this catalog.")));
+            known_version_ = 0;
+            publish(ControllerState::RefusingCatalog, obs, nullptr);
+        } else {
+            note_state(ControllerState::Following, obs);
+            if (obs.specs_read) {
+                auto plan = decoupled::plan_supervision(desired_specs(obs), {});
+                ereport(LOG, (errmsg("pg_decoupled controller follows catalog version " INT64_FORMAT
+                                     ": %zu processes planned",
+                                     obs.catalog_version, plan.start.size())));
+                known_version_ = obs.catalog_version;
+                publish(ControllerState::Following, obs, &plan);
+            } else {
+                publish(ControllerState::Following, obs, nullptr);
+            }
+        }
+        return decoupled::guc_poll_interval;
+    }
+
+  private:
+    // Returns true when the state differs from the previous pass.
+    bool note_state(ControllerState state, const Observation&) {
+        bool changed = state != last_state_;
+        if (changed && state == ControllerState::WaitingForExtension)
+            ereport(LOG, (errmsg("pg_decoupled controller waits for CREATE EXTENSION "
+                                 "pg_decoupled in database \"%s\"",
+                                 decoupled::guc_database)));
+        last_state_ = state;
+        return changed;
+    }
+
+    long on_failure(const decoupled::PgError& e, int64 started) {
+        AbortCurrentTransaction();
+        pgstat_report_activity(STATE_IDLE, nullptr);
+        // A DROP EXTENSION that commits mid-read is routine, not a failure.
+        bool vanished = false;
+        try {
+            decoupled::pg_call([&] {
+                StartTransactionCommand();
+                vanished = !OidIsValid(get_extension_oid("pg_decoupled", true));
+                CommitTransactionCommand();
+            });
+        } catch (const decoupled::PgError&) {
+            AbortCurrentTransaction();
+        }
+        ereport(vanished ? DEBUG1 : LOG,
+                (errmsg("pg_decoupled controller could not read the catalog: %s", e.what())));
+        last_state_ = ControllerState::Failing;
+        known_version_ = 0;
+        Observation none;
+        none.extension_present = !vanished;
+        publish(ControllerState::Failing, none, nullptr);
+        int64 now = now_ms();
+        return static_cast<long>(std::max<int64>(backoff_.on_failure(started, now) - now, 1));
+    }
+
+    MemoryContext context_;
+    decoupled::Backoff backoff_;
+    ControllerState last_state_ = ControllerState::NotRunning;
+    int64 known_version_ = 0;
+};
+
+}  // namespace
+
+void decoupled_controller_main(Datum) {
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    BackgroundWorkerUnblockSignals();
+    BackgroundWorkerInitializeConnection(decoupled::guc_database, nullptr, 0);
+    pgstat_report_appname("pg_decoupled controller");
+    attach_to_shmem();
+
+    MemoryContext context = AllocSetContextCreate(TopMemoryContext, "pg_decoupled controller",
+                                                  ALLOCSET_DEFAULT_SIZES);
+    Controller controller(context);
+    for (;;) {
+        if (ConfigReloadPending) {
+            ConfigReloadPending = false;
+            ProcessConfigFile(PGC_SIGHUP);
+        }
+        long sleep_ms = controller.step();
+        if (ShutdownRequestPending) break;
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+        if (ShutdownRequestPending) break;
+    }
+    // Exit code 1: the postmaster restarts us unless the server is stopping.
+    proc_exit(1);
+}

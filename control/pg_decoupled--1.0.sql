@@ -1,0 +1,737 @@
+-- pg_decoupled catalog, schema version 1.
+--
+-- The catalog is the one durable authority for what is maintained (brief C1).
+-- Tables are private (no privileges for PUBLIC); users read the public views
+-- and change the catalog only through the functions below, each of which is
+-- one catalog transaction that bumps decoupled.catalog_meta.catalog_version.
+
+\echo Use "CREATE EXTENSION pg_decoupled" to load this file. \quit
+
+------------------------------------------------------------------------------
+-- Install-time checks and C entry points
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled._assert_install_database() RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_assert_install_database';
+SELECT decoupled._assert_install_database();
+
+CREATE FUNCTION decoupled._assert_schema_version(version integer) RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_assert_schema_version';
+CREATE FUNCTION decoupled._wake_controller_at_commit() RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wake_controller_at_commit';
+
+CREATE FUNCTION decoupled.supported_schema_version() RETURNS integer
+    LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_supported_schema_version';
+COMMENT ON FUNCTION decoupled.supported_schema_version() IS
+    'The catalog schema version this build of pg_decoupled opens.';
+
+-- Roles are cluster-wide and outlive the extension; create it only once.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'decoupled_admin') THEN
+        CREATE ROLE decoupled_admin NOLOGIN;
+    END IF;
+END
+$$;
+COMMENT ON ROLE decoupled_admin IS 'May change the pg_decoupled catalog (declarations, DDL).';
+
+GRANT USAGE ON SCHEMA decoupled TO PUBLIC;
+
+------------------------------------------------------------------------------
+-- Domains
+------------------------------------------------------------------------------
+
+-- Names of declarations and collections: non-empty, at most NAMEDATALEN - 1
+-- bytes, no control characters.  The functions check first with a friendly
+-- error; the domain makes a bad row impossible regardless.
+CREATE DOMAIN decoupled.object_name AS text
+    CHECK (VALUE <> '' AND octet_length(VALUE) <= 63 AND VALUE !~ '[[:cntrl:]]');
+
+-- Timestamps: milliseconds since the Unix epoch from the timestamp oracle.
+CREATE DOMAIN decoupled.mz_timestamp AS bigint CHECK (VALUE >= 0);
+
+------------------------------------------------------------------------------
+-- Catalog tables
+------------------------------------------------------------------------------
+
+CREATE TABLE decoupled.catalog_meta (
+    singleton       boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    schema_version  integer NOT NULL CHECK (schema_version > 0),
+    catalog_version bigint NOT NULL CHECK (catalog_version > 0),
+    initialized_at  timestamptz NOT NULL DEFAULT now(),
+    changed_at      timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON TABLE decoupled.catalog_meta IS
+    'Schema version of this catalog and the version every catalog transaction bumps.';
+
+-- Configuration the controllers reconcile against (brief C11.1): a writer
+-- updates it only where config_version still has the value it read.
+CREATE TABLE decoupled.catalog_configuration (
+    singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    config_version bigint NOT NULL CHECK (config_version > 0),
+    settings       jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(settings) = 'object'),
+    changed_at     timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE decoupled.catalog_deployments (
+    name        decoupled.object_name PRIMARY KEY,
+    state       text NOT NULL CHECK (state IN ('active', 'prewarming', 'retired')),
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    promoted_at timestamptz,
+    retired_at  timestamptz,
+    CONSTRAINT retired_has_time CHECK ((state = 'retired') = (retired_at IS NOT NULL)),
+    CONSTRAINT promoted_has_time
+        CHECK (state <> 'active' OR promoted_at IS NOT NULL OR name = 'default')
+);
+-- Write authority belongs to exactly one deployment at a time.
+CREATE UNIQUE INDEX catalog_deployments_one_active
+    ON decoupled.catalog_deployments ((true)) WHERE state = 'active';
+
+-- A cluster is catalog-wide; each live deployment realizes its replicas.
+-- Managed clusters keep replication_factor replicas named r1, r2, ...
+CREATE TABLE decoupled.catalog_clusters (
+    name               decoupled.object_name PRIMARY KEY,
+    managed            boolean NOT NULL DEFAULT true,
+    replication_factor integer CHECK (replication_factor >= 0),
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT managed_has_replication_factor CHECK (managed = (replication_factor IS NOT NULL))
+);
+
+CREATE TABLE decoupled.catalog_replicas (
+    replica_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    cluster    decoupled.object_name NOT NULL
+               REFERENCES decoupled.catalog_clusters (name) ON DELETE CASCADE,
+    name       decoupled.object_name NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (cluster, name)
+);
+
+-- Execution identities.  One sequence for replicas and adapters: a later
+-- start always has a larger incarnation, which is what fencing compares.
+CREATE SEQUENCE decoupled.incarnation_seq AS bigint;
+
+CREATE TABLE decoupled.catalog_replica_incarnations (
+    replica_id   bigint NOT NULL
+                 REFERENCES decoupled.catalog_replicas (replica_id) ON DELETE CASCADE,
+    deployment   decoupled.object_name NOT NULL
+                 REFERENCES decoupled.catalog_deployments (name),
+    incarnation  bigint NOT NULL CHECK (incarnation > 0),
+    pid          integer CHECK (pid > 0),
+    host         text,
+    status       text NOT NULL DEFAULT 'starting'
+                 CHECK (status IN ('starting', 'running', 'stalled', 'stopped')),
+    error        text,
+    hint         text,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz,
+    retired_at   timestamptz,
+    PRIMARY KEY (replica_id, deployment, incarnation),
+    UNIQUE (incarnation)
+);
+-- Only the newest incarnation of a replica in a deployment is live.
+CREATE UNIQUE INDEX catalog_replica_incarnations_one_live
+    ON decoupled.catalog_replica_incarnations (replica_id, deployment)
+    WHERE retired_at IS NULL;
+
+CREATE TABLE decoupled.catalog_adapters (
+    name       decoupled.object_name NOT NULL,
+    deployment decoupled.object_name NOT NULL
+               REFERENCES decoupled.catalog_deployments (name),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (name, deployment)
+);
+
+-- Dropping an adapter removes its incarnations and, through them, exactly
+-- the holds, sessions and subscriptions they own (brief C4.3).
+CREATE TABLE decoupled.catalog_adapter_incarnations (
+    adapter      decoupled.object_name NOT NULL,
+    deployment   decoupled.object_name NOT NULL,
+    incarnation  bigint NOT NULL CHECK (incarnation > 0),
+    pid          integer CHECK (pid > 0),
+    status       text NOT NULL DEFAULT 'starting'
+                 CHECK (status IN ('starting', 'running', 'stopped')),
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz,
+    retired_at   timestamptz,
+    reclaimed_at timestamptz,
+    PRIMARY KEY (adapter, deployment, incarnation),
+    UNIQUE (incarnation),
+    FOREIGN KEY (adapter, deployment)
+        REFERENCES decoupled.catalog_adapters (name, deployment) ON DELETE CASCADE,
+    CHECK (reclaimed_at IS NULL OR retired_at IS NOT NULL)
+);
+CREATE UNIQUE INDEX catalog_adapter_incarnations_one_live
+    ON decoupled.catalog_adapter_incarnations (adapter, deployment)
+    WHERE retired_at IS NULL;
+
+-- Collections and sinks.  lifetime_id identifies one life of a name: a drop
+-- and re-create under the same name is a new object.  Dropped objects keep
+-- their row (dropped_at) until their storage is finalized.
+CREATE SEQUENCE decoupled.lifetime_id_seq AS bigint;
+
+CREATE TABLE decoupled.catalog_objects (
+    lifetime_id        bigint PRIMARY KEY DEFAULT nextval('decoupled.lifetime_id_seq'),
+    name               decoupled.object_name NOT NULL,
+    kind               text NOT NULL
+                       CHECK (kind IN ('table', 'source', 'materialized view', 'sink')),
+    cluster            decoupled.object_name
+                       REFERENCES decoupled.catalog_clusters (name) ON DELETE SET NULL,
+    relation           oid,
+    definition         jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(definition) = 'object'),
+    written_plan       text,
+    retain_history     interval CHECK (retain_history >= interval '0'),
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    created_in_version bigint NOT NULL,
+    dropped_at         timestamptz,
+    dropped_in_version bigint,
+    finalized_at       timestamptz,
+    -- Everything but a registered table runs on a cluster while it lives.
+    CONSTRAINT live_object_has_cluster
+        CHECK (kind = 'table' OR cluster IS NOT NULL OR dropped_at IS NOT NULL),
+    CONSTRAINT table_has_no_cluster CHECK (kind <> 'table' OR cluster IS NULL),
+    CONSTRAINT view_has_written_plan
+        CHECK (kind <> 'materialized view' OR written_plan IS NOT NULL),
+    CONSTRAINT dropped_has_version CHECK ((dropped_at IS NULL) = (dropped_in_version IS NULL)),
+    CONSTRAINT dropped_after_created
+        CHECK (dropped_in_version IS NULL OR dropped_in_version > created_in_version),
+    CONSTRAINT finalized_after_dropped CHECK (finalized_at IS NULL OR dropped_at IS NOT NULL)
+);
+CREATE UNIQUE INDEX catalog_objects_live_name
+    ON decoupled.catalog_objects (name) WHERE dropped_at IS NULL;
+CREATE INDEX catalog_objects_cluster ON decoupled.catalog_objects (cluster)
+    WHERE dropped_at IS NULL;
+
+-- Durable progress (brief C2).  Every update at a time < upper is final;
+-- reads at t < since are refused.  A sink has no since.
+CREATE TABLE decoupled.catalog_frontiers (
+    lifetime_id bigint PRIMARY KEY
+                REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    since       decoupled.mz_timestamp,
+    upper       decoupled.mz_timestamp NOT NULL,
+    changed_at  timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT since_not_beyond_upper CHECK (since IS NULL OR since <= upper)
+);
+
+-- Committed compaction permission (brief C3): since may advance up to bound.
+CREATE TABLE decoupled.catalog_bounds (
+    lifetime_id bigint PRIMARY KEY
+                REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    bound       decoupled.mz_timestamp NOT NULL,
+    changed_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- Maintained requirements: `collection` must stay readable from `frontier`
+-- for `required_by` (an MV's logical inputs, a sink's input).
+CREATE TABLE decoupled.catalog_requirements (
+    lifetime_id bigint NOT NULL
+                REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    required_by bigint NOT NULL
+                REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    frontier    decoupled.mz_timestamp NOT NULL,
+    changed_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (lifetime_id, required_by),
+    CONSTRAINT not_self_required CHECK (lifetime_id <> required_by)
+);
+CREATE INDEX catalog_requirements_required_by
+    ON decoupled.catalog_requirements (required_by);
+
+-- Durable read holds, one per owner and collection: the owner is an adapter
+-- incarnation, and the frontier covers every hold its sessions keep in shared
+-- memory (brief C4.1).
+CREATE TABLE decoupled.catalog_holds (
+    adapter     decoupled.object_name NOT NULL,
+    deployment  decoupled.object_name NOT NULL,
+    incarnation bigint NOT NULL,
+    lifetime_id bigint NOT NULL
+                REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    frontier    decoupled.mz_timestamp NOT NULL,
+    changed_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (adapter, deployment, incarnation, lifetime_id),
+    FOREIGN KEY (adapter, deployment, incarnation)
+        REFERENCES decoupled.catalog_adapter_incarnations (adapter, deployment, incarnation)
+        ON DELETE CASCADE
+);
+CREATE INDEX catalog_holds_collection ON decoupled.catalog_holds (lifetime_id);
+
+-- Current health: one replica-owned row per (object, replica).  A report from
+-- an incarnation older than the stored one is ignored (brief C6.1).
+CREATE TABLE decoupled.replica_health (
+    lifetime_id   bigint NOT NULL
+                  REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    replica_id    bigint NOT NULL
+                  REFERENCES decoupled.catalog_replicas (replica_id) ON DELETE CASCADE,
+    incarnation   bigint NOT NULL CHECK (incarnation > 0),
+    status        text NOT NULL
+                  CHECK (status IN ('starting', 'running', 'paused', 'stalled', 'dropped')),
+    error         text,
+    hint          text,
+    hydrated      boolean NOT NULL DEFAULT false,
+    -- NULL: the transition time is unknown (reconstructed after a restart).
+    transition_at timestamptz,
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (lifetime_id, replica_id)
+);
+
+-- Status transitions, kept for decoupled.status_history_retention.  Replica
+-- names are copied so that history outlives the replica declaration.
+CREATE TABLE decoupled.status_events (
+    event_id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    lifetime_id bigint NOT NULL
+                REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    replica     text,
+    incarnation bigint,
+    status      text NOT NULL
+                CHECK (status IN ('created', 'starting', 'running', 'paused', 'stalled',
+                                  'dropped')),
+    error       text,
+    occurred_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX status_events_occurred_at ON decoupled.status_events (occurred_at);
+
+-- Attached sessions, keyed by their owner (brief C7.1).  connected_at is the
+-- backend's start time, so a reused pid is a different row.
+CREATE TABLE decoupled.session_records (
+    adapter      decoupled.object_name NOT NULL,
+    deployment   decoupled.object_name NOT NULL,
+    incarnation  bigint NOT NULL,
+    session_pid  integer NOT NULL CHECK (session_pid > 0),
+    connected_at timestamptz NOT NULL,
+    role         name NOT NULL,
+    PRIMARY KEY (adapter, deployment, incarnation, session_pid, connected_at),
+    FOREIGN KEY (adapter, deployment, incarnation)
+        REFERENCES decoupled.catalog_adapter_incarnations (adapter, deployment, incarnation)
+        ON DELETE CASCADE
+);
+
+CREATE TABLE decoupled.subscription_records (
+    subscription_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    adapter         decoupled.object_name NOT NULL,
+    deployment      decoupled.object_name NOT NULL,
+    incarnation     bigint NOT NULL,
+    session_pid     integer NOT NULL CHECK (session_pid > 0),
+    connected_at    timestamptz NOT NULL,
+    lifetime_id     bigint NOT NULL
+                    REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    frontier        decoupled.mz_timestamp NOT NULL,
+    FOREIGN KEY (adapter, deployment, incarnation, session_pid, connected_at)
+        REFERENCES decoupled.session_records
+            (adapter, deployment, incarnation, session_pid, connected_at)
+        ON DELETE CASCADE
+);
+
+------------------------------------------------------------------------------
+-- Fresh-install defaults (brief C1.1).  This script runs once per catalog;
+-- nothing else ever inserts a default, so what a user drops stays dropped.
+------------------------------------------------------------------------------
+
+INSERT INTO decoupled.catalog_meta (schema_version, catalog_version)
+    VALUES (decoupled.supported_schema_version(), 1);
+INSERT INTO decoupled.catalog_configuration (config_version) VALUES (1);
+INSERT INTO decoupled.catalog_deployments (name, state) VALUES ('default', 'active');
+INSERT INTO decoupled.catalog_clusters (name, managed, replication_factor)
+    VALUES ('default', true, 1);
+INSERT INTO decoupled.catalog_replicas (cluster, name) VALUES ('default', 'r1');
+INSERT INTO decoupled.catalog_adapters (name, deployment) VALUES ('default', 'default');
+
+------------------------------------------------------------------------------
+-- Catalog transaction helpers (private)
+------------------------------------------------------------------------------
+
+-- Starts a catalog change: serializes DDL on the catalog_meta row, refuses a
+-- catalog at an unsupported schema version, bumps the catalog version and
+-- arranges the controller's wake-up at commit.  Returns the new version.
+CREATE FUNCTION decoupled._begin_catalog_change() RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_schema  integer;
+    v_version bigint;
+BEGIN
+    SELECT schema_version INTO STRICT v_schema FROM decoupled.catalog_meta FOR UPDATE;
+    PERFORM decoupled._assert_schema_version(v_schema);
+    UPDATE decoupled.catalog_meta
+       SET catalog_version = catalog_version + 1, changed_at = now()
+    RETURNING catalog_version INTO v_version;
+    PERFORM decoupled._wake_controller_at_commit();
+    RETURN v_version;
+END
+$$;
+
+CREATE FUNCTION decoupled._check_name(what text, name text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION '% name must not be null', what
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF name = '' OR octet_length(name) > 63 OR name ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'invalid % name "%"', what, name
+            USING ERRCODE = 'invalid_name',
+                  DETAIL = 'Names must be 1 to 63 bytes long and contain no control characters.';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION decoupled._active_deployment() RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT name::text FROM decoupled.catalog_deployments WHERE state = 'active'
+$$;
+
+-- A managed cluster's replica count: add r<k> for the lowest free k, remove
+-- the most recently declared first.
+CREATE FUNCTION decoupled._resize_cluster(cluster_name text, replicas integer) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_have integer;
+    v_k    integer := 0;
+BEGIN
+    SELECT count(*) INTO v_have FROM decoupled.catalog_replicas WHERE cluster = cluster_name;
+    WHILE v_have < replicas LOOP
+        v_k := v_k + 1;
+        CONTINUE WHEN EXISTS (SELECT FROM decoupled.catalog_replicas
+                               WHERE cluster = cluster_name AND name = 'r' || v_k);
+        INSERT INTO decoupled.catalog_replicas (cluster, name) VALUES (cluster_name, 'r' || v_k);
+        v_have := v_have + 1;
+    END LOOP;
+    IF v_have > replicas THEN
+        DELETE FROM decoupled.catalog_replicas
+         WHERE replica_id IN (SELECT replica_id FROM decoupled.catalog_replicas
+                               WHERE cluster = cluster_name
+                               ORDER BY replica_id DESC LIMIT v_have - replicas);
+    END IF;
+END
+$$;
+
+------------------------------------------------------------------------------
+-- DDL for declarations (privileged: superuser or decoupled_admin)
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled.create_cluster(name text, replicas integer DEFAULT 1) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name text := create_cluster.name;
+BEGIN
+    PERFORM decoupled._check_name('cluster', v_name);
+    IF replicas IS NULL OR replicas < 0 THEN
+        RAISE EXCEPTION 'invalid replica count % for cluster "%"',
+                        coalesce(replicas::text, 'NULL'), v_name
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A cluster has zero or more replicas; with zero its objects are paused.';
+    END IF;
+    PERFORM decoupled._begin_catalog_change();
+    IF EXISTS (SELECT FROM decoupled.catalog_clusters c WHERE c.name = v_name) THEN
+        RAISE EXCEPTION 'cluster "%" already exists', v_name USING ERRCODE = 'duplicate_object';
+    END IF;
+    INSERT INTO decoupled.catalog_clusters (name, managed, replication_factor)
+        VALUES (v_name, true, replicas);
+    PERFORM decoupled._resize_cluster(v_name, replicas);
+END
+$$;
+COMMENT ON FUNCTION decoupled.create_cluster(text, integer) IS
+    'Declare a managed cluster with the given number of replicas (r1, r2, ...).';
+
+CREATE FUNCTION decoupled.alter_cluster(name text, replicas integer) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name    text := alter_cluster.name;
+    v_cluster decoupled.catalog_clusters;
+    v_version bigint;
+BEGIN
+    PERFORM decoupled._check_name('cluster', v_name);
+    IF replicas IS NULL OR replicas < 0 THEN
+        RAISE EXCEPTION 'invalid replica count % for cluster "%"',
+                        coalesce(replicas::text, 'NULL'), v_name
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A cluster has zero or more replicas; with zero its objects are paused.';
+    END IF;
+    v_version := decoupled._begin_catalog_change();
+    SELECT * INTO v_cluster FROM decoupled.catalog_clusters c WHERE c.name = v_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cluster "%" does not exist', v_name USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT v_cluster.managed THEN
+        RAISE EXCEPTION 'cluster "%" is not managed', v_name
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Add and remove its replicas one by one.';
+    END IF;
+    -- Pausing is caused by this DDL, so this committer, and nobody else,
+    -- writes the history row (brief C6.3).
+    IF replicas = 0 AND v_cluster.replication_factor > 0 THEN
+        INSERT INTO decoupled.status_events (lifetime_id, status, error)
+        SELECT o.lifetime_id, 'paused', 'cluster "' || v_name || '" has no replicas'
+          FROM decoupled.catalog_objects o
+         WHERE o.cluster = v_name AND o.dropped_at IS NULL;
+    END IF;
+    UPDATE decoupled.catalog_clusters c SET replication_factor = replicas WHERE c.name = v_name;
+    PERFORM decoupled._resize_cluster(v_name, replicas);
+END
+$$;
+COMMENT ON FUNCTION decoupled.alter_cluster(text, integer) IS
+    'Set the replica count of a managed cluster; zero pauses its objects.';
+
+CREATE FUNCTION decoupled.drop_cluster(name text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name    text := drop_cluster.name;
+    v_objects text;
+    v_count   bigint;
+BEGIN
+    PERFORM decoupled._check_name('cluster', v_name);
+    PERFORM decoupled._begin_catalog_change();
+    PERFORM FROM decoupled.catalog_clusters c WHERE c.name = v_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cluster "%" does not exist', v_name USING ERRCODE = 'undefined_object';
+    END IF;
+    SELECT count(*), string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.name)
+      INTO v_count, v_objects
+      FROM decoupled.catalog_objects o
+     WHERE o.cluster = v_name AND o.dropped_at IS NULL;
+    IF v_count > 0 THEN
+        RAISE EXCEPTION 'cannot drop cluster "%" because objects run on it', v_name
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = 'Placed on it: ' || v_objects || '.',
+                  HINT = 'Drop those objects first.';
+    END IF;
+    DELETE FROM decoupled.catalog_clusters c WHERE c.name = v_name;
+END
+$$;
+COMMENT ON FUNCTION decoupled.drop_cluster(text) IS
+    'Drop a cluster and its replica declarations; refused while objects run on it.';
+
+CREATE FUNCTION decoupled.declare_adapter(name text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name       text := declare_adapter.name;
+    v_deployment text;
+BEGIN
+    PERFORM decoupled._check_name('adapter', v_name);
+    PERFORM decoupled._begin_catalog_change();
+    v_deployment := decoupled._active_deployment();
+    IF EXISTS (SELECT FROM decoupled.catalog_adapters a
+                WHERE a.name = v_name AND a.deployment = v_deployment) THEN
+        RAISE EXCEPTION 'adapter "%" already exists in deployment "%"', v_name, v_deployment
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    INSERT INTO decoupled.catalog_adapters (name, deployment) VALUES (v_name, v_deployment);
+END
+$$;
+COMMENT ON FUNCTION decoupled.declare_adapter(text) IS
+    'Declare a SQL front door (adapter) in the active deployment.';
+
+CREATE FUNCTION decoupled.drop_adapter(name text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name       text := drop_adapter.name;
+    v_deployment text;
+BEGIN
+    PERFORM decoupled._check_name('adapter', v_name);
+    PERFORM decoupled._begin_catalog_change();
+    v_deployment := decoupled._active_deployment();
+    -- Cascades to the adapter's incarnations and exactly their holds,
+    -- sessions and subscriptions; peers are untouched.
+    DELETE FROM decoupled.catalog_adapters a
+     WHERE a.name = v_name AND a.deployment = v_deployment;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'adapter "%" does not exist in deployment "%"', v_name, v_deployment
+            USING ERRCODE = 'undefined_object';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION decoupled.drop_adapter(text) IS
+    'Drop an adapter of the active deployment, releasing exactly its holds.';
+
+------------------------------------------------------------------------------
+-- Controller observation and waiting
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled.catalog_version() RETURNS bigint
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT catalog_version FROM decoupled.catalog_meta
+$$;
+COMMENT ON FUNCTION decoupled.catalog_version() IS
+    'The committed catalog version; every catalog transaction bumps it.';
+
+CREATE FUNCTION decoupled.controller_status(
+    OUT pid integer, OUT state text, OUT schema_version integer,
+    OUT catalog_version bigint, OUT observed_at timestamptz)
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_controller_status';
+
+CREATE FUNCTION decoupled.supervision(
+    OUT kind text, OUT name text, OUT cluster text, OUT deployment text,
+    OUT replica_id bigint, OUT action text)
+    RETURNS SETOF record LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_supervision';
+
+CREATE FUNCTION decoupled.wait_for_controller(
+    catalog_version bigint, timeout interval DEFAULT '30s') RETURNS bigint
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_for_controller';
+COMMENT ON FUNCTION decoupled.wait_for_controller(bigint, interval) IS
+    'Wait until the controller follows the given catalog version; returns the version it observed.';
+
+------------------------------------------------------------------------------
+-- Public views (brief C12).  Missing observations are NULL, never 0.
+------------------------------------------------------------------------------
+
+CREATE VIEW decoupled.catalog AS
+    SELECT schema_version, catalog_version, initialized_at, changed_at
+      FROM decoupled.catalog_meta;
+
+CREATE VIEW decoupled.controller AS
+    SELECT * FROM decoupled.controller_status();
+
+CREATE VIEW decoupled.supervised AS
+    SELECT * FROM decoupled.supervision();
+
+CREATE VIEW decoupled.deployments AS
+    SELECT name::text, state, state = 'active' AS writes_enabled, created_at, promoted_at,
+           retired_at
+      FROM decoupled.catalog_deployments;
+
+CREATE VIEW decoupled.clusters AS
+    SELECT c.name::text, c.managed, c.replication_factor,
+           (SELECT count(*) FROM decoupled.catalog_replicas r WHERE r.cluster = c.name)
+               AS replicas,
+           c.created_at
+      FROM decoupled.catalog_clusters c;
+
+-- Each replica declaration as realized by each live deployment.
+CREATE VIEW decoupled.cluster_replicas AS
+    SELECT r.cluster::text, r.name::text AS replica, d.name::text AS deployment,
+           i.incarnation, i.pid, i.status, r.replica_id
+      FROM decoupled.catalog_replicas r
+      CROSS JOIN decoupled.catalog_deployments d
+      LEFT JOIN decoupled.catalog_replica_incarnations i
+             ON i.replica_id = r.replica_id AND i.deployment = d.name
+            AND i.retired_at IS NULL
+     WHERE d.state <> 'retired';
+
+CREATE VIEW decoupled.replica_statuses AS
+    SELECT r.cluster::text AS name, r.name::text AS replica, i.deployment::text,
+           i.incarnation, i.status, i.error, i.hint,
+           coalesce(i.heartbeat_at, i.started_at) AS updated_at
+      FROM decoupled.catalog_replica_incarnations i
+      JOIN decoupled.catalog_replicas r USING (replica_id)
+     WHERE i.retired_at IS NULL;
+
+CREATE VIEW decoupled.adapters AS
+    SELECT a.name::text, a.deployment::text, i.incarnation, i.pid, i.status, i.heartbeat_at
+      FROM decoupled.catalog_adapters a
+      LEFT JOIN decoupled.catalog_adapter_incarnations i
+             ON i.adapter = a.name AND i.deployment = a.deployment AND i.retired_at IS NULL;
+
+CREATE VIEW decoupled.objects AS
+    SELECT o.name::text, o.kind, o.cluster::text, o.lifetime_id, o.created_at,
+           o.retain_history
+      FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL;
+
+CREATE VIEW decoupled.frontiers AS
+    SELECT o.name::text, f.since::bigint, f.upper::bigint, b.bound::bigint AS compaction_bound,
+           (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint - f.upper AS lag_ms
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.catalog_frontiers f USING (lifetime_id)
+      LEFT JOIN decoupled.catalog_bounds b USING (lifetime_id)
+     WHERE o.dropped_at IS NULL;
+
+CREATE VIEW decoupled.requirements AS
+    SELECT c.name::text AS collection, r.name::text AS required_by, q.frontier::bigint
+      FROM decoupled.catalog_requirements q
+      JOIN decoupled.catalog_objects c ON c.lifetime_id = q.lifetime_id
+      JOIN decoupled.catalog_objects r ON r.lifetime_id = q.required_by
+     WHERE c.dropped_at IS NULL AND r.dropped_at IS NULL;
+
+CREATE VIEW decoupled.holds AS
+    SELECT h.adapter::text, h.deployment::text, h.incarnation, o.name::text AS collection,
+           h.frontier::bigint
+      FROM decoupled.catalog_holds h
+      JOIN decoupled.catalog_objects o USING (lifetime_id)
+     WHERE o.dropped_at IS NULL;
+
+-- Health of every live object on every replica of its cluster.  An object
+-- whose cluster has no replica is `paused` by placement; one nobody has
+-- reported on yet is `created`.
+CREATE VIEW decoupled.object_statuses AS
+    SELECT o.name::text, o.kind, r.name::text AS replica,
+           CASE WHEN r.replica_id IS NULL THEN 'paused'
+                ELSE coalesce(h.status, 'created') END AS status,
+           h.error,
+           CASE WHEN r.replica_id IS NULL THEN 'no replica is running it' ELSE h.hint END
+               AS hint,
+           h.updated_at, h.transition_at, h.hydrated
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
+      LEFT JOIN decoupled.replica_health h
+             ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
+     WHERE o.dropped_at IS NULL AND o.kind <> 'table';
+
+CREATE VIEW decoupled.source_statuses AS
+    SELECT name, replica, status, error, hint, updated_at, transition_at
+      FROM decoupled.object_statuses WHERE kind = 'source';
+
+CREATE VIEW decoupled.sink_statuses AS
+    SELECT name, replica, status, error, hint, updated_at, transition_at
+      FROM decoupled.object_statuses WHERE kind = 'sink';
+
+CREATE VIEW decoupled.hydration AS
+    SELECT name, replica, hydrated
+      FROM decoupled.object_statuses WHERE replica IS NOT NULL;
+
+CREATE VIEW decoupled.status_history AS
+    SELECT o.name::text, e.replica, e.status, e.error, e.occurred_at, e.incarnation
+      FROM decoupled.status_events e
+      JOIN decoupled.catalog_objects o USING (lifetime_id);
+
+-- Sessions and subscriptions of live incarnations only: a predecessor's row
+-- never shows up as its successor's (brief C7.1).
+CREATE VIEW decoupled.sessions AS
+    SELECT s.adapter::text, s.deployment::text, s.incarnation, s.session_pid, s.role,
+           s.connected_at
+      FROM decoupled.session_records s
+      JOIN decoupled.catalog_adapter_incarnations i USING (adapter, deployment, incarnation)
+     WHERE i.retired_at IS NULL;
+
+CREATE VIEW decoupled.subscriptions AS
+    SELECT s.adapter::text, s.incarnation, s.session_pid, o.name::text AS collection,
+           s.frontier::bigint, s.deployment::text, s.subscription_id
+      FROM decoupled.subscription_records s
+      JOIN decoupled.catalog_adapter_incarnations i USING (adapter, deployment, incarnation)
+      JOIN decoupled.catalog_objects o USING (lifetime_id)
+     WHERE i.retired_at IS NULL;
+
+------------------------------------------------------------------------------
+-- Privileges
+------------------------------------------------------------------------------
+
+-- Readers see the views; only the catalog functions write the tables.
+GRANT SELECT ON ALL TABLES IN SCHEMA decoupled TO PUBLIC;
+REVOKE ALL ON
+    decoupled.catalog_meta, decoupled.catalog_configuration, decoupled.catalog_deployments,
+    decoupled.catalog_clusters, decoupled.catalog_replicas,
+    decoupled.catalog_replica_incarnations, decoupled.catalog_adapters,
+    decoupled.catalog_adapter_incarnations, decoupled.catalog_objects,
+    decoupled.catalog_frontiers, decoupled.catalog_bounds, decoupled.catalog_requirements,
+    decoupled.catalog_holds, decoupled.replica_health, decoupled.status_events,
+    decoupled.session_records, decoupled.subscription_records
+FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION
+    decoupled._assert_install_database(), decoupled._assert_schema_version(integer),
+    decoupled._wake_controller_at_commit(), decoupled._begin_catalog_change(),
+    decoupled._check_name(text, text), decoupled._active_deployment(),
+    decoupled._resize_cluster(text, integer),
+    decoupled.create_cluster(text, integer), decoupled.alter_cluster(text, integer),
+    decoupled.drop_cluster(text), decoupled.declare_adapter(text),
+    decoupled.drop_adapter(text)
+FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION
+    decoupled.create_cluster(text, integer), decoupled.alter_cluster(text, integer),
+    decoupled.drop_cluster(text), decoupled.declare_adapter(text),
+    decoupled.drop_adapter(text)
+TO decoupled_admin;
+
+-- Wake the controller once the extension's creation commits.
+SELECT decoupled._wake_controller_at_commit();

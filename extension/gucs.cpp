@@ -1,0 +1,35 @@
+#include "gucs.hpp"
+
+extern "C" {
+#include "utils/guc.h"
+}
+
+namespace decoupled {
+
+char* guc_database = nullptr;
+int guc_poll_interval = 1000;
+int guc_max_workers = 64;
+
+void define_gucs() {
+    DefineCustomStringVariable(
+        "decoupled.database", "Database that holds the pg_decoupled catalog.",
+        "The controller connects to this database; CREATE EXTENSION pg_decoupled is "
+        "accepted only there.",
+        &guc_database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+
+    DefineCustomIntVariable(
+        "decoupled.poll_interval", "How often workers re-read the catalog without a wake-up.",
+        "Wake-ups are hints; polling is what keeps the system correct when they are lost.",
+        &guc_poll_interval, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+        nullptr);
+
+    DefineCustomIntVariable(
+        "decoupled.max_workers", "Maximum number of processes the controller supervises.",
+        "Sizes the shared-memory table of launch specifications. Each running worker also "
+        "needs a slot in max_worker_processes.",
+        &guc_max_workers, 64, 1, 4096, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+
+    MarkGUCPrefixReserved("decoupled");
+}
+
+}  // namespace decoupled

@@ -1,0 +1,82 @@
+#include "shmem.hpp"
+
+#include "gucs.hpp"
+
+extern "C" {
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+}
+
+namespace decoupled {
+
+namespace {
+
+constexpr const char* kTrancheName = "pg_decoupled";
+
+shmem_request_hook_type prev_shmem_request_hook = nullptr;
+shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
+SharedState* state = nullptr;
+
+Size shared_state_size() {
+    return add_size(offsetof(SharedState, specs),
+                    mul_size(sizeof(SpecSlot), static_cast<Size>(guc_max_workers)));
+}
+
+void request_shmem() {
+    if (prev_shmem_request_hook) prev_shmem_request_hook();
+    RequestAddinShmemSpace(shared_state_size());
+    RequestNamedLWLockTranche(kTrancheName, 1);
+}
+
+void startup_shmem() {
+    if (prev_shmem_startup_hook) prev_shmem_startup_hook();
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    bool found = false;
+    state = static_cast<SharedState*>(ShmemInitStruct("pg_decoupled", shared_state_size(), &found));
+    if (!found) {
+        memset(state, 0, shared_state_size());
+        state->lock = &(GetNamedLWLockTranche(kTrancheName))->lock;
+        ConditionVariableInit(&state->observed_cv);
+        state->state = ControllerState::NotRunning;
+    }
+    LWLockRelease(AddinShmemInitLock);
+}
+
+}  // namespace
+
+const char* controller_state_name(ControllerState s) {
+    switch (s) {
+        case ControllerState::NotRunning: return "not running";
+        case ControllerState::WaitingForExtension: return "waiting for extension";
+        case ControllerState::Following: return "following";
+        case ControllerState::RefusingCatalog: return "refusing catalog";
+        case ControllerState::Failing: return "retrying";
+    }
+    return "unknown";
+}
+
+void install_shmem_hooks() {
+    prev_shmem_request_hook = shmem_request_hook;
+    shmem_request_hook = request_shmem;
+    prev_shmem_startup_hook = shmem_startup_hook;
+    shmem_startup_hook = startup_shmem;
+}
+
+SharedState* shared_state() {
+    if (!state)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("pg_decoupled shared memory is not initialized"),
+                        errhint("Add pg_decoupled to shared_preload_libraries and restart.")));
+    return state;
+}
+
+void wake_controller() {
+    SharedState* s = shared_state();
+    LWLockAcquire(s->lock, LW_SHARED);
+    Latch* latch = s->controller_latch;
+    if (latch) SetLatch(latch);
+    LWLockRelease(s->lock);
+}
+
+}  // namespace decoupled

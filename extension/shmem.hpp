@@ -1,0 +1,66 @@
+// Shared memory of pg_decoupled: what the controller observed and plans.
+//
+// The controller publishes here; backends read it for the public views and
+// the wait functions.  Everything is guarded by one LWLock; the condition
+// variable is broadcast whenever the controller publishes an observation.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+}
+
+namespace decoupled {
+
+enum class ControllerState : int {
+    NotRunning = 0,         // no controller process attached
+    WaitingForExtension,    // connected, the extension is not installed
+    Following,              // reading a supported catalog
+    RefusingCatalog,        // the catalog's schema version is not supported
+    Failing,                // the last catalog read failed; retrying with backoff
+};
+
+const char* controller_state_name(ControllerState state);
+
+struct SpecSlot {
+    char kind[16];
+    char name[NAMEDATALEN];
+    char cluster[NAMEDATALEN];
+    char deployment[NAMEDATALEN];
+    int64 replica_id;
+};
+
+struct SharedState {
+    LWLock* lock;
+    ConditionVariable observed_cv;  // broadcast after each publication
+
+    // The controller process, if any.
+    pid_t controller_pid;
+    Latch* controller_latch;
+
+    // Its latest observation of the catalog.
+    ControllerState state;
+    int32 observed_schema_version;     // 0 when none was read
+    int64 observed_catalog_version;    // 0 when none was read
+    TimestampTz observed_at;
+    uint64 publications;               // bumped on every publication
+
+    // What it would supervise, as of observed_catalog_version.
+    int nspecs;
+    bool specs_truncated;  // more were desired than decoupled.max_workers slots
+    SpecSlot specs[FLEXIBLE_ARRAY_MEMBER];
+};
+
+// Installed from _PG_init.
+void install_shmem_hooks();
+
+SharedState* shared_state();
+
+// Wake the controller now: a hint, polling catches up without it.
+void wake_controller();
+
+}  // namespace decoupled

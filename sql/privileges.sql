@@ -1,0 +1,36 @@
+-- Who may call what: catalog changes need superuser or decoupled_admin;
+-- everyone may read the public views; nobody but the catalog functions
+-- writes the catalog tables.
+\set SHOW_CONTEXT never
+CREATE ROLE decoupled_reader;
+CREATE ROLE decoupled_operator IN ROLE decoupled_admin;
+
+SET ROLE decoupled_reader;
+SELECT decoupled.create_cluster('by_reader');
+SELECT decoupled.alter_cluster('default', 2);
+SELECT decoupled.drop_cluster('default');
+SELECT decoupled.declare_adapter('by_reader');
+SELECT decoupled.drop_adapter('default');
+-- Private tables stay private, public views are readable.
+SELECT count(*) FROM decoupled.catalog_meta;
+INSERT INTO decoupled.catalog_clusters (name, managed, replication_factor) VALUES ('x', true, 1);
+SELECT name, replicas FROM decoupled.clusters ORDER BY name;
+SELECT name, state FROM decoupled.deployments;
+SELECT catalog_version > 0 AS has_version FROM decoupled.catalog;
+-- Internal helpers are not callable either.
+SELECT decoupled._begin_catalog_change();
+RESET ROLE;
+
+-- A member of decoupled_admin may change the catalog.
+SET ROLE decoupled_operator;
+SELECT decoupled.create_cluster('by_operator', 1);
+SELECT decoupled.declare_adapter('by_operator');
+SELECT decoupled.drop_adapter('by_operator');
+SELECT decoupled.drop_cluster('by_operator');
+-- ... but still only through the functions.
+DELETE FROM decoupled.catalog_clusters;
+RESET ROLE;
+
+SELECT name FROM decoupled.clusters ORDER BY name;
+DROP ROLE decoupled_reader;
+DROP ROLE decoupled_operator;

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# `make demo`: install what is missing, build, start a private throwaway
+# PostgreSQL with pg_decoupled preloaded on a Unix socket in .demo/, walk
+# through the catalog, and stop the server at the end or on Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+bash tools/install-deps.sh
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+BINDIR=$("$PG_CONFIG" --bindir)
+echo "== building pg_decoupled"
+make -s PG_CONFIG="$PG_CONFIG"
+make -s PG_CONFIG="$PG_CONFIG" install >/dev/null
+
+# PostgreSQL refuses to run as root: as root, the server runs as `postgres`.
+if [ "$(id -u)" -eq 0 ]; then RUN_AS=(runuser -u postgres --); RUN_USER=postgres
+else RUN_AS=(); RUN_USER=$(id -un); fi
+
+DEMO=$ROOT/.demo
+rm -rf "$DEMO"
+mkdir -p "$DEMO"
+chown "$RUN_USER" "$DEMO"
+if ! "${RUN_AS[@]}" test -w "$DEMO"; then
+    # The project folder is not reachable for that user (a private home).
+    rm -rf "$DEMO"
+    DEMO=$(mktemp -d /tmp/pg_decoupled-demo.XXXXXX)
+    chown "$RUN_USER" "$DEMO"
+fi
+PORT=${DEMO_PORT:-54329}
+
+as_runner() { "${RUN_AS[@]}" env PATH="$BINDIR:$PATH" "$@"; }
+stop_server() {
+    if [ -f "$DEMO/data/postmaster.pid" ]; then
+        echo "== stopping the demo server"
+        as_runner pg_ctl -D "$DEMO/data" -m fast -w stop >/dev/null || true
+    fi
+    rm -rf "$DEMO"
+}
+trap stop_server EXIT
+trap 'exit 130' INT TERM
+
+echo "== starting a throwaway server in $DEMO (socket only, port $PORT)"
+as_runner initdb -D "$DEMO/data" -A trust -U postgres >/dev/null
+cat >> "$DEMO/data/postgresql.conf" <<CONF
+listen_addresses = ''
+unix_socket_directories = '$DEMO'
+port = $PORT
+shared_preload_libraries = 'pg_decoupled'
+decoupled.database = 'postgres'
+decoupled.poll_interval = 200ms
+CONF
+as_runner pg_ctl -D "$DEMO/data" -l "$DEMO/server.log" -w start >/dev/null
+
+psql_demo() { as_runner psql -X -q -v SHOW_CONTEXT=never -h "$DEMO" -p "$PORT" -U postgres -d postgres "$@"; }
+step() { printf '\n== %s\n' "$*"; }
+
+step "CREATE EXTENSION pg_decoupled: catalog v1 with its defaults"
+psql_demo -c 'CREATE EXTENSION pg_decoupled' \
+    -c 'SELECT * FROM decoupled.catalog' \
+    -c 'SELECT name, state, writes_enabled FROM decoupled.deployments' \
+    -c 'SELECT cluster, replica, deployment, incarnation, pid, status FROM decoupled.cluster_replicas' \
+    -c 'SELECT name, deployment, incarnation, pid, status FROM decoupled.adapters'
+
+step "The controller follows the catalog and plans what to run"
+psql_demo -c "SELECT decoupled.wait_for_controller(decoupled.catalog_version()) AS followed_version" \
+    -c 'SELECT pid, state, schema_version, catalog_version FROM decoupled.controller' \
+    -c 'SELECT kind, name, cluster, deployment, action FROM decoupled.supervised ORDER BY kind, name'
+
+step "Catalog changes: a two-replica cluster and a second adapter"
+psql_demo -c "SELECT decoupled.create_cluster('analytics', replicas => 2)" \
+    -c "SELECT decoupled.declare_adapter('reporting')" \
+    -c "SELECT decoupled.wait_for_controller(decoupled.catalog_version()) AS followed_version" \
+    -c 'SELECT kind, name, cluster, deployment, action FROM decoupled.supervised ORDER BY kind, cluster, name'
+
+step "Bad input is refused with a clear error and changes nothing"
+psql_demo -c "SELECT decoupled.create_cluster('analytics')" 2>&1 || true
+psql_demo -c "SELECT decoupled.alter_cluster('analytics', -1)" 2>&1 || true
+psql_demo -c 'SELECT catalog_version FROM decoupled.catalog'
+
+step "Scaling to zero pauses a cluster; dropping declarations is one catalog change each"
+psql_demo -c "SELECT decoupled.alter_cluster('analytics', 0)" \
+    -c "SELECT decoupled.drop_adapter('reporting')" \
+    -c "SELECT decoupled.drop_cluster('analytics')" \
+    -c "SELECT decoupled.wait_for_controller(decoupled.catalog_version()) AS followed_version" \
+    -c 'SELECT kind, name, cluster, action FROM decoupled.supervised ORDER BY kind, name'
+
+step "Done. The server log:"
+tail -n 8 "$DEMO/server.log"
