@@ -27,7 +27,9 @@ MODULE_big = pg_decoupled
 MODULEDIR = extension
 
 CORE_OBJS = \
+	extension/core/admission.o \
 	extension/core/backoff.o \
+	extension/core/frontier.o \
 	extension/core/launch_spec.o \
 	extension/core/schema_version.o
 
@@ -39,13 +41,20 @@ OBJS = \
 	extension/pg_guard.o \
 	extension/catalog_functions.o \
 	extension/controller_functions.o \
+	extension/oracle.o \
+	extension/as_of.o \
+	extension/permission.o \
+	extension/read_rewrite.o \
 	bgworker/controller.o
 
-DATA = control/pg_decoupled.control control/pg_decoupled--1.0.sql
+# The install script is assembled from control/parts/ in name order.
+DATA = control/pg_decoupled.control
+DATA_built = control/pg_decoupled--1.0.sql
+EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
-REGRESS = catalog ddl privileges
-ISOLATION = ddl_race
+REGRESS = catalog ddl privileges collections permission
+ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters
@@ -59,6 +68,9 @@ override with_llvm = no
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+control/pg_decoupled--1.0.sql: $(sort $(wildcard $(srcdir)/control/parts/*.sql))
+	cat $^ > $@
 
 # Let the test driver read the suite lists from here.
 print-%:

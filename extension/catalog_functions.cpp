@@ -64,7 +64,10 @@ void wake_on_commit(XactEvent event, void*) {
     switch (event) {
         case XACT_EVENT_COMMIT:
         case XACT_EVENT_PARALLEL_COMMIT:
-            if (wake_pending) decoupled::wake_controller();
+            if (wake_pending) {
+                pg_atomic_fetch_add_u64(&decoupled::shared_state()->catalog_epoch, 1);
+                decoupled::wake_controller();
+            }
             wake_pending = false;
             break;
         case XACT_EVENT_ABORT:

@@ -9,6 +9,7 @@ namespace decoupled {
 char* guc_database = nullptr;
 int guc_poll_interval = 1000;
 int guc_max_workers = 64;
+char* guc_adapter = nullptr;
 
 void define_gucs() {
     DefineCustomStringVariable(
@@ -28,6 +29,12 @@ void define_gucs() {
         "Sizes the shared-memory table of launch specifications. Each running worker also "
         "needs a slot in max_worker_processes.",
         &guc_max_workers, 64, 1, 4096, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+
+    DefineCustomStringVariable(
+        "decoupled.adapter", "The adapter this session attaches to.",
+        "Holds and sessions are owned by the live incarnation of this adapter in the active "
+        "deployment.",
+        &guc_adapter, "default", PGC_USERSET, 0, nullptr, nullptr, nullptr);
 
     MarkGUCPrefixReserved("decoupled");
 }

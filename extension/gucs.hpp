@@ -10,6 +10,7 @@ namespace decoupled {
 extern char* guc_database;      // decoupled.database: where the catalog lives
 extern int guc_poll_interval;   // decoupled.poll_interval: ms between catalog polls
 extern int guc_max_workers;     // decoupled.max_workers: supervised process slots
+extern char* guc_adapter;       // decoupled.adapter: the adapter a session attaches to
 
 void define_gucs();
 

@@ -11,6 +11,11 @@ extern "C" {
 #include "gucs.hpp"
 #include "shmem.hpp"
 
+namespace decoupled {
+void define_as_of_guc();
+void install_read_rewrite();
+}  // namespace decoupled
+
 extern "C" {
 PG_MODULE_MAGIC;
 PGDLLEXPORT void _PG_init(void);
@@ -45,7 +50,9 @@ void _PG_init(void) {
                  errhint("Add pg_decoupled to shared_preload_libraries in postgresql.conf "
                          "and restart the server.")));
 
+    decoupled::define_as_of_guc();
     decoupled::define_gucs();
     decoupled::install_shmem_hooks();
+    decoupled::install_read_rewrite();
     register_controller();
 }

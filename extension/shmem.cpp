@@ -38,6 +38,8 @@ void startup_shmem() {
         memset(state, 0, shared_state_size());
         state->lock = &(GetNamedLWLockTranche(kTrancheName))->lock;
         ConditionVariableInit(&state->observed_cv);
+        pg_atomic_init_u64(&state->catalog_epoch, 0);
+        SpinLockInit(&state->oracle_mutex);
         state->state = ControllerState::NotRunning;
     }
     LWLockRelease(AddinShmemInitLock);

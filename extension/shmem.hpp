@@ -9,9 +9,11 @@ extern "C" {
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "storage/spin.h"
 }
 
 namespace decoupled {
@@ -36,6 +38,16 @@ struct SpecSlot {
 
 struct SharedState {
     LWLock* lock;
+
+    // Bumped after every committed catalog change; backends compare it with
+    // the value their caches were built at.
+    pg_atomic_uint64 catalog_epoch;
+
+    // Timestamp oracle (extension/oracle.cpp), under its own spinlock.
+    slock_t oracle_mutex;
+    bool oracle_ready;   // seeded from the durable high-water mark
+    int64 oracle_last;   // the last timestamp handed out
+
     ConditionVariable observed_cv;  // broadcast after each publication
 
     // The controller process, if any.

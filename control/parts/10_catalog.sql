@@ -193,7 +193,7 @@ CREATE TABLE decoupled.catalog_objects (
         CHECK (kind <> 'materialized view' OR written_plan IS NOT NULL),
     CONSTRAINT dropped_has_version CHECK ((dropped_at IS NULL) = (dropped_in_version IS NULL)),
     CONSTRAINT dropped_after_created
-        CHECK (dropped_in_version IS NULL OR dropped_in_version > created_in_version),
+        CHECK (dropped_in_version IS NULL OR dropped_in_version >= created_in_version),
     CONSTRAINT finalized_after_dropped CHECK (finalized_at IS NULL OR dropped_at IS NOT NULL)
 );
 CREATE UNIQUE INDEX catalog_objects_live_name
@@ -213,11 +213,29 @@ CREATE TABLE decoupled.catalog_frontiers (
 );
 
 -- Committed compaction permission (brief C3): since may advance up to bound.
+-- committed_bound and writer remember the bound as it was before the
+-- current transaction, so the commit-time check can reject a regression.
 CREATE TABLE decoupled.catalog_bounds (
+    lifetime_id     bigint PRIMARY KEY
+                    REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    bound           decoupled.mz_timestamp NOT NULL,
+    committed_bound decoupled.mz_timestamp,
+    writer          xid8,
+    changed_at      timestamptz NOT NULL DEFAULT now()
+);
+
+-- Collections whose bound proposal may have changed since the last
+-- publication round: publication work follows what changed (C3.5).
+CREATE TABLE decoupled.catalog_bound_queue (
     lifetime_id bigint PRIMARY KEY
-                REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
-    bound       decoupled.mz_timestamp NOT NULL,
-    changed_at  timestamptz NOT NULL DEFAULT now()
+                REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE
+);
+
+-- The oracle's durable high-water mark beyond collection uppers: a dropped
+-- collection folds its upper in here, so time never goes back.
+CREATE TABLE decoupled.catalog_oracle (
+    singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    high_water decoupled.mz_timestamp NOT NULL
 );
 
 -- Maintained requirements: `collection` must stay readable from `frontier`
@@ -235,18 +253,19 @@ CREATE TABLE decoupled.catalog_requirements (
 CREATE INDEX catalog_requirements_required_by
     ON decoupled.catalog_requirements (required_by);
 
--- Durable read holds, one per owner and collection: the owner is an adapter
--- incarnation, and the frontier covers every hold its sessions keep in shared
--- memory (brief C4.1).
+-- Durable read holds.  The owner is an adapter incarnation, qualified by
+-- adapter and deployment (brief C4.1); a hold protects reads of the
+-- collection at times >= frontier.
 CREATE TABLE decoupled.catalog_holds (
+    hold_id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     adapter     decoupled.object_name NOT NULL,
     deployment  decoupled.object_name NOT NULL,
     incarnation bigint NOT NULL,
     lifetime_id bigint NOT NULL
                 REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
     frontier    decoupled.mz_timestamp NOT NULL,
-    changed_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (adapter, deployment, incarnation, lifetime_id),
+    session_pid integer,
+    acquired_at timestamptz NOT NULL DEFAULT now(),
     FOREIGN KEY (adapter, deployment, incarnation)
         REFERENCES decoupled.catalog_adapter_incarnations (adapter, deployment, incarnation)
         ON DELETE CASCADE
@@ -327,6 +346,7 @@ CREATE TABLE decoupled.subscription_records (
 INSERT INTO decoupled.catalog_meta (schema_version, catalog_version)
     VALUES (decoupled.supported_schema_version(), 1);
 INSERT INTO decoupled.catalog_configuration (config_version) VALUES (1);
+INSERT INTO decoupled.catalog_oracle (high_water) VALUES (0);
 INSERT INTO decoupled.catalog_deployments (name, state) VALUES ('default', 'active');
 INSERT INTO decoupled.catalog_clusters (name, managed, replication_factor)
     VALUES ('default', true, 1);
@@ -544,194 +564,3 @@ $$;
 COMMENT ON FUNCTION decoupled.drop_adapter(text) IS
     'Drop an adapter of the active deployment, releasing exactly its holds.';
 
-------------------------------------------------------------------------------
--- Controller observation and waiting
-------------------------------------------------------------------------------
-
-CREATE FUNCTION decoupled.catalog_version() RETURNS bigint
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT catalog_version FROM decoupled.catalog_meta
-$$;
-COMMENT ON FUNCTION decoupled.catalog_version() IS
-    'The committed catalog version; every catalog transaction bumps it.';
-
-CREATE FUNCTION decoupled.controller_status(
-    OUT pid integer, OUT state text, OUT schema_version integer,
-    OUT catalog_version bigint, OUT observed_at timestamptz)
-    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_controller_status';
-
-CREATE FUNCTION decoupled.supervision(
-    OUT kind text, OUT name text, OUT cluster text, OUT deployment text,
-    OUT replica_id bigint, OUT action text)
-    RETURNS SETOF record LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_supervision';
-
-CREATE FUNCTION decoupled.wait_for_controller(
-    catalog_version bigint, timeout interval DEFAULT '30s') RETURNS bigint
-    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_for_controller';
-COMMENT ON FUNCTION decoupled.wait_for_controller(bigint, interval) IS
-    'Wait until the controller follows the given catalog version; returns the version it observed.';
-
-------------------------------------------------------------------------------
--- Public views (brief C12).  Missing observations are NULL, never 0.
-------------------------------------------------------------------------------
-
-CREATE VIEW decoupled.catalog AS
-    SELECT schema_version, catalog_version, initialized_at, changed_at
-      FROM decoupled.catalog_meta;
-
-CREATE VIEW decoupled.controller AS
-    SELECT * FROM decoupled.controller_status();
-
-CREATE VIEW decoupled.supervised AS
-    SELECT * FROM decoupled.supervision();
-
-CREATE VIEW decoupled.deployments AS
-    SELECT name::text, state, state = 'active' AS writes_enabled, created_at, promoted_at,
-           retired_at
-      FROM decoupled.catalog_deployments;
-
-CREATE VIEW decoupled.clusters AS
-    SELECT c.name::text, c.managed, c.replication_factor,
-           (SELECT count(*) FROM decoupled.catalog_replicas r WHERE r.cluster = c.name)
-               AS replicas,
-           c.created_at
-      FROM decoupled.catalog_clusters c;
-
--- Each replica declaration as realized by each live deployment.
-CREATE VIEW decoupled.cluster_replicas AS
-    SELECT r.cluster::text, r.name::text AS replica, d.name::text AS deployment,
-           i.incarnation, i.pid, i.status, r.replica_id
-      FROM decoupled.catalog_replicas r
-      CROSS JOIN decoupled.catalog_deployments d
-      LEFT JOIN decoupled.catalog_replica_incarnations i
-             ON i.replica_id = r.replica_id AND i.deployment = d.name
-            AND i.retired_at IS NULL
-     WHERE d.state <> 'retired';
-
-CREATE VIEW decoupled.replica_statuses AS
-    SELECT r.cluster::text AS name, r.name::text AS replica, i.deployment::text,
-           i.incarnation, i.status, i.error, i.hint,
-           coalesce(i.heartbeat_at, i.started_at) AS updated_at
-      FROM decoupled.catalog_replica_incarnations i
-      JOIN decoupled.catalog_replicas r USING (replica_id)
-     WHERE i.retired_at IS NULL;
-
-CREATE VIEW decoupled.adapters AS
-    SELECT a.name::text, a.deployment::text, i.incarnation, i.pid, i.status, i.heartbeat_at
-      FROM decoupled.catalog_adapters a
-      LEFT JOIN decoupled.catalog_adapter_incarnations i
-             ON i.adapter = a.name AND i.deployment = a.deployment AND i.retired_at IS NULL;
-
-CREATE VIEW decoupled.objects AS
-    SELECT o.name::text, o.kind, o.cluster::text, o.lifetime_id, o.created_at,
-           o.retain_history
-      FROM decoupled.catalog_objects o
-     WHERE o.dropped_at IS NULL;
-
-CREATE VIEW decoupled.frontiers AS
-    SELECT o.name::text, f.since::bigint, f.upper::bigint, b.bound::bigint AS compaction_bound,
-           (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint - f.upper AS lag_ms
-      FROM decoupled.catalog_objects o
-      LEFT JOIN decoupled.catalog_frontiers f USING (lifetime_id)
-      LEFT JOIN decoupled.catalog_bounds b USING (lifetime_id)
-     WHERE o.dropped_at IS NULL;
-
-CREATE VIEW decoupled.requirements AS
-    SELECT c.name::text AS collection, r.name::text AS required_by, q.frontier::bigint
-      FROM decoupled.catalog_requirements q
-      JOIN decoupled.catalog_objects c ON c.lifetime_id = q.lifetime_id
-      JOIN decoupled.catalog_objects r ON r.lifetime_id = q.required_by
-     WHERE c.dropped_at IS NULL AND r.dropped_at IS NULL;
-
-CREATE VIEW decoupled.holds AS
-    SELECT h.adapter::text, h.deployment::text, h.incarnation, o.name::text AS collection,
-           h.frontier::bigint
-      FROM decoupled.catalog_holds h
-      JOIN decoupled.catalog_objects o USING (lifetime_id)
-     WHERE o.dropped_at IS NULL;
-
--- Health of every live object on every replica of its cluster.  An object
--- whose cluster has no replica is `paused` by placement; one nobody has
--- reported on yet is `created`.
-CREATE VIEW decoupled.object_statuses AS
-    SELECT o.name::text, o.kind, r.name::text AS replica,
-           CASE WHEN r.replica_id IS NULL THEN 'paused'
-                ELSE coalesce(h.status, 'created') END AS status,
-           h.error,
-           CASE WHEN r.replica_id IS NULL THEN 'no replica is running it' ELSE h.hint END
-               AS hint,
-           h.updated_at, h.transition_at, h.hydrated
-      FROM decoupled.catalog_objects o
-      LEFT JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
-      LEFT JOIN decoupled.replica_health h
-             ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
-     WHERE o.dropped_at IS NULL AND o.kind <> 'table';
-
-CREATE VIEW decoupled.source_statuses AS
-    SELECT name, replica, status, error, hint, updated_at, transition_at
-      FROM decoupled.object_statuses WHERE kind = 'source';
-
-CREATE VIEW decoupled.sink_statuses AS
-    SELECT name, replica, status, error, hint, updated_at, transition_at
-      FROM decoupled.object_statuses WHERE kind = 'sink';
-
-CREATE VIEW decoupled.hydration AS
-    SELECT name, replica, hydrated
-      FROM decoupled.object_statuses WHERE replica IS NOT NULL;
-
-CREATE VIEW decoupled.status_history AS
-    SELECT o.name::text, e.replica, e.status, e.error, e.occurred_at, e.incarnation
-      FROM decoupled.status_events e
-      JOIN decoupled.catalog_objects o USING (lifetime_id);
-
--- Sessions and subscriptions of live incarnations only: a predecessor's row
--- never shows up as its successor's (brief C7.1).
-CREATE VIEW decoupled.sessions AS
-    SELECT s.adapter::text, s.deployment::text, s.incarnation, s.session_pid, s.role,
-           s.connected_at
-      FROM decoupled.session_records s
-      JOIN decoupled.catalog_adapter_incarnations i USING (adapter, deployment, incarnation)
-     WHERE i.retired_at IS NULL;
-
-CREATE VIEW decoupled.subscriptions AS
-    SELECT s.adapter::text, s.incarnation, s.session_pid, o.name::text AS collection,
-           s.frontier::bigint, s.deployment::text, s.subscription_id
-      FROM decoupled.subscription_records s
-      JOIN decoupled.catalog_adapter_incarnations i USING (adapter, deployment, incarnation)
-      JOIN decoupled.catalog_objects o USING (lifetime_id)
-     WHERE i.retired_at IS NULL;
-
-------------------------------------------------------------------------------
--- Privileges
-------------------------------------------------------------------------------
-
--- Readers see the views; only the catalog functions write the tables.
-GRANT SELECT ON ALL TABLES IN SCHEMA decoupled TO PUBLIC;
-REVOKE ALL ON
-    decoupled.catalog_meta, decoupled.catalog_configuration, decoupled.catalog_deployments,
-    decoupled.catalog_clusters, decoupled.catalog_replicas,
-    decoupled.catalog_replica_incarnations, decoupled.catalog_adapters,
-    decoupled.catalog_adapter_incarnations, decoupled.catalog_objects,
-    decoupled.catalog_frontiers, decoupled.catalog_bounds, decoupled.catalog_requirements,
-    decoupled.catalog_holds, decoupled.replica_health, decoupled.status_events,
-    decoupled.session_records, decoupled.subscription_records
-FROM PUBLIC;
-
-REVOKE ALL ON FUNCTION
-    decoupled._assert_install_database(), decoupled._assert_schema_version(integer),
-    decoupled._wake_controller_at_commit(), decoupled._begin_catalog_change(),
-    decoupled._check_name(text, text), decoupled._active_deployment(),
-    decoupled._resize_cluster(text, integer),
-    decoupled.create_cluster(text, integer), decoupled.alter_cluster(text, integer),
-    decoupled.drop_cluster(text), decoupled.declare_adapter(text),
-    decoupled.drop_adapter(text)
-FROM PUBLIC;
-
-GRANT EXECUTE ON FUNCTION
-    decoupled.create_cluster(text, integer), decoupled.alter_cluster(text, integer),
-    decoupled.drop_cluster(text), decoupled.declare_adapter(text),
-    decoupled.drop_adapter(text)
-TO decoupled_admin;
-
--- Wake the controller once the extension's creation commits.
-SELECT decoupled._wake_controller_at_commit();

@@ -1,0 +1,27 @@
+------------------------------------------------------------------------------
+-- Controller observation and waiting
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled.catalog_version() RETURNS bigint
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT catalog_version FROM decoupled.catalog_meta
+$$;
+COMMENT ON FUNCTION decoupled.catalog_version() IS
+    'The committed catalog version; every catalog transaction bumps it.';
+
+CREATE FUNCTION decoupled.controller_status(
+    OUT pid integer, OUT state text, OUT schema_version integer,
+    OUT catalog_version bigint, OUT observed_at timestamptz)
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_controller_status';
+
+CREATE FUNCTION decoupled.supervision(
+    OUT kind text, OUT name text, OUT cluster text, OUT deployment text,
+    OUT replica_id bigint, OUT action text)
+    RETURNS SETOF record LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_supervision';
+
+CREATE FUNCTION decoupled.wait_for_controller(
+    catalog_version bigint, timeout interval DEFAULT '30s') RETURNS bigint
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_for_controller';
+COMMENT ON FUNCTION decoupled.wait_for_controller(bigint, interval) IS
+    'Wait until the controller follows the given catalog version; returns the version it observed.';
+

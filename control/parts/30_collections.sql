@@ -1,0 +1,625 @@
+------------------------------------------------------------------------------
+-- Collections: time, storage and the one write path (brief C2)
+--
+-- Each collection <id> keeps its history in schema decoupled_storage:
+--
+--   c<id>_cur      the rows present at upper, one physical row per unit of
+--                  multiplicity, each with the time it was inserted (mz_ts)
+--   c<id>_dead     rows retracted since `since`: valid over
+--                  [valid_from, valid_to)
+--   c<id>_stage    scratch for the append in progress (unlogged)
+--   c<id>_pending  registered tables only: captured, not yet ticked changes
+--   c<id>_history  the state AS OF decoupled.as_of(), read with the
+--                  extension's rights after _history_gate() checked
+--                  readability and the reader's privilege
+--
+-- The state at t is cur rows with mz_ts <= t plus dead rows valid at t, so
+-- an AS OF read is a filtered scan, never a replay.  Compaction to since
+-- deletes dead rows with valid_to <= since: nothing readable at t >= since
+-- is lost.
+------------------------------------------------------------------------------
+
+CREATE SCHEMA decoupled_storage;
+COMMENT ON SCHEMA decoupled_storage IS 'Private storage of pg_decoupled collections.';
+
+CREATE SEQUENCE decoupled.rowid_seq AS bigint;
+
+CREATE FUNCTION decoupled._next_timestamp(at_least bigint DEFAULT 0) RETURNS bigint
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_next_timestamp';
+CREATE FUNCTION decoupled.oracle_now() RETURNS bigint
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_oracle_now';
+COMMENT ON FUNCTION decoupled.oracle_now() IS
+    'The timestamp oracle''s current time (ms since the Unix epoch); never goes backwards.';
+CREATE FUNCTION decoupled.as_of() RETURNS bigint
+    LANGUAGE C STABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_as_of';
+COMMENT ON FUNCTION decoupled.as_of() IS 'decoupled.as_of as a timestamp, NULL when unset.';
+CREATE FUNCTION decoupled._history_gate(lifetime_id bigint) RETURNS boolean
+    LANGUAGE C STABLE STRICT PARALLEL RESTRICTED
+    AS 'MODULE_PATHNAME', 'decoupled_history_gate';
+CREATE FUNCTION decoupled._execute_unrewritten(sql text) RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_execute_unrewritten';
+CREATE FUNCTION decoupled._propose_bound(upper bigint, retain_ms bigint, current_bound bigint,
+                                         min_requirement bigint, min_hold bigint) RETURNS bigint
+    LANGUAGE C IMMUTABLE AS 'MODULE_PATHNAME', 'decoupled_propose_bound';
+CREATE FUNCTION decoupled._compacted_since(since bigint, bound bigint, upper bigint)
+    RETURNS bigint LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_compacted_since';
+
+------------------------------------------------------------------------------
+-- Naming and columns
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled._storage(lifetime_id bigint, part text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT 'decoupled_storage.c' || lifetime_id || '_' || part
+$$;
+
+-- The collection's columns, as stored in its definition at creation:
+-- `prefix` qualifies each name; with `typed` each carries its type.
+CREATE FUNCTION decoupled._cols(lifetime_id bigint, prefix text DEFAULT '',
+                                typed boolean DEFAULT false) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT string_agg(prefix || quote_ident(c->>'name')
+                      || CASE WHEN typed THEN ' ' || (c->>'type') ELSE '' END,
+                      ', ' ORDER BY ord)
+      FROM decoupled.catalog_objects o,
+           jsonb_array_elements(o.definition->'columns') WITH ORDINALITY AS x(c, ord)
+     WHERE o.lifetime_id = _cols.lifetime_id
+$$;
+
+-- The live collection called `name`.
+CREATE FUNCTION decoupled._collection(name text) RETURNS decoupled.catalog_objects
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    o decoupled.catalog_objects;
+BEGIN
+    IF _collection.name IS NULL THEN
+        RAISE EXCEPTION 'collection name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO o FROM decoupled.catalog_objects c
+     WHERE c.name = _collection.name AND c.dropped_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'collection "%" does not exist', _collection.name
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN o;
+END
+$$;
+
+CREATE FUNCTION decoupled._retain_ms(retain interval) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT (floor(extract(epoch FROM retain) * 1000))::bigint
+$$;
+
+------------------------------------------------------------------------------
+-- Storage
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id    bigint := _create_storage.lifetime_id;
+    defs  text := decoupled._cols(id, '', true);
+    names text := decoupled._cols(id);
+BEGIN
+    EXECUTE format('CREATE TABLE %s (mz_rowid bigint PRIMARY KEY, mz_ts bigint NOT NULL, '
+                   'mz_hash integer NOT NULL, %s)', decoupled._storage(id, 'cur'), defs);
+    EXECUTE format('CREATE INDEX ON %s (mz_hash)', decoupled._storage(id, 'cur'));
+    EXECUTE format('CREATE TABLE %s (mz_rowid bigint PRIMARY KEY, valid_from bigint NOT NULL, '
+                   'valid_to bigint NOT NULL, %s, CHECK (valid_from < valid_to))',
+                   decoupled._storage(id, 'dead'), defs);
+    EXECUTE format('CREATE INDEX ON %s (valid_to)', decoupled._storage(id, 'dead'));
+    EXECUTE format('CREATE UNLOGGED TABLE %s (mz_ts bigint NOT NULL, mz_diff bigint NOT NULL, '
+                   'mz_key text NOT NULL, mz_hash integer NOT NULL, %s)',
+                   decoupled._storage(id, 'stage'), defs);
+    -- Both branches are gated by a one-time filter: without as_of they are
+    -- skipped before reading a page.
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%5$s) AND mz_ts <= decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
+        decoupled._storage(id, 'history'), names, decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'history'));
+END
+$$;
+
+------------------------------------------------------------------------------
+-- Write authority (brief C2.1, C10.3): enforced at append, not by process
+-- ordering.  Locks are shared so that promotion or retirement waits for
+-- in-flight appends and later appends see their outcome.
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled._assert_write_authority(deployment text, incarnation bigint)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_deployment text := coalesce(_assert_write_authority.deployment,
+                                  decoupled._active_deployment());
+    v_state      text;
+BEGIN
+    SELECT d.state INTO v_state FROM decoupled.catalog_deployments d
+     WHERE d.name = v_deployment FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'deployment "%" does not exist', v_deployment
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF v_state <> 'active' THEN
+        RAISE EXCEPTION 'deployment "%" has no write authority', v_deployment
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('It is %s; only the active deployment writes.', v_state);
+    END IF;
+    IF _assert_write_authority.incarnation IS NOT NULL THEN
+        PERFORM FROM decoupled.catalog_replica_incarnations i
+         WHERE i.incarnation = _assert_write_authority.incarnation
+           AND i.deployment = v_deployment AND i.retired_at IS NULL
+           FOR SHARE;
+        IF NOT FOUND THEN
+            PERFORM FROM decoupled.catalog_adapter_incarnations i
+             WHERE i.incarnation = _assert_write_authority.incarnation
+               AND i.deployment = v_deployment AND i.retired_at IS NULL
+               FOR SHARE;
+        END IF;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'incarnation % is not current in deployment "%"',
+                            _assert_write_authority.incarnation, v_deployment
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = 'A newer incarnation replaced it, or it was retired; '
+                               'a fenced writer can never write again.';
+        END IF;
+    END IF;
+END
+$$;
+
+------------------------------------------------------------------------------
+-- The append core.  The caller holds the collection's frontier row lock,
+-- has checked upper = expected_upper < new_upper, and staged the updates in
+-- c<id>_stage.  Consolidates them per (time, row), inserts positive
+-- multiplicities and retracts negative ones oldest first, then advances the
+-- upper.  Any violation aborts the transaction: a failed append changes
+-- nothing.
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled._append_staged(lifetime_id bigint, expected_upper bigint,
+                                         new_upper bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id        bigint := _append_staged.lifetime_id;
+    v_cur     text := decoupled._storage(id, 'cur');
+    v_dead    text := decoupled._storage(id, 'dead');
+    v_stage   text := decoupled._storage(id, 'stage');
+    v_names   text := decoupled._cols(id);
+    v_outside bigint;
+    v_wanted  bigint;
+    v_moved   bigint;
+BEGIN
+    EXECUTE format('SELECT count(*) FROM %s WHERE mz_ts < $1 OR mz_ts >= $2', v_stage)
+        INTO v_outside USING expected_upper, new_upper;
+    IF v_outside > 0 THEN
+        RAISE EXCEPTION 'update times must lie in the appended interval'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('%s update(s) lie outside [%s, %s).', v_outside, expected_upper,
+                                  new_upper);
+    END IF;
+
+    EXECUTE format(
+        'INSERT INTO %1$s (mz_rowid, mz_ts, mz_hash, %2$s) '
+        'SELECT nextval(''decoupled.rowid_seq''), s.mz_ts, s.mz_hash, %3$s '
+        '  FROM (SELECT DISTINCT ON (mz_ts, mz_key) *, '
+        '               sum(mz_diff) OVER (PARTITION BY mz_ts, mz_key) AS mz_net '
+        '          FROM %4$s ORDER BY mz_ts, mz_key) s, '
+        '       generate_series(1, s.mz_net) '
+        ' WHERE s.mz_net > 0',
+        v_cur, v_names, decoupled._cols(id, 's.'), v_stage);
+
+    -- The k-th retraction of a row pairs with the k-th oldest copy of it;
+    -- that copy must exist before the retraction's time.
+    EXECUTE format(
+        'WITH net AS (SELECT mz_ts, mz_key, mz_hash, sum(mz_diff) AS mz_net FROM %3$s '
+        '              GROUP BY mz_ts, mz_key, mz_hash HAVING sum(mz_diff) < 0), '
+        '     del AS (SELECT n.mz_ts, n.mz_key, '
+        '                    row_number() OVER (PARTITION BY n.mz_key ORDER BY n.mz_ts) AS k '
+        '               FROM net n, generate_series(1, -n.mz_net)), '
+        '     cand AS (SELECT c.mz_rowid, c.mz_ts, ROW(%5$s)::text AS mz_key, '
+        '                     row_number() OVER (PARTITION BY ROW(%5$s)::text '
+        '                                        ORDER BY c.mz_ts, c.mz_rowid) AS k '
+        '                FROM %1$s c '
+        '               WHERE c.mz_hash IN (SELECT mz_hash FROM net) '
+        '                 AND ROW(%5$s)::text IN (SELECT mz_key FROM net)), '
+        '     pairs AS (SELECT c.mz_rowid, d.mz_ts AS valid_to FROM del d '
+        '                 JOIN cand c ON c.mz_key = d.mz_key AND c.k = d.k '
+        '                            AND c.mz_ts < d.mz_ts), '
+        '     moved AS (DELETE FROM %1$s c USING pairs p WHERE c.mz_rowid = p.mz_rowid '
+        '               RETURNING c.*, p.valid_to) '
+        'INSERT INTO %2$s (mz_rowid, valid_from, valid_to, %4$s) '
+        'SELECT mz_rowid, mz_ts, valid_to, %4$s FROM moved',
+        v_cur, v_dead, v_stage, v_names, decoupled._cols(id, 'c.'));
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    EXECUTE format('SELECT coalesce(-sum(n), 0) FROM (SELECT sum(mz_diff) AS n FROM %s '
+                   'GROUP BY mz_ts, mz_key HAVING sum(mz_diff) < 0) x', v_stage)
+        INTO v_wanted;
+    IF v_moved <> v_wanted THEN
+        RAISE EXCEPTION 'append would make a multiplicity negative'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('%s of %s retractions match no copy of their row present '
+                                  'before their time.', v_wanted - v_moved, v_wanted);
+    END IF;
+
+    EXECUTE format('DELETE FROM %s', v_stage);
+    UPDATE decoupled.catalog_frontiers f SET upper = new_upper, changed_at = now()
+     WHERE f.lifetime_id = id;
+    INSERT INTO decoupled.catalog_bound_queue VALUES (id) ON CONFLICT DO NOTHING;
+END
+$$;
+
+CREATE FUNCTION decoupled.append(collection text, updates jsonb, expected_upper bigint,
+                                 new_upper bigint, deployment text DEFAULT NULL,
+                                 incarnation bigint DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    o       decoupled.catalog_objects;
+    v_upper bigint;
+BEGIN
+    o := decoupled._collection(collection);
+    IF o.kind = 'sink' THEN
+        RAISE EXCEPTION '"%" is a sink, not a collection', o.name USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF expected_upper IS NULL OR new_upper IS NULL THEN
+        RAISE EXCEPTION 'expected_upper and new_upper must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF new_upper <= expected_upper THEN
+        RAISE EXCEPTION 'new upper must be beyond the expected upper'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Expected upper %s, new upper %s.', expected_upper, new_upper);
+    END IF;
+    IF updates IS NULL OR jsonb_typeof(updates) <> 'array' OR EXISTS (
+        SELECT FROM jsonb_array_elements(updates) u
+         WHERE jsonb_typeof(u) <> 'object'
+            OR jsonb_typeof(u->'mz_timestamp') IS DISTINCT FROM 'number'
+            OR jsonb_typeof(u->'mz_diff') IS DISTINCT FROM 'number'
+            OR jsonb_typeof(u->'data') IS DISTINCT FROM 'object') THEN
+        RAISE EXCEPTION 'updates must be a JSON array of {"mz_timestamp", "mz_diff", "data"} objects'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM decoupled._assert_write_authority(deployment, incarnation);
+
+    -- Compare-and-append: the frontier row lock orders racing writers; the
+    -- loser sees the winner's upper and fails, changing nothing.
+    SELECT f.upper INTO v_upper FROM decoupled.catalog_frontiers f
+     WHERE f.lifetime_id = o.lifetime_id FOR UPDATE;
+    IF v_upper <> expected_upper THEN
+        RAISE EXCEPTION 'append to % "%" lost the race for its interval', o.kind, o.name
+            USING ERRCODE = 'serialization_failure',
+                  DETAIL = format('Expected upper %s, but the actual upper is %s; nothing was '
+                                  'appended.', expected_upper, v_upper),
+                  HINT = 'Read the upper again and append what is still missing from there.';
+    END IF;
+
+    EXECUTE format(
+        'INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
+        'SELECT (u->>''mz_timestamp'')::bigint, (u->>''mz_diff'')::bigint, '
+        '       ROW(%3$s)::text, hashtext(ROW(%3$s)::text), %3$s '
+        '  FROM jsonb_array_elements($1) u, '
+        '       LATERAL jsonb_populate_record(NULL::%4$s, u->''data'') r '
+        ' WHERE (u->>''mz_diff'')::bigint <> 0',
+        decoupled._storage(o.lifetime_id, 'stage'), decoupled._cols(o.lifetime_id),
+        decoupled._cols(o.lifetime_id, 'r.'), decoupled._storage(o.lifetime_id, 'cur'))
+        USING updates;
+    PERFORM decoupled._append_staged(o.lifetime_id, expected_upper, new_upper);
+    RETURN new_upper;
+END
+$$;
+COMMENT ON FUNCTION decoupled.append(text, jsonb, bigint, bigint, text, bigint) IS
+    'Compare-and-append: add updates at times in [expected_upper, new_upper) iff the upper is expected_upper.';
+
+------------------------------------------------------------------------------
+-- Registered tables (brief C5.2): captured on write, ticked into their
+-- collection.
+------------------------------------------------------------------------------
+
+-- Statement-level capture: one INSERT per statement into the pending table;
+-- writers never wait for each other here.
+CREATE FUNCTION decoupled._capture() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        EXECUTE format('INSERT INTO %s SELECT 1, n.* FROM decoupled_new n', TG_ARGV[0]);
+    ELSIF TG_OP = 'DELETE' THEN
+        EXECUTE format('INSERT INTO %s SELECT -1, o.* FROM decoupled_old o', TG_ARGV[0]);
+    ELSIF TG_OP = 'UPDATE' THEN
+        EXECUTE format('INSERT INTO %s SELECT -1, o.* FROM decoupled_old o '
+                       'UNION ALL SELECT 1, n.* FROM decoupled_new n', TG_ARGV[0]);
+    ELSIF TG_OP = 'TRUNCATE' THEN
+        EXECUTE format('INSERT INTO %s SELECT -1, t.* FROM ONLY %s t',
+                       TG_ARGV[0], TG_RELID::regclass);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION decoupled.register_table(tbl regclass, retain_history interval DEFAULT '1 second')
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r         record;
+    v_version bigint;
+    v_id      bigint;
+    v_ts      bigint;
+    v_pending text;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF retain_history IS NULL OR retain_history < interval '0' THEN
+        RAISE EXCEPTION 'retain_history must not be negative, got %',
+                        coalesce(retain_history::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT c.relname::text AS relname, c.relkind, c.relpersistence, n.nspname::text AS nspname
+      INTO r
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF r.relkind = 'p' THEN
+        RAISE EXCEPTION 'cannot register partitioned table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Register an ordinary table.';
+    ELSIF r.relkind <> 'r' THEN
+        RAISE EXCEPTION '"%" is not an ordinary table', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF r.relpersistence <> 'p' THEN
+        RAISE EXCEPTION 'cannot register temporary or unlogged table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'A collection''s history must survive a crash; use a permanent table.';
+    END IF;
+    IF r.nspname IN ('decoupled', 'decoupled_storage', 'pg_catalog', 'information_schema') THEN
+        RAISE EXCEPTION 'cannot register system table "%"', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = tbl AND attnum > 0 AND attisdropped) THEN
+        RAISE EXCEPTION 'cannot register table "%" because it has dropped columns', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
+    END IF;
+
+    v_version := decoupled._begin_catalog_change();
+    IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                WHERE o.relation = tbl AND o.dropped_at IS NULL) THEN
+        RAISE EXCEPTION 'table "%" is already registered', tbl USING ERRCODE = 'duplicate_object';
+    END IF;
+    IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                WHERE o.name = r.relname AND o.dropped_at IS NULL) THEN
+        RAISE EXCEPTION 'a collection named "%" already exists', r.relname
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+
+    INSERT INTO decoupled.catalog_objects
+           (name, kind, relation, definition, retain_history, created_in_version)
+    SELECT r.relname, 'table', tbl,
+           jsonb_build_object('schema', r.nspname, 'columns',
+               jsonb_agg(jsonb_build_object(
+                   'name', a.attname,
+                   'type', format_type(a.atttypid, a.atttypmod)
+                           || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
+                                   THEN ' COLLATE ' || a.attcollation::regcollation::text
+                                   ELSE '' END)
+                   ORDER BY a.attnum)),
+           retain_history, v_version
+      FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+     WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped
+    RETURNING lifetime_id INTO v_id;
+
+    PERFORM decoupled._create_storage(v_id);
+    v_pending := decoupled._storage(v_id, 'pending');
+    EXECUTE format('CREATE TABLE %s (mz_diff bigint NOT NULL, %s)',
+                   v_pending, decoupled._cols(v_id, '', true));
+
+    -- Writers are excluded from here to commit, so the snapshot below and
+    -- the captured changes neither overlap nor leave a gap.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    EXECUTE format('CREATE TRIGGER decoupled_capture_insert AFTER INSERT ON %s '
+                   'REFERENCING NEW TABLE AS decoupled_new FOR EACH STATEMENT '
+                   'EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
+    EXECUTE format('CREATE TRIGGER decoupled_capture_update AFTER UPDATE ON %s '
+                   'REFERENCING OLD TABLE AS decoupled_old NEW TABLE AS decoupled_new '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
+    EXECUTE format('CREATE TRIGGER decoupled_capture_delete AFTER DELETE ON %s '
+                   'REFERENCING OLD TABLE AS decoupled_old FOR EACH STATEMENT '
+                   'EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
+    EXECUTE format('CREATE TRIGGER decoupled_capture_truncate BEFORE TRUNCATE ON %s '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
+
+    v_ts := decoupled._next_timestamp(0);
+    EXECUTE format('INSERT INTO %s SELECT nextval(''decoupled.rowid_seq''), $1, '
+                   'hashtext(ROW(%s)::text), %s FROM ONLY %s t',
+                   decoupled._storage(v_id, 'cur'), decoupled._cols(v_id, 't.'),
+                   decoupled._cols(v_id, 't.'), tbl)
+        USING v_ts;
+    INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, v_ts, v_ts + 1);
+    INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_id, v_ts);
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION decoupled.register_table(regclass, interval) IS
+    'Turn a table into a collection: its writes are captured and ticked into history.';
+
+-- Marks a collection dropped in the committing transaction, releasing
+-- exactly its holds and requirements; storage goes later (finalization).
+CREATE FUNCTION decoupled._drop_collection(lifetime_id bigint, catalog_version bigint)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id bigint := _drop_collection.lifetime_id;
+BEGIN
+    UPDATE decoupled.catalog_objects o
+       SET dropped_at = now(), dropped_in_version = catalog_version
+     WHERE o.lifetime_id = id;
+    -- Time never goes back, even once nothing uses this upper any more.
+    UPDATE decoupled.catalog_oracle
+       SET high_water = greatest(high_water,
+                                 (SELECT f.upper FROM decoupled.catalog_frontiers f
+                                   WHERE f.lifetime_id = id));
+    DELETE FROM decoupled.catalog_holds h WHERE h.lifetime_id = id;
+    DELETE FROM decoupled.catalog_requirements q WHERE q.lifetime_id = id OR q.required_by = id;
+    DELETE FROM decoupled.catalog_bound_queue q WHERE q.lifetime_id = id;
+    INSERT INTO decoupled.status_events (lifetime_id, status) VALUES (id, 'dropped');
+END
+$$;
+
+CREATE FUNCTION decoupled.unregister_table(tbl regclass) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_version bigint;
+    v_id      bigint;
+BEGIN
+    v_version := decoupled._begin_catalog_change();
+    SELECT o.lifetime_id INTO v_id FROM decoupled.catalog_objects o
+     WHERE o.relation = tbl AND o.kind = 'table' AND o.dropped_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table "%" is not registered', tbl USING ERRCODE = 'undefined_object';
+    END IF;
+    EXECUTE format('DROP TRIGGER decoupled_capture_insert ON %1$s; '
+                   'DROP TRIGGER decoupled_capture_update ON %1$s; '
+                   'DROP TRIGGER decoupled_capture_delete ON %1$s; '
+                   'DROP TRIGGER decoupled_capture_truncate ON %1$s', tbl);
+    PERFORM decoupled._drop_collection(v_id, v_version);
+END
+$$;
+COMMENT ON FUNCTION decoupled.unregister_table(regclass) IS
+    'Stop capturing a table; its collection is dropped and its storage finalized later.';
+
+-- Moves committed captured changes of every registered table into its
+-- collection at one new timestamp, and advances every upper (idle tables
+-- too).  Returns the number of tables ticked.
+CREATE FUNCTION decoupled.tick_tables() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_ts    bigint;
+    v_count integer := 0;
+    v_moved bigint;
+    r       record;
+BEGIN
+    -- Lock every live table's frontier in one fixed order.
+    SELECT decoupled._next_timestamp(max(f.upper)) INTO v_ts
+      FROM (SELECT f.upper FROM decoupled.catalog_frontiers f
+              JOIN decoupled.catalog_objects o USING (lifetime_id)
+             WHERE o.kind = 'table' AND o.dropped_at IS NULL
+             ORDER BY f.lifetime_id FOR UPDATE OF f) f;
+    IF v_ts IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOR r IN SELECT f.lifetime_id, f.upper FROM decoupled.catalog_frontiers f
+               JOIN decoupled.catalog_objects o USING (lifetime_id)
+              WHERE o.kind = 'table' AND o.dropped_at IS NULL ORDER BY f.lifetime_id
+    LOOP
+        EXECUTE format(
+            'WITH moved AS (DELETE FROM %1$s RETURNING *) '
+            'INSERT INTO %2$s (mz_ts, mz_diff, mz_key, mz_hash, %3$s) '
+            'SELECT $1, m.mz_diff, ROW(%4$s)::text, hashtext(ROW(%4$s)::text), %4$s FROM moved m',
+            decoupled._storage(r.lifetime_id, 'pending'), decoupled._storage(r.lifetime_id, 'stage'),
+            decoupled._cols(r.lifetime_id), decoupled._cols(r.lifetime_id, 'm.'))
+            USING v_ts;
+        GET DIAGNOSTICS v_moved = ROW_COUNT;
+        IF v_moved > 0 THEN
+            PERFORM decoupled._append_staged(r.lifetime_id, r.upper, v_ts + 1);
+        ELSE
+            UPDATE decoupled.catalog_frontiers f SET upper = v_ts + 1, changed_at = now()
+             WHERE f.lifetime_id = r.lifetime_id;
+            INSERT INTO decoupled.catalog_bound_queue VALUES (r.lifetime_id)
+                ON CONFLICT DO NOTHING;
+        END IF;
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+COMMENT ON FUNCTION decoupled.tick_tables() IS
+    'Move committed captured changes into every registered table''s collection at a new timestamp.';
+
+------------------------------------------------------------------------------
+-- DDL on registered tables
+------------------------------------------------------------------------------
+
+-- DROP TABLE of a registered table drops its collection in the same
+-- transaction.
+CREATE FUNCTION decoupled._on_sql_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_id      bigint;
+    v_version bigint;
+BEGIN
+    IF to_regclass('decoupled.catalog_objects') IS NULL THEN
+        RETURN;  -- the extension itself is being dropped
+    END IF;
+    FOR v_id IN
+        SELECT o.lifetime_id FROM pg_event_trigger_dropped_objects() d
+          JOIN decoupled.catalog_objects o ON o.relation = d.objid
+         WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0
+           AND o.kind = 'table' AND o.dropped_at IS NULL
+    LOOP
+        v_version := coalesce(v_version, decoupled._begin_catalog_change());
+        PERFORM decoupled._drop_collection(v_id, v_version);
+    END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER decoupled_sql_drop ON sql_drop EXECUTE FUNCTION decoupled._on_sql_drop();
+
+-- A registered table's shape is fixed: its history is stored in that shape.
+CREATE FUNCTION decoupled._on_ddl_end() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r record;
+BEGIN
+    IF to_regclass('decoupled.catalog_objects') IS NULL THEN
+        RETURN;
+    END IF;
+    FOR r IN SELECT c.objid FROM pg_event_trigger_ddl_commands() c
+              WHERE c.command_tag = 'ALTER TABLE' AND c.classid = 'pg_class'::regclass
+    LOOP
+        IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                    WHERE o.relation = r.objid AND o.kind = 'table' AND o.dropped_at IS NULL) THEN
+            RAISE EXCEPTION 'cannot alter registered table "%"', r.objid::regclass
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Unregister it with decoupled.unregister_table() first.';
+        END IF;
+    END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER decoupled_ddl_end ON ddl_command_end
+    WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION decoupled._on_ddl_end();
+
+-- Removes the storage of dropped collections nobody reads any more.  A
+-- collection still in use is skipped until a later round: a drop never
+-- waits for readers (brief C2.6).  Idempotent; returns how many it removed.
+CREATE FUNCTION decoupled.finalize_dropped() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_id    bigint;
+    v_count integer := 0;
+    v_lock  text := current_setting('lock_timeout');
+BEGIN
+    PERFORM set_config('lock_timeout', '50ms', true);
+    FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
+                 WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+                 ORDER BY o.lifetime_id
+    LOOP
+        BEGIN
+            EXECUTE format('DROP VIEW IF EXISTS %s', decoupled._storage(v_id, 'history'));
+            EXECUTE format('DROP TABLE IF EXISTS %s, %s, %s, %s',
+                           decoupled._storage(v_id, 'cur'), decoupled._storage(v_id, 'dead'),
+                           decoupled._storage(v_id, 'stage'), decoupled._storage(v_id, 'pending'));
+            DELETE FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id;
+            DELETE FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_id;
+            UPDATE decoupled.catalog_objects o SET finalized_at = now() WHERE o.lifetime_id = v_id;
+            v_count := v_count + 1;
+        EXCEPTION
+            WHEN lock_not_available THEN
+                NULL;  -- a reader still has it open: next round
+            WHEN dependent_objects_still_exist THEN
+                RAISE NOTICE 'storage of dropped collection % is still used by a view', v_id
+                    USING HINT = 'Drop the views that read it; finalization retries.';
+        END;
+    END LOOP;
+    PERFORM set_config('lock_timeout', v_lock, true);
+    RETURN v_count;
+END
+$$;

@@ -1,0 +1,285 @@
+------------------------------------------------------------------------------
+-- Compaction permission, publication, compaction and holds (brief C3, C4)
+------------------------------------------------------------------------------
+
+-- Remember the bound as committed before this transaction, once per
+-- transaction, so the commit-time check can reject a regression whatever
+-- happened in between.
+CREATE FUNCTION decoupled._remember_committed_bound() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        NEW.committed_bound := coalesce(NEW.committed_bound, NEW.bound);
+        NEW.writer := pg_current_xact_id();
+    ELSIF OLD.writer IS DISTINCT FROM pg_current_xact_id() THEN
+        NEW.committed_bound := OLD.bound;
+        NEW.writer := pg_current_xact_id();
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER remember_committed_bound BEFORE INSERT OR UPDATE ON decoupled.catalog_bounds
+    FOR EACH ROW EXECUTE FUNCTION decoupled._remember_committed_bound();
+
+-- Validation on the transaction's final state, at commit (C3.2).
+CREATE FUNCTION decoupled._permission_trigger() RETURNS trigger
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_permission_trigger';
+CREATE CONSTRAINT TRIGGER bound_permission AFTER INSERT OR UPDATE ON decoupled.catalog_bounds
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION decoupled._permission_trigger();
+CREATE CONSTRAINT TRIGGER requirement_permission
+    AFTER INSERT OR UPDATE ON decoupled.catalog_requirements
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION decoupled._permission_trigger();
+CREATE CONSTRAINT TRIGGER hold_permission AFTER INSERT OR UPDATE ON decoupled.catalog_holds
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION decoupled._permission_trigger();
+
+-- One publication round (C3.5): for every collection queued since the last
+-- round, propose upper - retain_history capped by requirements and holds,
+-- and commit the bounds that moved.  Work follows the queue, not the
+-- catalog's size.  Returns the number of bounds advanced.
+CREATE FUNCTION decoupled.publish_bounds() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    WITH dirty AS (DELETE FROM decoupled.catalog_bound_queue RETURNING lifetime_id),
+         proposal AS (
+             SELECT b.lifetime_id,
+                    decoupled._propose_bound(
+                        f.upper, decoupled._retain_ms(o.retain_history), b.bound,
+                        (SELECT min(q.frontier) FROM decoupled.catalog_requirements q
+                          WHERE q.lifetime_id = b.lifetime_id),
+                        (SELECT min(h.frontier) FROM decoupled.catalog_holds h
+                          WHERE h.lifetime_id = b.lifetime_id)) AS bound
+               FROM dirty d
+               JOIN decoupled.catalog_bounds b USING (lifetime_id)
+               JOIN decoupled.catalog_frontiers f USING (lifetime_id)
+               JOIN decoupled.catalog_objects o USING (lifetime_id)
+              WHERE o.dropped_at IS NULL)
+    UPDATE decoupled.catalog_bounds b SET bound = p.bound, changed_at = now()
+      FROM proposal p
+     WHERE b.lifetime_id = p.lifetime_id AND p.bound > b.bound;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+COMMENT ON FUNCTION decoupled.publish_bounds() IS
+    'One compaction-bound publication round over the collections that changed since the last one.';
+
+-- Physically compact every collection to its committed bound (C2.4, C3.6):
+-- since moves up to the bound, never past upper, never back, and only
+-- history invisible at every time >= since is deleted.  Idempotent; late
+-- or concurrent runs are harmless.  Returns how many collections moved.
+CREATE FUNCTION decoupled.apply_compaction() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r       record;
+    v_since bigint;
+    v_count integer := 0;
+BEGIN
+    FOR r IN SELECT f.lifetime_id, f.since, f.upper, b.bound
+               FROM decoupled.catalog_frontiers f
+               JOIN decoupled.catalog_bounds b USING (lifetime_id)
+               JOIN decoupled.catalog_objects o USING (lifetime_id)
+              WHERE o.dropped_at IS NULL AND f.since < least(b.bound, f.upper)
+              ORDER BY f.lifetime_id
+                FOR UPDATE OF f
+    LOOP
+        v_since := decoupled._compacted_since(r.since, r.bound, r.upper);
+        CONTINUE WHEN v_since <= r.since;
+        EXECUTE format('DELETE FROM %s WHERE valid_to <= $1', decoupled._storage(r.lifetime_id, 'dead'))
+            USING v_since;
+        UPDATE decoupled.catalog_frontiers f SET since = v_since, changed_at = now()
+         WHERE f.lifetime_id = r.lifetime_id;
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+COMMENT ON FUNCTION decoupled.apply_compaction() IS
+    'Compact every collection''s history up to its committed bound.';
+
+------------------------------------------------------------------------------
+-- Holds (C4, durable part)
+------------------------------------------------------------------------------
+
+-- The live incarnation of the session's adapter (decoupled.adapter) in the
+-- active deployment.  Until adapterd runs incarnations of its own, the first
+-- protected operation starts one.
+CREATE FUNCTION decoupled._session_owner(OUT adapter text, OUT deployment text,
+                                         OUT incarnation bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    adapter := coalesce(nullif(current_setting('decoupled.adapter', true), ''), 'default');
+    deployment := decoupled._active_deployment();
+    IF NOT EXISTS (SELECT FROM decoupled.catalog_adapters a
+                    WHERE a.name = _session_owner.adapter
+                      AND a.deployment = _session_owner.deployment) THEN
+        RAISE EXCEPTION 'adapter "%" does not exist in deployment "%"',
+                        _session_owner.adapter, _session_owner.deployment
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Declare it with decoupled.declare_adapter(), or set decoupled.adapter.';
+    END IF;
+    INSERT INTO decoupled.catalog_adapter_incarnations (adapter, deployment, incarnation, status)
+    VALUES (_session_owner.adapter, _session_owner.deployment,
+            nextval('decoupled.incarnation_seq'), 'running')
+    ON CONFLICT (adapter, deployment) WHERE retired_at IS NULL DO NOTHING;
+    SELECT i.incarnation INTO incarnation FROM decoupled.catalog_adapter_incarnations i
+     WHERE i.adapter = _session_owner.adapter AND i.deployment = _session_owner.deployment
+       AND i.retired_at IS NULL;
+END
+$$;
+
+CREATE FUNCTION decoupled._caller_is_admin() RETURNS boolean
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_caller_is_admin';
+CREATE FUNCTION decoupled._caller_can_select(relation oid) RETURNS boolean
+    LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_caller_can_select';
+
+CREATE FUNCTION decoupled.acquire_hold(collection text, as_of bigint DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    o          decoupled.catalog_objects;
+    v_since    bigint;
+    v_upper    bigint;
+    v_bound    bigint;
+    v_frontier bigint;
+    v_owner    record;
+    v_id       bigint;
+BEGIN
+    o := decoupled._collection(collection);
+    IF o.kind = 'sink' THEN
+        RAISE EXCEPTION '"%" is a sink; only collections can be held', o.name
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF o.relation IS NOT NULL AND NOT decoupled._caller_can_select(o.relation) THEN
+        RAISE EXCEPTION 'permission denied for % "%"', o.kind, o.name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Holding history needs the privilege to read it.';
+    END IF;
+    IF as_of < 0 THEN
+        RAISE EXCEPTION 'as_of must not be negative, got %', as_of
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT f.since, f.upper INTO v_since, v_upper FROM decoupled.catalog_frontiers f
+     WHERE f.lifetime_id = o.lifetime_id;
+    SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b WHERE b.lifetime_id = o.lifetime_id;
+    -- NULL: the latest readable time, or since while nothing is readable.
+    v_frontier := coalesce(as_of, greatest(v_since, v_upper - 1));
+    -- Checked again, authoritatively, at commit (C3.2); this only reports
+    -- the common case early.
+    IF v_frontier < v_bound THEN
+        RAISE EXCEPTION 'hold on "%" is below its compaction bound', o.name
+            USING ERRCODE = 'check_violation',
+                  DETAIL = format('The hold would be at %s; the bound is %s and history before it '
+                                  'may already be compacted.', v_frontier, v_bound),
+                  HINT = format('Hold at %s or later.', v_bound);
+    END IF;
+    v_owner := decoupled._session_owner();
+    INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier,
+                                         session_pid)
+    VALUES (v_owner.adapter, v_owner.deployment, v_owner.incarnation, o.lifetime_id, v_frontier,
+            pg_backend_pid())
+    RETURNING hold_id INTO v_id;
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION decoupled.acquire_hold(text, bigint) IS
+    'Protect reads of a collection at times >= as_of (NULL: the latest readable time); returns the hold id.';
+
+CREATE FUNCTION decoupled.release_hold(id bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_collection bigint;
+    v_pid        integer;
+BEGIN
+    SELECT h.lifetime_id, h.session_pid INTO v_collection, v_pid
+      FROM decoupled.catalog_holds h WHERE h.hold_id = release_hold.id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'hold % does not exist', coalesce(release_hold.id::text, 'NULL')
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF v_pid IS DISTINCT FROM pg_backend_pid() AND NOT decoupled._caller_is_admin() THEN
+        RAISE EXCEPTION 'hold % belongs to another session', release_hold.id
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Members of decoupled_admin may release any hold.';
+    END IF;
+    DELETE FROM decoupled.catalog_holds h WHERE h.hold_id = release_hold.id;
+    INSERT INTO decoupled.catalog_bound_queue VALUES (v_collection) ON CONFLICT DO NOTHING;
+END
+$$;
+COMMENT ON FUNCTION decoupled.release_hold(bigint) IS
+    'Release a hold; compaction may then pass its frontier.';
+
+------------------------------------------------------------------------------
+-- Dry run (C1.5)
+------------------------------------------------------------------------------
+
+-- Runs one catalog call in a subtransaction with every deferred admission
+-- check made immediate, reports what it created and dropped or the error it
+-- hit, and rolls it all back.
+CREATE FUNCTION decoupled.dry_run(sql text)
+RETURNS TABLE (action text, kind text, name text, detail text)
+-- No SET search_path: the call runs as written, in the caller's context.
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_function text;
+    v_before   text[];
+    v_after    text[];
+    v_marker   constant text := 'pg_decoupled dry run';
+    v_detail   text;
+BEGIN
+    v_function := substring(sql FROM '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(');
+    IF v_function IS NULL OR sql ~ ';\s*\S'
+       OR v_function NOT IN ('create_cluster', 'alter_cluster', 'drop_cluster',
+                             'declare_adapter', 'drop_adapter', 'register_table',
+                             'unregister_table', 'acquire_hold', 'release_hold',
+                             'publish_bounds', 'apply_compaction') THEN
+        RAISE EXCEPTION 'dry_run takes one call of a catalog function'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass the call as text, for example ''SELECT decoupled.create_cluster(...)''.';
+    END IF;
+
+    v_before := decoupled._catalog_inventory();
+    BEGIN
+        SET CONSTRAINTS ALL IMMEDIATE;
+        EXECUTE sql;
+        v_after := decoupled._catalog_inventory();
+        RAISE EXCEPTION USING ERRCODE = 'DC999', MESSAGE = v_marker;
+    EXCEPTION WHEN OTHERS THEN
+        IF SQLSTATE <> 'DC999' OR SQLERRM <> v_marker THEN
+            GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
+            RETURN QUERY SELECT 'error'::text, NULL::text, NULL::text,
+                                SQLSTATE || ': ' || SQLERRM
+                                || CASE WHEN v_detail <> '' THEN ' (' || v_detail || ')' ELSE '' END;
+            RETURN;
+        END IF;
+    END;
+    RETURN QUERY
+        SELECT 'create', split_part(e, ':', 1), substr(e, length(split_part(e, ':', 1)) + 2), NULL
+          FROM unnest(v_after) e WHERE e <> ALL (v_before)
+        UNION ALL
+        SELECT 'drop', split_part(e, ':', 1), substr(e, length(split_part(e, ':', 1)) + 2), NULL
+          FROM unnest(v_before) e WHERE e <> ALL (v_after)
+        ORDER BY 1, 2, 3;
+    RETURN QUERY SELECT 'admitted'::text, NULL::text, NULL::text, 'no admission error'::text;
+END
+$$;
+COMMENT ON FUNCTION decoupled.dry_run(text) IS
+    'Report what a catalog call would create or drop, or its admission error, without any effect.';
+
+-- Everything a catalog call can create or drop, as "kind:name" strings.
+CREATE FUNCTION decoupled._catalog_inventory() RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(e), '{}') FROM (
+        SELECT 'cluster:' || name FROM decoupled.catalog_clusters
+        UNION ALL SELECT 'replica:' || cluster || '.' || name FROM decoupled.catalog_replicas
+        UNION ALL SELECT 'adapter:' || name || ' (' || deployment || ')'
+                    FROM decoupled.catalog_adapters
+        UNION ALL SELECT kind || ':' || name FROM decoupled.catalog_objects WHERE dropped_at IS NULL
+        UNION ALL SELECT 'hold:' || o.name || ' at ' || h.frontier || ' (hold ' || h.hold_id || ')'
+                    FROM decoupled.catalog_holds h JOIN decoupled.catalog_objects o USING (lifetime_id)
+    ) x(e)
+$$;

@@ -1,0 +1,130 @@
+------------------------------------------------------------------------------
+-- Public views (brief C12).  Missing observations are NULL, never 0.
+------------------------------------------------------------------------------
+
+CREATE VIEW decoupled.catalog AS
+    SELECT schema_version, catalog_version, initialized_at, changed_at
+      FROM decoupled.catalog_meta;
+
+CREATE VIEW decoupled.controller AS
+    SELECT * FROM decoupled.controller_status();
+
+CREATE VIEW decoupled.supervised AS
+    SELECT * FROM decoupled.supervision();
+
+CREATE VIEW decoupled.deployments AS
+    SELECT name::text, state, state = 'active' AS writes_enabled, created_at, promoted_at,
+           retired_at
+      FROM decoupled.catalog_deployments;
+
+CREATE VIEW decoupled.clusters AS
+    SELECT c.name::text, c.managed, c.replication_factor,
+           (SELECT count(*) FROM decoupled.catalog_replicas r WHERE r.cluster = c.name)
+               AS replicas,
+           c.created_at
+      FROM decoupled.catalog_clusters c;
+
+-- Each replica declaration as realized by each live deployment.
+CREATE VIEW decoupled.cluster_replicas AS
+    SELECT r.cluster::text, r.name::text AS replica, d.name::text AS deployment,
+           i.incarnation, i.pid, i.status, r.replica_id
+      FROM decoupled.catalog_replicas r
+      CROSS JOIN decoupled.catalog_deployments d
+      LEFT JOIN decoupled.catalog_replica_incarnations i
+             ON i.replica_id = r.replica_id AND i.deployment = d.name
+            AND i.retired_at IS NULL
+     WHERE d.state <> 'retired';
+
+CREATE VIEW decoupled.replica_statuses AS
+    SELECT r.cluster::text AS name, r.name::text AS replica, i.deployment::text,
+           i.incarnation, i.status, i.error, i.hint,
+           coalesce(i.heartbeat_at, i.started_at) AS updated_at
+      FROM decoupled.catalog_replica_incarnations i
+      JOIN decoupled.catalog_replicas r USING (replica_id)
+     WHERE i.retired_at IS NULL;
+
+CREATE VIEW decoupled.adapters AS
+    SELECT a.name::text, a.deployment::text, i.incarnation, i.pid, i.status, i.heartbeat_at
+      FROM decoupled.catalog_adapters a
+      LEFT JOIN decoupled.catalog_adapter_incarnations i
+             ON i.adapter = a.name AND i.deployment = a.deployment AND i.retired_at IS NULL;
+
+CREATE VIEW decoupled.objects AS
+    SELECT o.name::text, o.kind, o.cluster::text, o.lifetime_id, o.created_at,
+           o.retain_history
+      FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL;
+
+CREATE VIEW decoupled.frontiers AS
+    SELECT o.name::text, f.since::bigint, f.upper::bigint, b.bound::bigint AS compaction_bound,
+           (floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint - f.upper AS lag_ms
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.catalog_frontiers f USING (lifetime_id)
+      LEFT JOIN decoupled.catalog_bounds b USING (lifetime_id)
+     WHERE o.dropped_at IS NULL;
+
+CREATE VIEW decoupled.requirements AS
+    SELECT c.name::text AS collection, r.name::text AS required_by, q.frontier::bigint
+      FROM decoupled.catalog_requirements q
+      JOIN decoupled.catalog_objects c ON c.lifetime_id = q.lifetime_id
+      JOIN decoupled.catalog_objects r ON r.lifetime_id = q.required_by
+     WHERE c.dropped_at IS NULL AND r.dropped_at IS NULL;
+
+CREATE VIEW decoupled.holds AS
+    SELECT h.adapter::text, h.deployment::text, h.incarnation, o.name::text AS collection,
+           h.frontier::bigint, h.hold_id, h.session_pid
+      FROM decoupled.catalog_holds h
+      JOIN decoupled.catalog_objects o USING (lifetime_id)
+     WHERE o.dropped_at IS NULL;
+
+-- Health of every live object on every replica of its cluster.  An object
+-- whose cluster has no replica is `paused` by placement; one nobody has
+-- reported on yet is `created`.
+CREATE VIEW decoupled.object_statuses AS
+    SELECT o.name::text, o.kind, r.name::text AS replica,
+           CASE WHEN r.replica_id IS NULL THEN 'paused'
+                ELSE coalesce(h.status, 'created') END AS status,
+           h.error,
+           CASE WHEN r.replica_id IS NULL THEN 'no replica is running it' ELSE h.hint END
+               AS hint,
+           h.updated_at, h.transition_at, h.hydrated
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
+      LEFT JOIN decoupled.replica_health h
+             ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
+     WHERE o.dropped_at IS NULL AND o.kind <> 'table';
+
+CREATE VIEW decoupled.source_statuses AS
+    SELECT name, replica, status, error, hint, updated_at, transition_at
+      FROM decoupled.object_statuses WHERE kind = 'source';
+
+CREATE VIEW decoupled.sink_statuses AS
+    SELECT name, replica, status, error, hint, updated_at, transition_at
+      FROM decoupled.object_statuses WHERE kind = 'sink';
+
+CREATE VIEW decoupled.hydration AS
+    SELECT name, replica, hydrated
+      FROM decoupled.object_statuses WHERE replica IS NOT NULL;
+
+CREATE VIEW decoupled.status_history AS
+    SELECT o.name::text, e.replica, e.status, e.error, e.occurred_at, e.incarnation
+      FROM decoupled.status_events e
+      JOIN decoupled.catalog_objects o USING (lifetime_id);
+
+-- Sessions and subscriptions of live incarnations only: a predecessor's row
+-- never shows up as its successor's (brief C7.1).
+CREATE VIEW decoupled.sessions AS
+    SELECT s.adapter::text, s.deployment::text, s.incarnation, s.session_pid, s.role,
+           s.connected_at
+      FROM decoupled.session_records s
+      JOIN decoupled.catalog_adapter_incarnations i USING (adapter, deployment, incarnation)
+     WHERE i.retired_at IS NULL;
+
+CREATE VIEW decoupled.subscriptions AS
+    SELECT s.adapter::text, s.incarnation, s.session_pid, o.name::text AS collection,
+           s.frontier::bigint, s.deployment::text, s.subscription_id
+      FROM decoupled.subscription_records s
+      JOIN decoupled.catalog_adapter_incarnations i USING (adapter, deployment, incarnation)
+      JOIN decoupled.catalog_objects o USING (lifetime_id)
+     WHERE i.retired_at IS NULL;
+

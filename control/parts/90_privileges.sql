@@ -1,0 +1,46 @@
+------------------------------------------------------------------------------
+-- Privileges: default deny, then grant what each audience needs.
+------------------------------------------------------------------------------
+
+REVOKE ALL ON ALL TABLES IN SCHEMA decoupled FROM PUBLIC;
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA decoupled FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA decoupled FROM PUBLIC;
+REVOKE ALL ON SCHEMA decoupled_storage FROM PUBLIC;
+-- Readers of collections go through the history views there.
+GRANT USAGE ON SCHEMA decoupled_storage TO PUBLIC;
+
+-- Everyone reads the public views.
+DO $$
+DECLARE
+    v regclass;
+BEGIN
+    FOR v IN SELECT c.oid FROM pg_catalog.pg_class c
+              WHERE c.relnamespace = 'decoupled'::regnamespace AND c.relkind = 'v'
+    LOOP
+        EXECUTE format('GRANT SELECT ON %s TO PUBLIC', v);
+    END LOOP;
+END
+$$;
+
+-- Everyone: observation, waiting, reading at a time, protecting reads.
+GRANT EXECUTE ON FUNCTION
+    decoupled.supported_schema_version(), decoupled.catalog_version(),
+    decoupled.controller_status(), decoupled.supervision(),
+    decoupled.wait_for_controller(bigint, interval),
+    decoupled.oracle_now(), decoupled.as_of(), decoupled._history_gate(bigint),
+    decoupled.acquire_hold(text, bigint), decoupled.release_hold(bigint),
+    decoupled.dry_run(text), decoupled._catalog_inventory()
+TO PUBLIC;
+
+-- Catalog changes and the write path: superuser or decoupled_admin.
+GRANT EXECUTE ON FUNCTION
+    decoupled.create_cluster(text, integer), decoupled.alter_cluster(text, integer),
+    decoupled.drop_cluster(text), decoupled.declare_adapter(text),
+    decoupled.drop_adapter(text),
+    decoupled.register_table(regclass, interval), decoupled.unregister_table(regclass),
+    decoupled.tick_tables(), decoupled.append(text, jsonb, bigint, bigint, text, bigint),
+    decoupled.publish_bounds(), decoupled.apply_compaction(), decoupled.finalize_dropped()
+TO decoupled_admin;
+
+-- Wake the controller once the extension's creation commits.
+SELECT decoupled._wake_controller_at_commit();

@@ -1,0 +1,172 @@
+// decoupled.as_of: read every collection in a statement at one time (C2.2).
+//
+// The GUC holds the time; decoupled.as_of() exposes it to the read paths.
+// Each collection's history branch is gated by _history_gate(lifetime_id),
+// which the planner evaluates once per execution as a one-time filter: it
+// is false without as_of (the latest-state branch runs alone) and otherwise
+// checks privilege and readability, failing with a clear error.
+extern "C" {
+#include "postgres.h"
+
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "catalog/pg_authid.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+}
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/frontier.hpp"
+#include "catalog_access.hpp"
+#include "gucs.hpp"
+
+extern "C" {
+PG_FUNCTION_INFO_V1(decoupled_as_of);
+PG_FUNCTION_INFO_V1(decoupled_history_gate);
+}
+
+namespace decoupled {
+
+char* guc_as_of = nullptr;
+static bool as_of_is_set = false;
+static int64 as_of_value = 0;
+
+static bool parse_timestamp(const char* text, int64* out) {
+    if (text == nullptr || *text == '\0') return false;
+    errno = 0;
+    char* end = nullptr;
+    long long v = strtoll(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 0) return false;
+    *out = v;
+    return true;
+}
+
+static bool check_as_of(char** newval, void**, GucSource) {
+    int64 ignored;
+    if (*newval == nullptr || **newval == '\0' || parse_timestamp(*newval, &ignored)) return true;
+    GUC_check_errdetail("decoupled.as_of must be a timestamp in milliseconds since the Unix "
+                        "epoch (a non-negative integer), or empty for the latest state.");
+    return false;
+}
+
+static void assign_as_of(const char* newval, void*) {
+    as_of_is_set = parse_timestamp(newval, &as_of_value);
+}
+
+void define_as_of_guc() {
+    DefineCustomStringVariable(
+        "decoupled.as_of", "Reads every collection at this timestamp (milliseconds).",
+        "Empty reads the latest state. A time must lie in [since, upper) of every collection "
+        "the statement reads.",
+        &guc_as_of, "", PGC_USERSET, 0, check_as_of, assign_as_of, nullptr);
+}
+
+}  // namespace decoupled
+
+Datum decoupled_as_of(PG_FUNCTION_ARGS) {
+    if (!decoupled::as_of_is_set) PG_RETURN_NULL();
+    PG_RETURN_INT64(decoupled::as_of_value);
+}
+
+// decoupled._history_gate(lifetime_id bigint) -> boolean
+Datum decoupled_history_gate(PG_FUNCTION_ARGS) {
+    if (!decoupled::as_of_is_set) PG_RETURN_BOOL(false);
+    int64 lifetime_id = PG_GETARG_INT64(0);
+    int64 t = decoupled::as_of_value;
+
+    MemoryContext caller = CurrentMemoryContext;
+    decoupled::SavedUser saved = decoupled::become_catalog_reader();
+    SPI_connect();
+    Oid argtypes[1] = {INT8OID};
+    Datum args[1] = {Int64GetDatum(lifetime_id)};
+    // Read-only: the frontiers come from the statement's own snapshot, the
+    // same one its data scans use, so the check and the read agree.
+    int rc = SPI_execute_with_args(
+        "SELECT f.since, f.upper, o.name::text, o.kind, o.relation, o.dropped_at IS NOT NULL "
+        "  FROM decoupled.catalog_objects o "
+        "  LEFT JOIN decoupled.catalog_frontiers f USING (lifetime_id) "
+        " WHERE o.lifetime_id = $1",
+        1, argtypes, args, nullptr, true, 1);
+    if (rc != SPI_OK_SELECT) elog(ERROR, "could not read frontiers");
+    if (SPI_processed == 0)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("collection with lifetime id " INT64_FORMAT " does not exist",
+                               lifetime_id)));
+    HeapTuple tup = SPI_tuptable->vals[0];
+    TupleDesc desc = SPI_tuptable->tupdesc;
+    bool since_null, upper_null, rel_null, isnull;
+    int64 since = DatumGetInt64(SPI_getbinval(tup, desc, 1, &since_null));
+    int64 upper = DatumGetInt64(SPI_getbinval(tup, desc, 2, &upper_null));
+    char* name = MemoryContextStrdup(caller, SPI_getvalue(tup, desc, 3));
+    char* kind = MemoryContextStrdup(caller, SPI_getvalue(tup, desc, 4));
+    Oid relation = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &rel_null));
+    bool dropped = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
+    SPI_finish();
+    decoupled::restore_user(saved);
+
+    if (dropped || since_null || upper_null)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("%s \"%s\" was dropped", kind, name)));
+    // History is read with the extension's rights: the reader must be allowed
+    // to read the collection itself.
+    if (!rel_null && OidIsValid(relation) &&
+        pg_class_aclcheck(relation, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+        aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, name);
+
+    switch (decoupled::readability(t, since, upper)) {
+        case decoupled::Readability::Readable:
+            break;
+        case decoupled::Readability::Compacted:
+            ereport(ERROR,
+                    (errcode(ERRCODE_SNAPSHOT_TOO_OLD),
+                     errmsg("%s \"%s\" is not readable at decoupled.as_of: its history there "
+                            "is compacted",
+                            kind, name),
+                     errdetail("decoupled.as_of is " INT64_FORMAT "; readable times are ["
+                               INT64_FORMAT ", " INT64_FORMAT ").",
+                               t, since, upper),
+                     errhint("Protect history you will read with decoupled.acquire_hold().")));
+        case decoupled::Readability::NotYetReadable:
+            ereport(ERROR,
+                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                     errmsg("%s \"%s\" is not yet readable at decoupled.as_of", kind, name),
+                     errdetail("decoupled.as_of is " INT64_FORMAT "; readable times are ["
+                               INT64_FORMAT ", " INT64_FORMAT ").",
+                               t, since, upper),
+                     errhint("Updates at a time are final only once the upper has passed it; "
+                             "retry later.")));
+    }
+    PG_RETURN_BOOL(true);
+}
+
+extern "C" {
+PG_FUNCTION_INFO_V1(decoupled_caller_is_admin);
+PG_FUNCTION_INFO_V1(decoupled_caller_can_select);
+}
+
+// Inside SECURITY DEFINER functions current_user is the definer; the outer
+// user is the role that called in (after SET ROLE).
+static bool outer_user_is_admin() {
+    Oid caller = GetOuterUserId();
+    if (superuser_arg(caller)) return true;
+    Oid admin = get_role_oid("decoupled_admin", true);
+    return OidIsValid(admin) && has_privs_of_role(caller, admin);
+}
+
+// decoupled._caller_is_admin() -> superuser or member of decoupled_admin.
+Datum decoupled_caller_is_admin(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(outer_user_is_admin()); }
+
+// decoupled._caller_can_select(relation oid) -> may the caller read it.
+Datum decoupled_caller_can_select(PG_FUNCTION_ARGS) {
+    Oid relation = PG_GETARG_OID(0);
+    PG_RETURN_BOOL(pg_class_aclcheck(relation, GetOuterUserId(), ACL_SELECT) == ACLCHECK_OK);
+}

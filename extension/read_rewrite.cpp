@@ -1,0 +1,260 @@
+// Reads of registered tables honour decoupled.as_of (brief C2.2, C2.3).
+//
+// A registered table keeps its own name: `SELECT * FROM t` must return the
+// latest state at plain-table cost and, with decoupled.as_of set, the
+// collection's state at that time.  At parse analysis every read-only
+// reference to a registered table becomes the subquery
+//
+//     SELECT cols FROM ONLY t WHERE decoupled.as_of() IS NULL
+//     UNION ALL SELECT * FROM decoupled_storage.c<id>_history
+//
+// whose branches are gated by one-time filters: without as_of only the
+// first runs; with it only the history view does (which checks readability
+// and the reader's SELECT privilege on t).  The gate is evaluated at
+// execution, so cached plans stay correct when as_of changes.  Targets of
+// INSERT/UPDATE/DELETE/MERGE and FOR UPDATE references are left alone.
+//
+// No C++ objects live here: parse analysis may longjmp through this file.
+extern "C" {
+#include "postgres.h"
+
+#include "access/sysattr.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "parser/analyze.h"
+#include "parser/parser.h"
+#include "parser/parsetree.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+}
+
+#include "catalog_access.hpp"
+#include "gucs.hpp"
+#include "shmem.hpp"
+
+namespace {
+
+post_parse_analyze_hook_type prev_post_parse_analyze_hook = nullptr;
+
+// relid -> the SQL that replaces a read of it.
+struct ReadEntry {
+    Oid relid;
+    char* sql;
+};
+
+HTAB* read_cache = nullptr;
+MemoryContext cache_context = nullptr;
+uint64 cache_epoch = 0;
+bool cache_loaded = false;
+bool in_rewrite = false;   // our own analysis and cache loads are not rewritten
+int suppress_depth = 0;    // decoupled._execute_unrewritten()
+
+constexpr const char* kLoadSql = R"sql(
+    SELECT o.relation,
+           format('SELECT %s FROM ONLY %I.%I WHERE decoupled.as_of() IS NULL '
+                  'UNION ALL SELECT * FROM decoupled_storage.%I',
+                  (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+                     FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = o.relation AND a.attnum > 0 AND NOT a.attisdropped),
+                  n.nspname, c.relname, 'c' || o.lifetime_id || '_history')
+      FROM decoupled.catalog_objects o
+      JOIN pg_catalog.pg_class c ON c.oid = o.relation
+      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE o.kind = 'table' AND o.dropped_at IS NULL
+)sql";
+
+void reset_cache() {
+    if (cache_context) MemoryContextReset(cache_context);
+    read_cache = nullptr;
+    cache_loaded = false;
+}
+
+void load_cache(uint64 epoch) {
+    reset_cache();
+    if (!cache_context)
+        cache_context = AllocSetContextCreate(CacheMemoryContext, "pg_decoupled read cache",
+                                              ALLOCSET_SMALL_SIZES);
+    HASHCTL ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    ctl.keysize = sizeof(Oid);
+    ctl.entrysize = sizeof(ReadEntry);
+    ctl.hcxt = cache_context;
+    read_cache = hash_create("pg_decoupled read cache", 16, &ctl,
+                             HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+    Oid nsp = get_namespace_oid("decoupled", true);
+    if (OidIsValid(get_extension_oid("pg_decoupled", true)) && OidIsValid(nsp) &&
+        OidIsValid(get_relname_relid("catalog_objects", nsp))) {
+        decoupled::SavedUser saved = decoupled::become_catalog_reader();
+        SPI_connect();
+        if (SPI_execute(kLoadSql, true, 0) != SPI_OK_SELECT)
+            elog(ERROR, "could not load registered tables");
+        for (uint64 i = 0; i < SPI_processed; ++i) {
+            bool isnull;
+            Oid relid = DatumGetObjectId(
+                SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+            char* sql = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+            if (isnull || sql == nullptr) continue;
+            bool found;
+            auto* entry = static_cast<ReadEntry*>(hash_search(read_cache, &relid, HASH_ENTER, &found));
+            entry->sql = MemoryContextStrdup(cache_context, sql);
+        }
+        SPI_finish();
+        decoupled::restore_user(saved);
+    }
+    cache_epoch = epoch;
+    cache_loaded = true;
+}
+
+const char* replacement_for(Oid relid) {
+    auto* entry = static_cast<ReadEntry*>(hash_search(read_cache, &relid, HASH_FIND, nullptr));
+    return entry ? entry->sql : nullptr;
+}
+
+// System columns (ctid, xmin, ...) are physical: a query using them reads
+// the table itself.
+bool uses_system_columns(RangeTblEntry* rte) {
+    int x = -1;
+    while ((x = bms_next_member(rte->selectedCols, x)) >= 0) {
+        if (x + FirstLowInvalidHeapAttributeNumber < 0) return true;
+    }
+    return false;
+}
+
+bool is_write_target(Query* q, int rti) {
+    if (q->resultRelation == rti) return true;
+    if (q->onConflict && q->onConflict->exclRelIndex == rti) return true;
+    return get_parse_rowmark(q, rti) != nullptr;
+}
+
+Query* analyze_replacement(const char* sql) {
+    List* raw = raw_parser(sql, RAW_PARSE_DEFAULT);
+    return parse_analyze_fixedparams(linitial_node(RawStmt, raw), sql, nullptr, 0, nullptr);
+}
+
+void rewrite_query(Query* q);
+
+// PostgreSQL's walkers take an untyped function pointer; going through
+// void(*)() is the sanctioned way to cast one.
+using Walker = bool (*)();
+Walker as_walker(bool (*fn)(Node*, void*)) {
+    return reinterpret_cast<Walker>(reinterpret_cast<void (*)()>(fn));
+}
+
+bool rewrite_walker(Node* node, void* context) {
+    if (node == nullptr) return false;
+    if (IsA(node, Query)) {
+        rewrite_query(reinterpret_cast<Query*>(node));
+        return false;
+    }
+    return expression_tree_walker(node, as_walker(rewrite_walker), context);
+}
+
+void rewrite_query(Query* q) {
+    int rti = 0;
+    ListCell* lc;
+    foreach (lc, q->rtable) {
+        ++rti;
+        RangeTblEntry* rte = lfirst_node(RangeTblEntry, lc);
+        if (rte->rtekind == RTE_SUBQUERY) {
+            rewrite_query(rte->subquery);
+            continue;
+        }
+        if (rte->rtekind != RTE_RELATION || rte->tablesample || is_write_target(q, rti) ||
+            uses_system_columns(rte))
+            continue;
+        const char* sql = replacement_for(rte->relid);
+        if (!sql) continue;
+        Query* sub = analyze_replacement(sql);
+        // The subquery checks SELECT on the table itself, as the reader.
+        rte->rtekind = RTE_SUBQUERY;
+        rte->subquery = sub;
+        rte->relid = InvalidOid;
+        rte->relkind = 0;
+        rte->rellockmode = 0;
+        rte->inh = false;
+        rte->requiredPerms = 0;
+        rte->checkAsUser = InvalidOid;
+        rte->selectedCols = nullptr;
+        rte->insertedCols = nullptr;
+        rte->updatedCols = nullptr;
+        rte->extraUpdatedCols = nullptr;
+        rte->security_barrier = false;
+    }
+    query_tree_walker(q, as_walker(rewrite_walker), nullptr,
+                      QTW_IGNORE_RANGE_TABLE);
+}
+
+bool references_relations(Query* q) {
+    ListCell* lc;
+    foreach (lc, q->rtable) {
+        RangeTblEntry* rte = lfirst_node(RangeTblEntry, lc);
+        if (rte->rtekind == RTE_RELATION || rte->rtekind == RTE_SUBQUERY) return true;
+    }
+    return q->cteList != NIL || q->hasSubLinks;
+}
+
+void rewrite_registered_reads(ParseState* pstate, Query* query, JumbleState* jstate) {
+    if (prev_post_parse_analyze_hook) prev_post_parse_analyze_hook(pstate, query, jstate);
+    if (in_rewrite || suppress_depth > 0 || creating_extension || !IsNormalProcessingMode() ||
+        query->commandType == CMD_UTILITY || !references_relations(query) ||
+        !ActiveSnapshotSet() || MyDatabaseId == InvalidOid)
+        return;
+
+    uint64 epoch = pg_atomic_read_u64(&decoupled::shared_state()->catalog_epoch);
+    in_rewrite = true;
+    PG_TRY();
+    {
+        if (!cache_loaded || epoch != cache_epoch) load_cache(epoch);
+        if (hash_get_num_entries(read_cache) > 0) {
+            // DROP EXTENSION bumps no epoch: check before relying on the cache.
+            if (!OidIsValid(get_extension_oid("pg_decoupled", true)))
+                load_cache(epoch);
+            else
+                rewrite_query(query);
+        }
+    }
+    PG_FINALLY();
+    { in_rewrite = false; }
+    PG_END_TRY();
+}
+
+}  // namespace
+
+namespace decoupled {
+
+void install_read_rewrite() {
+    prev_post_parse_analyze_hook = post_parse_analyze_hook;
+    post_parse_analyze_hook = rewrite_registered_reads;
+}
+
+}  // namespace decoupled
+
+extern "C" {
+PG_FUNCTION_INFO_V1(decoupled_execute_unrewritten);
+}
+
+// decoupled._execute_unrewritten(sql text): runs DDL whose queries must name
+// a registered table itself (the extension's own views over it).
+Datum decoupled_execute_unrewritten(PG_FUNCTION_ARGS) {
+    char* sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    suppress_depth++;
+    PG_TRY();
+    {
+        SPI_connect();
+        if (SPI_execute(sql, false, 0) < 0) elog(ERROR, "could not execute: %s", sql);
+        SPI_finish();
+    }
+    PG_FINALLY();
+    { suppress_depth--; }
+    PG_END_TRY();
+    PG_RETURN_VOID();
+}

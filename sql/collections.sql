@@ -1,0 +1,192 @@
+-- Collections (C2): registered tables captured on write and ticked into
+-- history, compare-and-append, AS OF reads, reads outside [since, upper).
+\set SHOW_CONTEXT never
+-- Reports SQLSTATE and message, with timestamps masked.
+CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    detail text;
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
+                          || CASE WHEN detail <> '' THEN ' (' || detail || ')' ELSE '' END,
+                          '\d{10,}', 'T', 'g');
+END
+$$;
+
+-- A table with duplicate rows: collections are multisets.
+CREATE TABLE bids (auction int, amount numeric(8,2), bidder text);
+INSERT INTO bids VALUES (1, 10.00, 'ann'), (1, 10.00, 'ann'), (2, 5.50, 'bob');
+SELECT decoupled.register_table('bids', retain_history => '1 hour') > 0 AS registered;
+SELECT name, kind, cluster, retain_history FROM decoupled.objects;
+SELECT since AS t0, upper AS u0 FROM decoupled.frontiers WHERE name = 'bids' \gset
+SELECT :u0 = :t0 + 1 AS snapshot_at_t0, compaction_bound = :t0 AS bound_at_t0
+  FROM decoupled.frontiers WHERE name = 'bids';
+
+-- Changes are captured on write and become history only when ticked.
+INSERT INTO bids VALUES (3, 7.25, 'cy');
+UPDATE bids SET amount = 11.00 WHERE auction = 1;   -- both copies
+SELECT decoupled.tick_tables();
+SELECT upper - 1 AS t1 FROM decoupled.frontiers WHERE name = 'bids' \gset
+DELETE FROM bids WHERE bidder = 'bob';
+INSERT INTO bids VALUES (1, 11.00, 'ann');           -- a third copy
+SELECT decoupled.tick_tables();
+SELECT upper - 1 AS t2 FROM decoupled.frontiers WHERE name = 'bids' \gset
+-- (ctid is physical: a query using it reads the table itself)
+DELETE FROM bids WHERE auction = 1 AND ctid IN (SELECT ctid FROM bids WHERE auction = 1 LIMIT 2);
+SELECT decoupled.tick_tables();
+SELECT upper - 1 AS t3 FROM decoupled.frontiers WHERE name = 'bids' \gset
+SELECT :t0 < :t1 AND :t1 < :t2 AND :t2 < :t3 AS times_increase;
+
+-- The latest state is the table itself.
+SELECT * FROM bids ORDER BY auction, amount, bidder;
+
+-- AS OF each tick, and between ticks (the state holds until the next one).
+SET decoupled.as_of = :t0;
+SELECT * FROM bids ORDER BY auction, amount, bidder;
+SET decoupled.as_of = :t1;
+SELECT * FROM bids ORDER BY auction, amount, bidder;
+SELECT :t1 + 1 AS between \gset
+SET decoupled.as_of = :between;
+SELECT count(*) AS rows_between_t1_t2 FROM bids;
+SET decoupled.as_of = :t2;
+SELECT * FROM bids ORDER BY auction, amount, bidder;
+SET decoupled.as_of = :t3;
+SELECT * FROM bids ORDER BY auction, amount, bidder;
+-- Aggregates, filters and joins all read at the same time.
+SET decoupled.as_of = :t2;
+SELECT auction, count(*), sum(amount) FROM bids WHERE amount > 6 GROUP BY auction ORDER BY 1;
+RESET decoupled.as_of;
+
+-- Reads outside [since, upper) are refused, each with its own SQLSTATE.
+SELECT :t0 - 1 AS before_since, :t3 + 1 AS at_upper \gset
+SELECT pg_temp.try(format('SET decoupled.as_of = %s; SELECT count(*) FROM bids', :before_since));
+RESET decoupled.as_of;
+SELECT pg_temp.try(format('SET decoupled.as_of = %s; SELECT count(*) FROM bids', :at_upper));
+RESET decoupled.as_of;
+SELECT pg_temp.try($$SET decoupled.as_of = 'yesterday'$$);
+SELECT pg_temp.try($$SET decoupled.as_of = -5$$);
+RESET decoupled.as_of;
+
+-- Two collections read in one statement see one time.
+CREATE TABLE auctions (id int, item text);
+INSERT INTO auctions VALUES (1, 'lamp'), (2, 'desk'), (3, 'vase');
+SELECT decoupled.register_table('auctions', '1 hour') > 0 AS registered;
+SELECT decoupled.tick_tables();
+SELECT upper - 1 AS j1 FROM decoupled.frontiers WHERE name = 'auctions' \gset
+DELETE FROM auctions WHERE id = 3;
+INSERT INTO bids VALUES (3, 9.00, 'dee');
+SELECT decoupled.tick_tables();
+SET decoupled.as_of = :j1;
+SELECT a.item, count(b.*) AS bids FROM auctions a LEFT JOIN bids b ON b.auction = a.id
+ GROUP BY a.item ORDER BY a.item;
+RESET decoupled.as_of;
+SELECT a.item, count(b.*) AS bids FROM auctions a LEFT JOIN bids b ON b.auction = a.id
+ GROUP BY a.item ORDER BY a.item;
+
+-- Writes and FOR UPDATE always act on the table itself.
+BEGIN;
+SET LOCAL decoupled.as_of = :j1;
+SELECT count(*) AS locked FROM (SELECT * FROM auctions FOR UPDATE) x;
+UPDATE auctions SET item = 'chair' WHERE id = 2;
+ROLLBACK;
+
+-- Compare-and-append: the only write path; a failed append changes nothing.
+SELECT upper AS a0 FROM decoupled.frontiers WHERE name = 'auctions' \gset
+SELECT decoupled.append('auctions',
+    format('[{"mz_timestamp": %s, "mz_diff": 2, "data": {"id": 9, "item": "kite"}}]', :a0)::jsonb,
+    :a0, :a0 + 10) - :a0 AS advanced_by;
+SELECT case_name, pg_temp.try(s) AS outcome FROM (VALUES
+    ('stale expected upper',
+     format($$SELECT decoupled.append('auctions', '[]', %s, %s)$$, :a0, :a0 + 20)),
+    ('empty interval',
+     format($$SELECT decoupled.append('auctions', '[]', %s, %s)$$, :a0 + 10, :a0 + 10)),
+    ('time outside interval',
+     format($$SELECT decoupled.append('auctions', '[{"mz_timestamp": %s, "mz_diff": 1, "data": {"id": 1}}]', %s, %s)$$, :a0 + 20, :a0 + 10, :a0 + 20)),
+    ('negative multiplicity',
+     format($$SELECT decoupled.append('auctions', '[{"mz_timestamp": %s, "mz_diff": -3, "data": {"id": 9, "item": "kite"}}]', %s, %s)$$, :a0 + 10, :a0 + 10, :a0 + 20)),
+    ('not an array',
+     format($$SELECT decoupled.append('auctions', '{"not": "an array"}', %s, %s)$$, :a0 + 10, :a0 + 20)),
+    ('update without data',
+     format($$SELECT decoupled.append('auctions', '[{"mz_diff": 1}]', %s, %s)$$, :a0 + 10, :a0 + 20)),
+    ('unknown collection',
+     format($$SELECT decoupled.append('nowhere', '[]', %s, %s)$$, :a0 + 10, :a0 + 20)),
+    ('null upper',
+     format($$SELECT decoupled.append('auctions', '[]', NULL, %s)$$, :a0 + 20)),
+    ('unknown deployment',
+     format($$SELECT decoupled.append('auctions', '[]', %s, %s, deployment => 'nope')$$, :a0 + 10, :a0 + 20)),
+    ('fenced incarnation',
+     format($$SELECT decoupled.append('auctions', '[]', %s, %s, incarnation => 424242)$$, :a0 + 10, :a0 + 20))
+) AS t(case_name, s);
+SELECT upper - :a0 AS still_advanced_by FROM decoupled.frontiers WHERE name = 'auctions';
+-- Retracting copies that exist works, oldest first.
+SELECT decoupled.append('auctions',
+    format('[{"mz_timestamp": %s, "mz_diff": -1, "data": {"id": 9, "item": "kite"}}]', :a0 + 15)::jsonb,
+    :a0 + 10, :a0 + 20) - :a0 AS advanced_by;
+SELECT :a0 + 12 AS a12, :a0 + 17 AS a17 \gset
+SET decoupled.as_of = :a12;
+SELECT item, count(*) FROM auctions WHERE id = 9 GROUP BY item;
+SET decoupled.as_of = :a17;
+SELECT item, count(*) FROM auctions WHERE id = 9 GROUP BY item;
+RESET decoupled.as_of;
+
+-- A deployment without write authority cannot append.
+INSERT INTO decoupled.catalog_deployments (name, state) VALUES ('green', 'prewarming');
+SELECT pg_temp.try(format($$SELECT decoupled.append('auctions', '[]', %s, %s, deployment => 'green')$$, :a0 + 20, :a0 + 30));
+DELETE FROM decoupled.catalog_deployments WHERE name = 'green';
+
+-- Registration: bad input.
+CREATE TEMP TABLE scratch (x int);
+CREATE UNLOGGED TABLE fleeting (x int);
+CREATE VIEW bid_view AS SELECT * FROM bids;
+CREATE TABLE reshaped (a int, b int, c int);
+ALTER TABLE reshaped DROP COLUMN b;
+CREATE SCHEMA other;
+CREATE TABLE other.bids (x int);
+SELECT s AS statement, pg_temp.try(s) AS outcome FROM (VALUES
+    ($$SELECT decoupled.register_table('bids')$$),
+    ($$SELECT decoupled.register_table('other.bids')$$),
+    ($$SELECT decoupled.register_table('scratch')$$),
+    ($$SELECT decoupled.register_table('fleeting')$$),
+    ($$SELECT decoupled.register_table('bid_view')$$),
+    ($$SELECT decoupled.register_table('reshaped')$$),
+    ($$SELECT decoupled.register_table('no_such_table')$$),
+    ($$SELECT decoupled.register_table('auctions', '-1 second')$$),
+    ($$SELECT decoupled.register_table(NULL)$$),
+    ($$SELECT decoupled.unregister_table('fleeting')$$),
+    ($$ALTER TABLE bids ADD COLUMN note text$$),
+    ($$ALTER TABLE bids RENAME TO bids2$$)
+) AS t(s);
+
+-- A view over a registered table reads it at as_of too.
+CREATE VIEW big_bids AS SELECT * FROM bids WHERE amount >= 10;
+SET decoupled.as_of = :t0;
+SELECT count(*) AS big_bids_at_t0 FROM big_bids;
+RESET decoupled.as_of;
+SELECT count(*) AS big_bids_now FROM big_bids;
+DROP VIEW big_bids;
+
+-- Unregister and DROP TABLE drop the collection at once; the table stays
+-- (unregister) and its storage goes at finalization.
+SELECT decoupled.catalog_version() AS v \gset
+SELECT decoupled.unregister_table('auctions');
+SELECT count(*) AS auctions_rows FROM auctions;
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'auctions'::regclass;
+DROP VIEW bid_view;
+DROP TABLE bids;
+SELECT decoupled.catalog_version() - :v AS bumps;
+SELECT name FROM decoupled.objects;
+SELECT name, status FROM decoupled.status_history ORDER BY name;
+SELECT decoupled.finalize_dropped() AS finalized;
+SELECT decoupled.finalize_dropped() AS finalized_again;
+SELECT count(*) AS storage_left FROM pg_class
+ WHERE relnamespace = 'decoupled_storage'::regnamespace;
+-- Names are free again; the new collection is a new lifetime.
+CREATE TABLE bids (x int);
+SELECT decoupled.register_table('bids') > 0 AS registered;
+SELECT count(DISTINCT lifetime_id) AS lifetimes FROM decoupled.catalog_objects WHERE name = 'bids';
+DROP TABLE bids, auctions, scratch, fleeting, reshaped, other.bids;
+DROP SCHEMA other;
+SELECT decoupled.finalize_dropped() AS finalized;

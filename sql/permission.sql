@@ -1,0 +1,193 @@
+-- Compaction permission (C3) and holds (C4, durable part): bounds,
+-- requirements and holds are separate records, validated on each
+-- transaction's final state at commit.
+\set SHOW_CONTEXT never
+CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    detail text;
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
+                          || CASE WHEN detail <> '' THEN ' (' || detail || ')' ELSE '' END,
+                          '\d{10,}', 'T', 'g');
+END
+$$;
+-- Masks timestamps relative to :base so that outputs are stable.
+CREATE FUNCTION pg_temp.rel(t bigint, base bigint) RETURNS text LANGUAGE sql AS $$
+    SELECT CASE WHEN t IS NULL THEN NULL WHEN t = base THEN 'base'
+                WHEN t > base THEN 'base+' || (t - base) ELSE 'base-' || (base - t) END
+$$;
+
+CREATE TABLE events (id int, note text);
+INSERT INTO events SELECT g, 'e' || g FROM generate_series(1, 5) g;
+-- retain_history 0: the proposal follows upper exactly.
+SELECT decoupled.register_table('events', retain_history => '0') > 0 AS registered;
+SELECT since AS base FROM decoupled.frontiers WHERE name = 'events' \gset
+SELECT decoupled.append('events', '[]', upper, upper + 100) > 0 AS advanced
+  FROM decoupled.frontiers WHERE name = 'events';
+
+-- A hold caps publication; releasing it lets the bound catch up.
+SELECT decoupled.acquire_hold('events', :base + 40) AS h1 \gset
+SELECT decoupled.acquire_hold('events', :base + 60) AS h2 \gset
+SELECT collection, adapter, deployment, pg_temp.rel(frontier, :base) AS frontier
+  FROM decoupled.holds ORDER BY frontier;
+SELECT decoupled.publish_bounds() AS advanced;
+SELECT pg_temp.rel(compaction_bound, :base) AS bound FROM decoupled.frontiers;
+SELECT decoupled.release_hold(:h1);
+SELECT decoupled.publish_bounds() AS advanced;
+SELECT pg_temp.rel(compaction_bound, :base) AS bound FROM decoupled.frontiers;
+-- Publication is incremental: nothing changed, nothing to do.
+SELECT decoupled.publish_bounds() AS advanced;
+
+-- Physical compaction moves since to the bound, idempotently.
+SELECT decoupled.apply_compaction() AS compacted;
+SELECT decoupled.apply_compaction() AS compacted_again;
+SELECT pg_temp.rel(since, :base) AS since, pg_temp.rel(upper, :base) AS upper,
+       pg_temp.rel(compaction_bound, :base) AS bound
+  FROM decoupled.frontiers;
+-- The remaining hold still protects its reads.
+SELECT :base + 60 AS held_time \gset
+SET decoupled.as_of = :held_time;
+SELECT count(*) AS readable_at_hold FROM events;
+RESET decoupled.as_of;
+
+-- Admission: a hold below the bound is refused, early and at commit.
+SELECT pg_temp.try(format($$SELECT decoupled.acquire_hold('events', %s)$$, :base + 10));
+-- Rejections at COMMIT show their SQLSTATE here (their messages carry
+-- timestamps); the same checks run early with SET CONSTRAINTS ALL IMMEDIATE
+-- show the messages.
+\set VERBOSITY sqlstate
+BEGIN;
+INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier)
+SELECT adapter, deployment, incarnation, lifetime_id, :base + 10
+  FROM decoupled.catalog_holds LIMIT 1;
+COMMIT;
+SELECT count(*) AS holds FROM decoupled.holds;
+
+-- A bound may not move backwards ...
+BEGIN;
+UPDATE decoupled.catalog_bounds SET bound = bound - 5;
+COMMIT;
+-- ... nor pass a hold ...
+BEGIN;
+UPDATE decoupled.catalog_bounds SET bound = :base + 80;
+COMMIT;
+SELECT pg_temp.rel(compaction_bound, :base) AS bound FROM decoupled.frontiers;
+\set VERBOSITY default
+SELECT case_name, pg_temp.try(s || '; SET CONSTRAINTS ALL IMMEDIATE') AS outcome FROM (VALUES
+    ('hold below bound',
+     format('INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier) '
+            'SELECT adapter, deployment, incarnation, lifetime_id, %s FROM decoupled.catalog_holds LIMIT 1',
+            :base + 10)),
+    ('bound regression', 'UPDATE decoupled.catalog_bounds SET bound = bound - 5'),
+    ('bound beyond hold', format('UPDATE decoupled.catalog_bounds SET bound = %s', :base + 80))
+) AS t(case_name, s);
+-- ... nor a requirement, and a requirement may not start below the bound.
+\set VERBOSITY sqlstate
+CREATE TABLE readers (x int);
+SELECT decoupled.register_table('readers') > 0 AS registered;
+BEGIN;
+INSERT INTO decoupled.catalog_requirements (lifetime_id, required_by, frontier)
+SELECT e.lifetime_id, r.lifetime_id, :base + 1
+  FROM decoupled.objects e, decoupled.objects r WHERE e.name = 'events' AND r.name = 'readers';
+COMMIT;
+INSERT INTO decoupled.catalog_requirements (lifetime_id, required_by, frontier)
+SELECT e.lifetime_id, r.lifetime_id, :base + 70
+  FROM decoupled.objects e, decoupled.objects r WHERE e.name = 'events' AND r.name = 'readers';
+SELECT collection, required_by, pg_temp.rel(frontier, :base) AS frontier FROM decoupled.requirements;
+BEGIN;
+UPDATE decoupled.catalog_bounds b SET bound = :base + 75
+  FROM decoupled.objects o WHERE o.lifetime_id = b.lifetime_id AND o.name = 'events';
+COMMIT;
+\set VERBOSITY default
+SELECT pg_temp.try(format('UPDATE decoupled.catalog_bounds b SET bound = %s FROM decoupled.objects o '
+                          'WHERE o.lifetime_id = b.lifetime_id AND o.name = ''events''; '
+                          'SET CONSTRAINTS ALL IMMEDIATE', :base + 75)) AS outcome;
+
+-- Order inside a transaction does not matter, only its final state: the
+-- bound passes the hold first and the hold is released afterwards.
+BEGIN;
+UPDATE decoupled.catalog_bounds b SET bound = :base + 65
+  FROM decoupled.objects o WHERE o.lifetime_id = b.lifetime_id AND o.name = 'events';
+SELECT decoupled.release_hold(:h2);
+COMMIT;
+SELECT pg_temp.rel(compaction_bound, :base) AS bound FROM decoupled.frontiers WHERE name = 'events';
+-- And a regression undone within the transaction is no regression.
+BEGIN;
+UPDATE decoupled.catalog_bounds SET bound = bound - 50;
+UPDATE decoupled.catalog_bounds SET bound = bound + 50;
+COMMIT;
+
+-- The requirement now caps publication.
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT decoupled.publish_bounds() AS advanced;
+SELECT pg_temp.rel(compaction_bound, :base) AS bound FROM decoupled.frontiers WHERE name = 'events';
+
+-- Holds: bad input.
+SELECT s AS statement, pg_temp.try(s) AS outcome FROM (VALUES
+    ($$SELECT decoupled.acquire_hold('nowhere')$$),
+    ($$SELECT decoupled.acquire_hold(NULL)$$),
+    ($$SELECT decoupled.acquire_hold('events', -1)$$),
+    ($$SELECT decoupled.release_hold(987654)$$),
+    ($$SELECT decoupled.release_hold(NULL)$$),
+    ($$SET decoupled.adapter = 'ghost'; SELECT decoupled.acquire_hold('events')$$)
+) AS t(s);
+RESET decoupled.adapter;
+
+-- A hold without as_of protects the latest readable time.
+SELECT decoupled.acquire_hold('events') AS h3 \gset
+SELECT h.frontier = f.upper - 1 AS at_latest FROM decoupled.holds h
+  JOIN decoupled.frontiers f ON f.name = h.collection WHERE h.hold_id = :h3;
+
+-- Holds belong to their session: only it, or an admin, releases them.
+CREATE ROLE decoupled_stranger;
+UPDATE decoupled.catalog_holds SET session_pid = 1 WHERE hold_id = :h3;
+SET ROLE decoupled_stranger;
+SELECT pg_temp.try(format('SELECT decoupled.release_hold(%s)', :h3));
+SELECT pg_temp.try($$SELECT decoupled.acquire_hold('events')$$);
+RESET ROLE;
+SELECT pg_temp.try(format('SELECT decoupled.release_hold(%s)', :h3));
+
+-- An unprivileged reader reads, holds and reads as of, but only what it may
+-- SELECT.
+GRANT SELECT ON events TO decoupled_stranger;
+SELECT upper - 1 AS latest FROM decoupled.frontiers WHERE name = 'events' \gset
+SET ROLE decoupled_stranger;
+SELECT count(*) AS events_now FROM events;
+SELECT decoupled.acquire_hold('events') > 0 AS held;
+SET decoupled.as_of = :latest;
+SELECT count(*) AS events_then FROM events;
+SELECT count(*) FROM readers;
+RESET decoupled.as_of;
+RESET ROLE;
+
+-- Dry run: what a call would do, or its admission error; never an effect.
+SELECT decoupled.catalog_version() AS v \gset
+SELECT * FROM decoupled.dry_run($$SELECT decoupled.create_cluster('analytics', 2)$$);
+CREATE TABLE spare (x int);
+SELECT * FROM decoupled.dry_run($$SELECT decoupled.register_table('spare')$$);
+SELECT * FROM decoupled.dry_run($$SELECT decoupled.register_table('readers')$$);
+SELECT * FROM decoupled.dry_run($$SELECT decoupled.unregister_table('readers')$$);
+SELECT action, kind, regexp_replace(detail, '\d{10,}', 'T', 'g') AS detail
+  FROM decoupled.dry_run(format($$SELECT decoupled.acquire_hold('events', %s)$$, :base));
+SELECT * FROM decoupled.dry_run($$SELECT decoupled.drop_cluster('nope')$$);
+SELECT action, kind, regexp_replace(name, '\d{10,}', 'T', 'g') AS name
+  FROM decoupled.dry_run($$SELECT decoupled.acquire_hold('events')$$);
+SELECT * FROM decoupled.dry_run($$DROP TABLE events$$);
+SELECT * FROM decoupled.dry_run($$SELECT decoupled.drop_adapter('default'); SELECT 1$$);
+SELECT decoupled.catalog_version() - :v AS bumps, count(*) AS clusters FROM decoupled.clusters;
+SELECT count(*) AS registered_spares FROM decoupled.objects WHERE name = 'spare';
+DROP TABLE spare;
+
+-- Dropping a collection releases exactly its holds and requirements.
+SELECT collection, count(*) FROM decoupled.holds GROUP BY collection ORDER BY 1;
+DROP TABLE readers;
+SELECT count(*) AS requirements FROM decoupled.requirements;
+DROP TABLE events;
+SELECT count(*) AS holds FROM decoupled.catalog_holds;
+SELECT pg_temp.try($$SELECT decoupled.acquire_hold('events')$$);
+SELECT decoupled.finalize_dropped() AS finalized;
+DROP ROLE decoupled_stranger;
