@@ -33,8 +33,10 @@ COMMENT ON FUNCTION decoupled.oracle_now() IS
 CREATE FUNCTION decoupled.as_of() RETURNS bigint
     LANGUAGE C STABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_as_of';
 COMMENT ON FUNCTION decoupled.as_of() IS 'decoupled.as_of as a timestamp, NULL when unset.';
+-- PARALLEL SAFE: its catalog read is read-only, and a parallel latest read
+-- of a registered table must stay as fast as one of a plain table.
 CREATE FUNCTION decoupled._history_gate(lifetime_id bigint) RETURNS boolean
-    LANGUAGE C STABLE STRICT PARALLEL RESTRICTED
+    LANGUAGE C STABLE STRICT PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'decoupled_history_gate';
 CREATE FUNCTION decoupled._execute_unrewritten(sql text) RETURNS void
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_execute_unrewritten';
@@ -215,36 +217,40 @@ BEGIN
         v_cur, v_names, decoupled._cols(id, 's.'), v_stage);
 
     -- The k-th retraction of a row pairs with the k-th oldest copy of it;
-    -- that copy must exist before the retraction's time.
-    EXECUTE format(
-        'WITH net AS (SELECT mz_ts, mz_key, mz_hash, sum(mz_diff) AS mz_net FROM %3$s '
-        '              GROUP BY mz_ts, mz_key, mz_hash HAVING sum(mz_diff) < 0), '
-        '     del AS (SELECT n.mz_ts, n.mz_key, '
-        '                    row_number() OVER (PARTITION BY n.mz_key ORDER BY n.mz_ts) AS k '
-        '               FROM net n, generate_series(1, -n.mz_net)), '
-        '     cand AS (SELECT c.mz_rowid, c.mz_ts, ROW(%5$s)::text AS mz_key, '
-        '                     row_number() OVER (PARTITION BY ROW(%5$s)::text '
-        '                                        ORDER BY c.mz_ts, c.mz_rowid) AS k '
-        '                FROM %1$s c '
-        '               WHERE c.mz_hash IN (SELECT mz_hash FROM net) '
-        '                 AND ROW(%5$s)::text IN (SELECT mz_key FROM net)), '
-        '     pairs AS (SELECT c.mz_rowid, d.mz_ts AS valid_to FROM del d '
-        '                 JOIN cand c ON c.mz_key = d.mz_key AND c.k = d.k '
-        '                            AND c.mz_ts < d.mz_ts), '
-        '     moved AS (DELETE FROM %1$s c USING pairs p WHERE c.mz_rowid = p.mz_rowid '
-        '               RETURNING c.*, p.valid_to) '
-        'INSERT INTO %2$s (mz_rowid, valid_from, valid_to, %4$s) '
-        'SELECT mz_rowid, mz_ts, valid_to, %4$s FROM moved',
-        v_cur, v_dead, v_stage, v_names, decoupled._cols(id, 'c.'));
-    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    -- that copy must exist before the retraction's time.  Copies are found
+    -- through the row hash index, one probe per retracted row.
     EXECUTE format('SELECT coalesce(-sum(n), 0) FROM (SELECT sum(mz_diff) AS n FROM %s '
                    'GROUP BY mz_ts, mz_key HAVING sum(mz_diff) < 0) x', v_stage)
         INTO v_wanted;
-    IF v_moved <> v_wanted THEN
-        RAISE EXCEPTION 'append would make a multiplicity negative'
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('%s of %s retractions match no copy of their row present '
-                                  'before their time.', v_wanted - v_moved, v_wanted);
+    IF v_wanted > 0 THEN
+        EXECUTE format(
+            'WITH net AS (SELECT mz_ts, mz_key, mz_hash, sum(mz_diff) AS mz_net FROM %3$s '
+            '              GROUP BY mz_ts, mz_key, mz_hash HAVING sum(mz_diff) < 0), '
+            '     del AS (SELECT n.mz_ts, n.mz_key, '
+            '                    row_number() OVER (PARTITION BY n.mz_key ORDER BY n.mz_ts) AS k '
+            '               FROM net n, generate_series(1, -n.mz_net)), '
+            '     cand AS (SELECT c.mz_rowid, c.mz_ts, r.mz_key, '
+            '                     row_number() OVER (PARTITION BY r.mz_key '
+            '                                        ORDER BY c.mz_ts, c.mz_rowid) AS k '
+            '                FROM (SELECT DISTINCT mz_key, mz_hash FROM net) r '
+            '                JOIN LATERAL (SELECT c.mz_rowid, c.mz_ts FROM %1$s c '
+            '                               WHERE c.mz_hash = r.mz_hash '
+            '                                 AND ROW(%5$s)::text = r.mz_key) c ON true), '
+            '     pairs AS (SELECT c.mz_rowid, d.mz_ts AS valid_to FROM del d '
+            '                 JOIN cand c ON c.mz_key = d.mz_key AND c.k = d.k '
+            '                            AND c.mz_ts < d.mz_ts), '
+            '     moved AS (DELETE FROM %1$s c USING pairs p WHERE c.mz_rowid = p.mz_rowid '
+            '               RETURNING c.*, p.valid_to) '
+            'INSERT INTO %2$s (mz_rowid, valid_from, valid_to, %4$s) '
+            'SELECT mz_rowid, mz_ts, valid_to, %4$s FROM moved',
+            v_cur, v_dead, v_stage, v_names, decoupled._cols(id, 'c.'));
+        GET DIAGNOSTICS v_moved = ROW_COUNT;
+        IF v_moved <> v_wanted THEN
+            RAISE EXCEPTION 'append would make a multiplicity negative'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('%s of %s retractions match no copy of their row present '
+                                      'before their time.', v_wanted - v_moved, v_wanted);
+        END IF;
     END IF;
 
     EXECUTE format('DELETE FROM %s', v_stage);

@@ -39,22 +39,29 @@ CREATE CONSTRAINT TRIGGER hold_permission AFTER INSERT OR UPDATE ON decoupled.ca
 CREATE FUNCTION decoupled.publish_bounds() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+    v_ids   bigint[];
     v_count integer;
 BEGIN
-    WITH dirty AS (DELETE FROM decoupled.catalog_bound_queue RETURNING lifetime_id),
-         proposal AS (
-             SELECT b.lifetime_id,
-                    decoupled._propose_bound(
-                        f.upper, decoupled._retain_ms(o.retain_history), b.bound,
-                        (SELECT min(q.frontier) FROM decoupled.catalog_requirements q
-                          WHERE q.lifetime_id = b.lifetime_id),
-                        (SELECT min(h.frontier) FROM decoupled.catalog_holds h
-                          WHERE h.lifetime_id = b.lifetime_id)) AS bound
-               FROM dirty d
-               JOIN decoupled.catalog_bounds b USING (lifetime_id)
-               JOIN decoupled.catalog_frontiers f USING (lifetime_id)
-               JOIN decoupled.catalog_objects o USING (lifetime_id)
-              WHERE o.dropped_at IS NULL)
+    -- Drain the queue into an array first: the planner then sees how few
+    -- collections changed and probes the catalog by key instead of joining
+    -- all of it.
+    WITH drained AS (DELETE FROM decoupled.catalog_bound_queue RETURNING lifetime_id)
+    SELECT array_agg(lifetime_id) INTO v_ids FROM drained;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    WITH proposal AS (
+        SELECT b.lifetime_id,
+               decoupled._propose_bound(
+                   f.upper, decoupled._retain_ms(o.retain_history), b.bound,
+                   (SELECT min(q.frontier) FROM decoupled.catalog_requirements q
+                     WHERE q.lifetime_id = b.lifetime_id),
+                   (SELECT min(h.frontier) FROM decoupled.catalog_holds h
+                     WHERE h.lifetime_id = b.lifetime_id)) AS bound
+          FROM decoupled.catalog_bounds b
+          JOIN decoupled.catalog_frontiers f USING (lifetime_id)
+          JOIN decoupled.catalog_objects o USING (lifetime_id)
+         WHERE b.lifetime_id = ANY (v_ids) AND o.dropped_at IS NULL)
     UPDATE decoupled.catalog_bounds b SET bound = p.bound, changed_at = now()
       FROM proposal p
      WHERE b.lifetime_id = p.lifetime_id AND p.bound > b.bound;

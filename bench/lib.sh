@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Shared by the benchmark drivers: build, install and start a throwaway
+# server with pg_decoupled preloaded; stop it on exit.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+BINDIR=$("$PG_CONFIG" --bindir)
+(cd "$ROOT" && bash tools/install-deps.sh && make -s PG_CONFIG="$PG_CONFIG" &&
+    make -s PG_CONFIG="$PG_CONFIG" install >/dev/null)
+
+if [ "$(id -u)" -eq 0 ]; then RUN_AS=(runuser -u postgres --); RUN_USER=postgres
+else RUN_AS=(); RUN_USER=$(id -un); fi
+BENCH_DIR=$(mktemp -d /tmp/pg_decoupled-bench.XXXXXX)
+chown "$RUN_USER" "$BENCH_DIR"
+BENCH_PORT=${BENCH_PORT:-54339}
+RUNS=${RUNS:-5}
+
+as_runner() { "${RUN_AS[@]}" env PATH="$BINDIR:$PATH" "$@"; }
+bench_psql() { as_runner psql -X -q -At -v ON_ERROR_STOP=1 -h "$BENCH_DIR" -p "$BENCH_PORT" -U postgres -d postgres "$@"; }
+bench_pgbench() { as_runner pgbench -h "$BENCH_DIR" -p "$BENCH_PORT" -U postgres "$@" postgres; }
+stop_bench_server() {
+    as_runner pg_ctl -D "$BENCH_DIR/data" -m fast -w stop >/dev/null 2>&1 || true
+    rm -rf "$BENCH_DIR"
+}
+trap stop_bench_server EXIT
+
+as_runner initdb -D "$BENCH_DIR/data" -A trust -U postgres >/dev/null
+cat >> "$BENCH_DIR/data/postgresql.conf" <<CONF
+listen_addresses = ''
+unix_socket_directories = '$BENCH_DIR'
+port = $BENCH_PORT
+shared_preload_libraries = 'pg_decoupled'
+shared_buffers = '1GB'
+max_wal_size = '4GB'
+checkpoint_timeout = '30min'
+# A tick over thousands of registered tables locks a few relations of each.
+max_locks_per_transaction = 1024
+CONF
+as_runner pg_ctl -D "$BENCH_DIR/data" -l "$BENCH_DIR/server.log" -w start >/dev/null
+bench_psql -c 'CREATE EXTENSION pg_decoupled' >/dev/null
+
+# median of the numbers on stdin
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Read cost of a registered table of ROWS rows against a plain table holding
+# the same rows, in the same run:
+#   latest   SELECT without decoupled.as_of (the gated view's latest branch)
+#   as_of    AS OF the latest readable time, and AS OF the oldest readable
+#            time, with HISTORY retracted rows in the history
+# Median of RUNS pgbench runs each; the ratio is against the plain table.
+#
+#   bash bench/read_cost.sh       (ROWS=1000000, RUNS=5, SECONDS_PER_RUN=10)
+source "$(dirname "$0")/lib.sh"
+ROWS=${ROWS:-1000000}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
+
+bench_psql >/dev/null <<SQL
+CREATE TABLE plain (k bigint, v text);
+INSERT INTO plain SELECT g, md5(g::text) FROM generate_series(1, $ROWS) g;
+CREATE TABLE tracked (k bigint, v text);
+INSERT INTO tracked SELECT * FROM plain;
+SELECT decoupled.register_table('tracked', retain_history => '1 day');
+VACUUM ANALYZE plain, tracked;
+SQL
+
+time_query() {  # $1: SQL; prints the median latency in ms
+    printf '%s\n' "$1" > "$BENCH_DIR/q.sql"
+    chown "$RUN_USER" "$BENCH_DIR/q.sql"
+    for _ in $(seq "$RUNS"); do
+        bench_pgbench -n -c 1 -T "$SECONDS_PER_RUN" -f "$BENCH_DIR/q.sql" 2>/dev/null |
+            sed -nE 's/^latency average = ([0-9.]+) ms/\1/p'
+    done | median
+}
+
+QUERY='SELECT count(*), sum(k), max(v) FROM %s'
+report() {  # label, ms, baseline ms
+    printf '%-44s %10.2f ms %8.2fx\n' "$1" "$2" "$(echo "$2 / $3" | bc -l)"
+}
+
+for history in 0 1000 100000; do
+    if [ "$history" -gt 0 ]; then
+        # Retract and re-insert `history` rows: the dead set grows by that much.
+        bench_psql >/dev/null -c "UPDATE tracked SET v = v || 'x' WHERE k <= $history" \
+            -c "SELECT decoupled.tick_tables()" -c "VACUUM ANALYZE tracked"
+        bench_psql >/dev/null -c "SELECT decoupled.tick_tables()"
+    fi
+    since=$(bench_psql -c "SELECT since FROM decoupled.frontiers WHERE name = 'tracked'")
+    latest=$(bench_psql -c "SELECT upper - 1 FROM decoupled.frontiers WHERE name = 'tracked'")
+    plain=$(time_query "$(printf "$QUERY" plain)")
+    echo "-- $ROWS rows, history of $history retracted rows"
+    report "plain table" "$plain" "$plain"
+    report "registered table, latest" "$(time_query "$(printf "$QUERY" tracked)")" "$plain"
+    report "registered table, AS OF latest readable" \
+        "$(time_query "SET decoupled.as_of = $latest; $(printf "$QUERY" tracked)")" "$plain"
+    report "registered table, AS OF oldest readable" \
+        "$(time_query "SET decoupled.as_of = $since; $(printf "$QUERY" tracked)")" "$plain"
+done
