@@ -72,34 +72,29 @@ count_regress_lines() {
     count "$ok" "$bad" "$layer"
 }
 
-run_regress() {
-    echo "== regress (pg_regress)"
-    local tests out status
-    tests=$(make -s PG_CONFIG="$PG_CONFIG" print-REGRESS)
-    out=$(as_runner "$PGXS_DIR/test/regress/pg_regress" \
-        --temp-instance="$WORK/tmp_regress" --temp-config="$WORK/decoupled.conf" \
-        --bindir="$BINDIR" --inputdir="$WORK" --outputdir="$WORK/regress" \
+# pg_regress or pg_isolation_regress against a temporary instance.
+run_pg_regress() {  # layer, driver, suite variable
+    local layer=$1 driver=$2 suite=$3 tests out status
+    tests=$(make -s PG_CONFIG="$PG_CONFIG" "print-$suite")
+    out=$(as_runner "$driver" \
+        --temp-instance="$WORK/tmp_$layer" --temp-config="$WORK/decoupled.conf" \
+        --bindir="$BINDIR" --inputdir="$WORK" --outputdir="$WORK/$layer" \
         --dbname=postgres --use-existing $tests 2>&1)
     status=$?
     echo "$out" | grep -E '^(test |     |=|All|[0-9]+ of)' || echo "$out"
-    [ $status -ne 0 ] && [ -f "$WORK/regress/regression.diffs" ] && cat "$WORK/regress/regression.diffs"
-    count_regress_lines "$out" regress
-    [ $status -ne 0 ] && ! echo "$out" | grep -qE '\.\.\. (FAILED|failed)' && count 0 1 regress
+    [ $status -ne 0 ] && [ -f "$WORK/$layer/regression.diffs" ] && cat "$WORK/$layer/regression.diffs"
+    count_regress_lines "$out" "$layer"
+    [ $status -ne 0 ] && ! echo "$out" | grep -qE '\.\.\. (FAILED|failed)' && count 0 1 "$layer"
+}
+
+run_regress() {
+    echo "== regress (pg_regress)"
+    run_pg_regress regress "$PGXS_DIR/test/regress/pg_regress" REGRESS
 }
 
 run_isolation() {
     echo "== isolation (pg_isolation_regress)"
-    local tests out status
-    tests=$(make -s PG_CONFIG="$PG_CONFIG" print-ISOLATION)
-    out=$(as_runner "$PGXS_DIR/test/isolation/pg_isolation_regress" \
-        --temp-instance="$WORK/tmp_isolation" --temp-config="$WORK/decoupled.conf" \
-        --bindir="$BINDIR" --inputdir="$WORK" --outputdir="$WORK/isolation" \
-        --dbname=postgres --use-existing $tests 2>&1)
-    status=$?
-    echo "$out" | grep -E '^(test |     |=|All|[0-9]+ of)' || echo "$out"
-    [ $status -ne 0 ] && [ -f "$WORK/isolation/regression.diffs" ] && cat "$WORK/isolation/regression.diffs"
-    count_regress_lines "$out" isolation
-    [ $status -ne 0 ] && ! echo "$out" | grep -qE '\.\.\. (FAILED|failed)' && count 0 1 isolation
+    run_pg_regress isolation "$PGXS_DIR/test/isolation/pg_isolation_regress" ISOLATION
 }
 
 run_tap() {

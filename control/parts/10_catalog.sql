@@ -391,6 +391,18 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION decoupled._check_replica_count(cluster_name text, replicas integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF replicas IS NULL OR replicas < 0 THEN
+        RAISE EXCEPTION 'invalid replica count % for cluster "%"',
+                        coalesce(replicas::text, 'NULL'), cluster_name
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A cluster has zero or more replicas; with zero its objects are paused.';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION decoupled._active_deployment() RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT name::text FROM decoupled.catalog_deployments WHERE state = 'active'
@@ -432,12 +444,7 @@ DECLARE
     v_name text := create_cluster.name;
 BEGIN
     PERFORM decoupled._check_name('cluster', v_name);
-    IF replicas IS NULL OR replicas < 0 THEN
-        RAISE EXCEPTION 'invalid replica count % for cluster "%"',
-                        coalesce(replicas::text, 'NULL'), v_name
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'A cluster has zero or more replicas; with zero its objects are paused.';
-    END IF;
+    PERFORM decoupled._check_replica_count(v_name, replicas);
     PERFORM decoupled._begin_catalog_change();
     IF EXISTS (SELECT FROM decoupled.catalog_clusters c WHERE c.name = v_name) THEN
         RAISE EXCEPTION 'cluster "%" already exists', v_name USING ERRCODE = 'duplicate_object';
@@ -459,12 +466,7 @@ DECLARE
     v_version bigint;
 BEGIN
     PERFORM decoupled._check_name('cluster', v_name);
-    IF replicas IS NULL OR replicas < 0 THEN
-        RAISE EXCEPTION 'invalid replica count % for cluster "%"',
-                        coalesce(replicas::text, 'NULL'), v_name
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'A cluster has zero or more replicas; with zero its objects are paused.';
-    END IF;
+    PERFORM decoupled._check_replica_count(v_name, replicas);
     v_version := decoupled._begin_catalog_change();
     SELECT * INTO v_cluster FROM decoupled.catalog_clusters c WHERE c.name = v_name FOR UPDATE;
     IF NOT FOUND THEN
