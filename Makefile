@@ -30,6 +30,7 @@ CORE_OBJS = \
 	extension/core/admission.o \
 	extension/core/backoff.o \
 	extension/core/frontier.o \
+	extension/core/generators.o \
 	extension/core/launch_spec.o \
 	extension/core/schema_version.o
 
@@ -45,7 +46,10 @@ OBJS = \
 	extension/as_of.o \
 	extension/permission.o \
 	extension/read_rewrite.o \
-	bgworker/controller.o
+	extension/wait_functions.o \
+	bgworker/controller.o \
+	bgworker/replica_engine.o \
+	bgworker/replica_worker.o
 
 # The install script is assembled from control/parts/ in name order.
 DATA = control/pg_decoupled.control
@@ -53,21 +57,38 @@ DATA_built = control/pg_decoupled--1.0.sql
 EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
-REGRESS = catalog ddl privileges collections permission
+REGRESS = catalog ddl privileges collections permission sources
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters
 # must not fail our -Werror build.
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -Wno-register -isystem $(shell $(PG_CONFIG) --includedir-server) -I$(srcdir)/extension
-SHLIB_LINK = -lstdc++
+SHLIB_LINK = -lpqxx -lpq -lstdc++
 
 # No LLVM bitcode: JIT-inlining this library's C++ buys nothing and would
 # need clang on every build machine.
 override with_llvm = no
+# Rebuild objects when a header they include changes (dependencies in .deps/).
+override autodepend = yes
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# The standalone replica host: the same engine outside the server.
+REPLICAD = tools/pg_decoupled_replicad
+REPLICAD_SRCS = tools/pg_decoupled_replicad.cpp bgworker/replica_engine.cpp \
+	extension/core/generators.cpp
+EXTRA_CLEAN += $(REPLICAD)
+
+all: $(REPLICAD)
+$(REPLICAD): $(REPLICAD_SRCS) bgworker/replica_engine.hpp extension/core/generators.hpp
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $(REPLICAD_SRCS) -lpqxx -lpq
+
+install: install-replicad
+install-replicad: $(REPLICAD)
+	$(INSTALL_PROGRAM) $(REPLICAD) '$(DESTDIR)$(bindir)/pg_decoupled_replicad'
+.PHONY: install-replicad
 
 control/pg_decoupled--1.0.sql: $(sort $(wildcard $(srcdir)/control/parts/*.sql))
 	cat $^ > $@

@@ -54,7 +54,7 @@ constexpr const char* kLaunchSpecQuery = R"sql(
     SELECT 'replica' AS kind, r.name, r.cluster, d.name AS deployment, r.replica_id
       FROM decoupled.catalog_replicas r
       CROSS JOIN decoupled.catalog_deployments d
-     WHERE d.state <> 'retired'
+     WHERE d.state <> 'retired' AND NOT r.external
     UNION ALL
     SELECT 'adapterd', a.name, NULL, a.deployment, NULL
       FROM decoupled.catalog_adapters a
@@ -155,9 +155,14 @@ std::vector<LaunchSpec> desired_specs(const Observation& obs) {
 
 void copy_text(char* dst, size_t size, const std::string& src) { strlcpy(dst, src.c_str(), size); }
 
-// Publishes an observation; `plan` is null when the specs did not change.
-void publish(ControllerState state, const Observation& obs,
-             const decoupled::SupervisionPlan* plan) {
+int64 now_ms() { return GetCurrentTimestamp() / 1000; }
+
+// A worker that has not claimed its slot this long after registration
+// failed to start.
+constexpr int64 kStartTimeoutMs = 10'000;
+
+// Publishes what the controller observed of the catalog.
+void publish(ControllerState state, const Observation& obs) {
     SharedState* s = decoupled::shared_state();
     LWLockAcquire(s->lock, LW_EXCLUSIVE);
     s->state = state;
@@ -165,25 +170,143 @@ void publish(ControllerState state, const Observation& obs,
     s->observed_catalog_version = obs.catalog_version;
     s->observed_at = GetCurrentTimestamp();
     s->publications++;
-    if (!obs.extension_present) {
-        s->nspecs = 0;
-        s->specs_truncated = false;
-    } else if (plan) {
-        const auto& specs = plan->start;
-        int n = std::min<int>(static_cast<int>(specs.size()), decoupled::guc_max_workers);
-        for (int i = 0; i < n; ++i) {
-            decoupled::SpecSlot& slot = s->specs[i];
-            copy_text(slot.kind, sizeof(slot.kind), decoupled::worker_kind_name(specs[i].kind));
-            copy_text(slot.name, sizeof(slot.name), specs[i].name);
-            copy_text(slot.cluster, sizeof(slot.cluster), specs[i].cluster);
-            copy_text(slot.deployment, sizeof(slot.deployment), specs[i].deployment);
-            slot.replica_id = specs[i].replica_id;
-        }
-        s->nspecs = n;
-        s->specs_truncated = n < static_cast<int>(specs.size());
-    }
     LWLockRelease(s->lock);
     ConditionVariableBroadcast(&s->observed_cv);
+}
+
+LaunchSpec spec_of(const decoupled::SpecSlot& slot) {
+    LaunchSpec spec;
+    spec.kind = strcmp(slot.kind, "replica") == 0   ? WorkerKind::Replica
+                : strcmp(slot.kind, "adapterd") == 0 ? WorkerKind::Adapterd
+                                                     : WorkerKind::Relay;
+    spec.name = slot.name;
+    spec.cluster = slot.cluster;
+    spec.deployment = slot.deployment;
+    spec.replica_id = slot.replica_id;
+    return spec;
+}
+
+void fill_slot(decoupled::SpecSlot& slot, const LaunchSpec& spec, int64 now) {
+    slot.in_use = true;
+    slot.generation++;
+    slot.pid = 0;
+    slot.failures = 0;
+    slot.started_ms = 0;
+    slot.next_start_ms = now;
+    // Relay and adapterd processes arrive with their issues; until then they
+    // are planned only.
+    slot.state = spec.kind == WorkerKind::Replica ? decoupled::SlotState::Pending
+                                                   : decoupled::SlotState::Planned;
+    copy_text(slot.kind, sizeof(slot.kind), decoupled::worker_kind_name(spec.kind));
+    copy_text(slot.name, sizeof(slot.name), spec.name);
+    copy_text(slot.cluster, sizeof(slot.cluster), spec.cluster);
+    copy_text(slot.deployment, sizeof(slot.deployment), spec.deployment);
+    slot.replica_id = spec.replica_id;
+}
+
+bool register_replica_worker(int index, const decoupled::SpecSlot& slot) {
+    BackgroundWorker worker;
+    memset(&worker, 0, sizeof(worker));
+    snprintf(worker.bgw_name, BGW_MAXLEN, "pg_decoupled replica %s.%s (%s)", slot.cluster,
+             slot.name, slot.deployment);
+    snprintf(worker.bgw_type, BGW_MAXLEN, "pg_decoupled replica");
+    // The engine talks to the server over libpq: no database connection of
+    // its own.
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    worker.bgw_restart_time = BGW_NEVER_RESTART;  // the controller restarts, with backoff
+    snprintf(worker.bgw_library_name, BGW_MAXLEN, "pg_decoupled");
+    snprintf(worker.bgw_function_name, BGW_MAXLEN, "decoupled_replica_main");
+    worker.bgw_main_arg = Int32GetDatum(index);
+    memcpy(worker.bgw_extra, &slot.generation, sizeof(slot.generation));
+    worker.bgw_notify_pid = MyProcPid;
+    BackgroundWorkerHandle* handle = nullptr;
+    return RegisterDynamicBackgroundWorker(&worker, &handle);
+}
+
+// Brings the running processes in line with `desired`: starts what is
+// missing, restarts what exited (with backoff), stops what is no longer
+// declared, and leaves running ones alone — including those a previous
+// controller started.  Returns the ms until the next scheduled start.
+int64 supervise(const std::vector<LaunchSpec>& desired) {
+    using decoupled::SlotState;
+    SharedState* s = decoupled::shared_state();
+    int64 now = now_ms();
+    int64 next_due = decoupled::guc_poll_interval;
+    std::vector<int> to_start;
+
+    LWLockAcquire(s->lock, LW_EXCLUSIVE);
+    for (int i = 0; i < s->nspecs; ++i) s->specs[i].wanted = false;
+    s->specs_truncated = false;
+    for (const LaunchSpec& spec : desired) {
+        std::string key = spec.key();
+        int found = -1, free_slot = -1;
+        for (int i = 0; i < decoupled::guc_max_workers && found < 0; ++i) {
+            if (s->specs[i].in_use) {
+                if (spec_of(s->specs[i]).key() == key) found = i;
+            } else if (free_slot < 0) {
+                free_slot = i;
+            }
+        }
+        if (found < 0) {
+            if (free_slot < 0) {
+                s->specs_truncated = true;
+                continue;
+            }
+            found = free_slot;
+            fill_slot(s->specs[found], spec, now);
+            s->nspecs = std::max(s->nspecs, found + 1);
+        }
+        s->specs[found].wanted = true;
+    }
+    for (int i = 0; i < s->nspecs; ++i) {
+        decoupled::SpecSlot& slot = s->specs[i];
+        if (!slot.in_use) continue;
+        if (!slot.wanted) {
+            if (slot.pid != 0) {
+                kill(slot.pid, SIGTERM);
+                slot.state = SlotState::Stopping;
+            } else {
+                slot.in_use = false;
+            }
+            continue;
+        }
+        if (slot.state == SlotState::Planned) continue;
+        if (slot.pid != 0) {
+            slot.state = SlotState::Running;
+            continue;
+        }
+        bool exited = slot.state == SlotState::Running ||
+                      (slot.state == SlotState::Starting && now - slot.started_ms > kStartTimeoutMs);
+        if (exited) {
+            decoupled::Backoff backoff({}, slot.failures);
+            slot.next_start_ms = backoff.on_failure(slot.started_ms, now);
+            slot.failures = backoff.failures();
+            slot.state = SlotState::Backoff;
+        }
+        if ((slot.state == SlotState::Pending || slot.state == SlotState::Backoff)) {
+            if (now >= slot.next_start_ms) {
+                slot.state = SlotState::Starting;
+                slot.started_ms = now;
+                to_start.push_back(i);
+            } else {
+                next_due = std::min(next_due, slot.next_start_ms - now);
+            }
+        }
+    }
+    LWLockRelease(s->lock);
+
+    for (int i : to_start) {
+        if (register_replica_worker(i, s->specs[i])) continue;
+        ereport(WARNING, (errmsg("pg_decoupled controller could not start replica %s.%s",
+                                 s->specs[i].cluster, s->specs[i].name),
+                          errhint("Raise max_worker_processes.")));
+        LWLockAcquire(s->lock, LW_EXCLUSIVE);
+        s->specs[i].state = SlotState::Backoff;
+        s->specs[i].next_start_ms = now + 1000;
+        LWLockRelease(s->lock);
+    }
+    return std::max<int64>(next_due, 1);
 }
 
 void detach_from_shmem(int, Datum) {
@@ -208,8 +331,6 @@ void attach_to_shmem() {
     on_shmem_exit(detach_from_shmem, 0);
 }
 
-int64 now_ms() { return GetCurrentTimestamp() / 1000; }
-
 class Controller {
   public:
     explicit Controller(MemoryContext context) : context_(context) {}
@@ -230,7 +351,8 @@ class Controller {
         if (!obs.extension_present) {
             note_state(ControllerState::WaitingForExtension, obs);
             known_version_ = 0;
-            publish(ControllerState::WaitingForExtension, obs, nullptr);
+            desired_.clear();
+            publish(ControllerState::WaitingForExtension, obs);
         } else if (auto problem = decoupled::schema_version_problem(obs.schema_version)) {
             if (note_state(ControllerState::RefusingCatalog, obs))
                 ereport(WARNING,
@@ -239,21 +361,21 @@ class Controller {
                          errdetail("The catalog is left unchanged and nothing is supervised."),
                          errhint("Run the pg_decoupled build that matches this catalog.")));
             known_version_ = 0;
-            publish(ControllerState::RefusingCatalog, obs, nullptr);
+            desired_.clear();
+            publish(ControllerState::RefusingCatalog, obs);
         } else {
             note_state(ControllerState::Following, obs);
             if (obs.specs_read) {
-                auto plan = decoupled::plan_supervision(desired_specs(obs), {});
+                desired_ = desired_specs(obs);
                 ereport(LOG, (errmsg("pg_decoupled controller follows catalog version " INT64_FORMAT
-                                     ": %zu processes planned",
-                                     obs.catalog_version, plan.start.size())));
+                                     ": %zu processes declared",
+                                     obs.catalog_version, desired_.size())));
                 known_version_ = obs.catalog_version;
-                publish(ControllerState::Following, obs, &plan);
-            } else {
-                publish(ControllerState::Following, obs, nullptr);
             }
+            publish(ControllerState::Following, obs);
         }
-        return decoupled::guc_poll_interval;
+        // Supervision runs every pass: exits are noticed between versions.
+        return std::min<int64>(supervise(desired_), decoupled::guc_poll_interval);
     }
 
   private:
@@ -288,13 +410,14 @@ class Controller {
         known_version_ = 0;
         Observation none;
         none.extension_present = !vanished;
-        publish(ControllerState::Failing, none, nullptr);
+        publish(ControllerState::Failing, none);
         int64 now = now_ms();
         return static_cast<long>(std::max<int64>(backoff_.on_failure(started, now) - now, 1));
     }
 
     MemoryContext context_;
     decoupled::Backoff backoff_;
+    std::vector<LaunchSpec> desired_;
     ControllerState last_state_ = ControllerState::NotRunning;
     int64 known_version_ = 0;
 };

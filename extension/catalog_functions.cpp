@@ -67,6 +67,7 @@ void wake_on_commit(XactEvent event, void*) {
             if (wake_pending) {
                 pg_atomic_fetch_add_u64(&decoupled::shared_state()->catalog_epoch, 1);
                 decoupled::wake_controller();
+                decoupled::wake_workers();
             }
             wake_pending = false;
             break;

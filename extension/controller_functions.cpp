@@ -49,7 +49,8 @@ Datum decoupled_controller_status(PG_FUNCTION_ARGS) {
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 
-// kind, name, cluster, deployment, replica_id, action — one row per launch spec.
+// kind, name, cluster, deployment, replica_id, action, pid, failures — one
+// row per supervised process.
 Datum decoupled_supervision(PG_FUNCTION_ARGS) {
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
@@ -58,16 +59,18 @@ Datum decoupled_supervision(PG_FUNCTION_ARGS) {
     LWLockAcquire(s->lock, LW_SHARED);
     for (int i = 0; i < s->nspecs; ++i) {
         const decoupled::SpecSlot& spec = s->specs[i];
-        Datum values[6];
-        bool nulls[6] = {false, false, spec.cluster[0] == '\0', spec.deployment[0] == '\0',
-                         spec.replica_id == 0, false};
+        if (!spec.in_use) continue;
+        Datum values[8];
+        bool nulls[8] = {false, false, spec.cluster[0] == '\0', spec.deployment[0] == '\0',
+                         spec.replica_id == 0, false, spec.pid == 0, false};
         values[0] = CStringGetTextDatum(spec.kind);
         values[1] = CStringGetTextDatum(spec.name);
         values[2] = CStringGetTextDatum(spec.cluster);
         values[3] = CStringGetTextDatum(spec.deployment);
         values[4] = Int64GetDatum(spec.replica_id);
-        // Supervision proper arrives with replicas; today the controller plans.
-        values[5] = CStringGetTextDatum("planned");
+        values[5] = CStringGetTextDatum(decoupled::slot_state_name(spec.state));
+        values[6] = Int32GetDatum(spec.pid);
+        values[7] = Int32GetDatum(spec.failures);
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }
     LWLockRelease(s->lock);
@@ -100,7 +103,7 @@ Datum decoupled_wait_for_controller(PG_FUNCTION_ARGS) {
         if (remaining <= 0) {
             ConditionVariableCancelSleep();
             ereport(ERROR,
-                    (errcode(ERRCODE_QUERY_CANCELED),
+                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                      errmsg("timed out waiting for the controller to observe catalog version "
                             INT64_FORMAT, version),
                      observed ? errdetail("It last observed catalog version " INT64_FORMAT ".",

@@ -10,6 +10,7 @@ char* guc_database = nullptr;
 int guc_poll_interval = 1000;
 int guc_max_workers = 64;
 char* guc_adapter = nullptr;
+char* guc_replica_conninfo = nullptr;
 
 void define_gucs() {
     DefineCustomStringVariable(
@@ -35,6 +36,12 @@ void define_gucs() {
         "Holds and sessions are owned by the live incarnation of this adapter in the active "
         "deployment.",
         &guc_adapter, "default", PGC_USERSET, 0, nullptr, nullptr, nullptr);
+
+    DefineCustomStringVariable(
+        "decoupled.replica_conninfo", "How replica workers connect to the server.",
+        "Empty: the first Unix socket directory, the server's port and decoupled.database, as "
+        "the operating-system user the server runs as. Credentials stay in the process.",
+        &guc_replica_conninfo, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, nullptr, nullptr, nullptr);
 
     MarkGUCPrefixReserved("decoupled");
 }

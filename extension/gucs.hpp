@@ -11,6 +11,7 @@ extern char* guc_database;      // decoupled.database: where the catalog lives
 extern int guc_poll_interval;   // decoupled.poll_interval: ms between catalog polls
 extern int guc_max_workers;     // decoupled.max_workers: supervised process slots
 extern char* guc_adapter;       // decoupled.adapter: the adapter a session attaches to
+extern char* guc_replica_conninfo;  // decoupled.replica_conninfo: how workers connect
 
 void define_gucs();
 

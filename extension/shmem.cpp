@@ -38,6 +38,7 @@ void startup_shmem() {
         memset(state, 0, shared_state_size());
         state->lock = &(GetNamedLWLockTranche(kTrancheName))->lock;
         ConditionVariableInit(&state->observed_cv);
+        ConditionVariableInit(&state->upper_cv);
         pg_atomic_init_u64(&state->catalog_epoch, 0);
         SpinLockInit(&state->oracle_mutex);
         state->state = ControllerState::NotRunning;
@@ -46,6 +47,18 @@ void startup_shmem() {
 }
 
 }  // namespace
+
+const char* slot_state_name(SlotState s) {
+    switch (s) {
+        case SlotState::Planned: return "planned";
+        case SlotState::Pending: return "pending";
+        case SlotState::Starting: return "starting";
+        case SlotState::Running: return "running";
+        case SlotState::Backoff: return "backoff";
+        case SlotState::Stopping: return "stopping";
+    }
+    return "unknown";
+}
 
 const char* controller_state_name(ControllerState s) {
     switch (s) {
@@ -71,6 +84,15 @@ SharedState* shared_state() {
                         errmsg("pg_decoupled shared memory is not initialized"),
                         errhint("Add pg_decoupled to shared_preload_libraries and restart.")));
     return state;
+}
+
+void wake_workers() {
+    SharedState* s = shared_state();
+    LWLockAcquire(s->lock, LW_SHARED);
+    for (int i = 0; i < s->nspecs; ++i)
+        if (s->specs[i].in_use && s->specs[i].pid != 0 && s->specs[i].latch)
+            SetLatch(s->specs[i].latch);
+    LWLockRelease(s->lock);
 }
 
 void wake_controller() {

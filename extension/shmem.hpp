@@ -28,7 +28,30 @@ enum class ControllerState : int {
 
 const char* controller_state_name(ControllerState state);
 
+// How the controller sees one supervised process.
+enum class SlotState : int {
+    Planned = 0,  // declared; no process is started for this kind yet
+    Pending,      // to be started as soon as its backoff allows
+    Starting,     // registered with the postmaster, not yet running
+    Running,      // the process claimed its slot (pid set)
+    Backoff,      // exited; restarts at next_start_ms
+    Stopping,     // no longer declared; asked to stop
+};
+
+const char* slot_state_name(SlotState state);
+
+// One supervised process.  Slots outlive the controller, which is how a new
+// controller adopts running replicas: their pids are still here.
 struct SpecSlot {
+    bool in_use;
+    bool wanted;      // declared by the catalog at the last pass
+    SlotState state;
+    uint32 generation;  // bumped on reuse; a worker checks it when claiming
+    pid_t pid;          // set by the worker itself, cleared when it exits
+    Latch* latch;       // the worker's, for catalog-change wake-ups
+    int failures;
+    int64 started_ms;
+    int64 next_start_ms;
     char kind[16];
     char name[NAMEDATALEN];
     char cluster[NAMEDATALEN];
@@ -49,6 +72,7 @@ struct SharedState {
     int64 oracle_last;   // the last timestamp handed out
 
     ConditionVariable observed_cv;  // broadcast after each publication
+    ConditionVariable upper_cv;     // broadcast after a commit that advanced an upper
 
     // The controller process, if any.
     pid_t controller_pid;
@@ -61,7 +85,7 @@ struct SharedState {
     TimestampTz observed_at;
     uint64 publications;               // bumped on every publication
 
-    // What it would supervise, as of observed_catalog_version.
+    // What it supervises: slots [0, nspecs) may be in use.
     int nspecs;
     bool specs_truncated;  // more were desired than decoupled.max_workers slots
     SpecSlot specs[FLEXIBLE_ARRAY_MEMBER];
@@ -74,5 +98,8 @@ SharedState* shared_state();
 
 // Wake the controller now: a hint, polling catches up without it.
 void wake_controller();
+
+// Wake every supervised worker (after a catalog change): also a hint.
+void wake_workers();
 
 }  // namespace decoupled

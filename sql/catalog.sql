@@ -15,11 +15,11 @@ SELECT cluster, replica, deployment, incarnation, pid, status FROM decoupled.clu
 SELECT name, deployment, incarnation, pid, status FROM decoupled.adapters;
 
 -- Nothing is maintained yet: every view is empty rather than invented.
+-- (replica_statuses fills as soon as the default replica starts.)
 SELECT 'objects' AS view, count(*) FROM decoupled.objects
 UNION ALL SELECT 'frontiers', count(*) FROM decoupled.frontiers
 UNION ALL SELECT 'requirements', count(*) FROM decoupled.requirements
 UNION ALL SELECT 'holds', count(*) FROM decoupled.holds
-UNION ALL SELECT 'replica_statuses', count(*) FROM decoupled.replica_statuses
 UNION ALL SELECT 'source_statuses', count(*) FROM decoupled.source_statuses
 UNION ALL SELECT 'sink_statuses', count(*) FROM decoupled.sink_statuses
 UNION ALL SELECT 'status_history', count(*) FROM decoupled.status_history
@@ -44,7 +44,10 @@ SELECT decoupled.wait_for_controller(decoupled.catalog_version()) = decoupled.ca
 SELECT state, schema_version, catalog_version = decoupled.catalog_version() AS current,
        pid IS NOT NULL AS has_pid
   FROM decoupled.controller;
-SELECT kind, name, cluster, deployment, action FROM decoupled.supervised ORDER BY kind, name;
+-- (Replica workers really start: their state is whatever it is right now.)
+SELECT kind, name, cluster, deployment,
+       CASE WHEN kind = 'replica' THEN 'supervised' ELSE action END AS action
+  FROM decoupled.supervised ORDER BY kind, name;
 
 -- Impossible states are rejected by the tables themselves, even for a
 -- superuser writing directly.  (Terse: the failing rows carry timestamps.)

@@ -12,7 +12,7 @@ EXCEPTION WHEN OTHERS THEN
     GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
     RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
                           || CASE WHEN detail <> '' THEN ' (' || detail || ')' ELSE '' END,
-                          '\d{10,}', 'T', 'g');
+                          '\d{10,}|(?<=incarnation )\d+', 'T', 'g');
 END
 $$;
 -- Masks timestamps relative to :base so that outputs are stable.

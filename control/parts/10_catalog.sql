@@ -102,6 +102,9 @@ CREATE TABLE decoupled.catalog_replicas (
     cluster    decoupled.object_name NOT NULL
                REFERENCES decoupled.catalog_clusters (name) ON DELETE CASCADE,
     name       decoupled.object_name NOT NULL,
+    -- External replicas run outside the server (tools/pg_decoupled_replicad);
+    -- the controller supervises only the others.
+    external   boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL DEFAULT now(),
     UNIQUE (cluster, name)
 );
@@ -408,6 +411,21 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT name::text FROM decoupled.catalog_deployments WHERE state = 'active'
 $$;
 
+-- Pausing is caused by the DDL that removed a cluster's last replica, so
+-- that committer, and nobody else, writes the history row (brief C6.3).
+CREATE FUNCTION decoupled._note_pause(cluster_name text, replicas_before bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF replicas_before > 0 AND NOT EXISTS (SELECT FROM decoupled.catalog_replicas r
+                                            WHERE r.cluster = cluster_name) THEN
+        INSERT INTO decoupled.status_events (lifetime_id, status, error)
+        SELECT o.lifetime_id, 'paused', 'cluster "' || cluster_name || '" has no replicas'
+          FROM decoupled.catalog_objects o
+         WHERE o.cluster = cluster_name AND o.dropped_at IS NULL;
+    END IF;
+END
+$$;
+
 -- A managed cluster's replica count: add r<k> for the lowest free k, remove
 -- the most recently declared first.
 CREATE FUNCTION decoupled._resize_cluster(cluster_name text, replicas integer) RETURNS void
@@ -437,7 +455,8 @@ $$;
 -- DDL for declarations (privileged: superuser or decoupled_admin)
 ------------------------------------------------------------------------------
 
-CREATE FUNCTION decoupled.create_cluster(name text, replicas integer DEFAULT 1) RETURNS void
+CREATE FUNCTION decoupled.create_cluster(name text, replicas integer DEFAULT 1,
+                                         managed boolean DEFAULT true) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
@@ -452,10 +471,16 @@ BEGIN
     INSERT INTO decoupled.catalog_clusters (name, managed, replication_factor)
         VALUES (v_name, true, replicas);
     PERFORM decoupled._resize_cluster(v_name, replicas);
+    -- An unmanaged cluster starts like a managed one; its replicas are then
+    -- added and removed one by one.
+    IF NOT create_cluster.managed THEN
+        UPDATE decoupled.catalog_clusters c SET managed = false, replication_factor = NULL
+         WHERE c.name = v_name;
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION decoupled.create_cluster(text, integer) IS
-    'Declare a managed cluster with the given number of replicas (r1, r2, ...).';
+COMMENT ON FUNCTION decoupled.create_cluster(text, integer, boolean) IS
+    'Declare a cluster with the given number of replicas (r1, r2, ...); managed clusters keep that count.';
 
 CREATE FUNCTION decoupled.alter_cluster(name text, replicas integer) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -477,16 +502,9 @@ BEGIN
             USING ERRCODE = 'wrong_object_type',
                   HINT = 'Add and remove its replicas one by one.';
     END IF;
-    -- Pausing is caused by this DDL, so this committer, and nobody else,
-    -- writes the history row (brief C6.3).
-    IF replicas = 0 AND v_cluster.replication_factor > 0 THEN
-        INSERT INTO decoupled.status_events (lifetime_id, status, error)
-        SELECT o.lifetime_id, 'paused', 'cluster "' || v_name || '" has no replicas'
-          FROM decoupled.catalog_objects o
-         WHERE o.cluster = v_name AND o.dropped_at IS NULL;
-    END IF;
     UPDATE decoupled.catalog_clusters c SET replication_factor = replicas WHERE c.name = v_name;
     PERFORM decoupled._resize_cluster(v_name, replicas);
+    PERFORM decoupled._note_pause(v_name, v_cluster.replication_factor);
 END
 $$;
 COMMENT ON FUNCTION decoupled.alter_cluster(text, integer) IS

@@ -16,7 +16,7 @@ CREATE FUNCTION decoupled.controller_status(
 
 CREATE FUNCTION decoupled.supervision(
     OUT kind text, OUT name text, OUT cluster text, OUT deployment text,
-    OUT replica_id bigint, OUT action text)
+    OUT replica_id bigint, OUT action text, OUT pid integer, OUT failures integer)
     RETURNS SETOF record LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_supervision';
 
 CREATE FUNCTION decoupled.wait_for_controller(

@@ -257,6 +257,35 @@ BEGIN
     UPDATE decoupled.catalog_frontiers f SET upper = new_upper, changed_at = now()
      WHERE f.lifetime_id = id;
     INSERT INTO decoupled.catalog_bound_queue VALUES (id) ON CONFLICT DO NOTHING;
+    PERFORM decoupled._notify_upper_at_commit();
+END
+$$;
+
+-- Stages JSON updates [{"mz_timestamp", "mz_diff", "data"}] for an append.
+CREATE FUNCTION decoupled._stage_json(lifetime_id bigint, updates jsonb) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id bigint := _stage_json.lifetime_id;
+BEGIN
+    IF updates IS NULL OR jsonb_typeof(updates) <> 'array' OR EXISTS (
+        SELECT FROM jsonb_array_elements(updates) u
+         WHERE jsonb_typeof(u) <> 'object'
+            OR jsonb_typeof(u->'mz_timestamp') IS DISTINCT FROM 'number'
+            OR jsonb_typeof(u->'mz_diff') IS DISTINCT FROM 'number'
+            OR jsonb_typeof(u->'data') IS DISTINCT FROM 'object') THEN
+        RAISE EXCEPTION 'updates must be a JSON array of {"mz_timestamp", "mz_diff", "data"} objects'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE format(
+        'INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
+        'SELECT (u->>''mz_timestamp'')::bigint, (u->>''mz_diff'')::bigint, '
+        '       ROW(%3$s)::text, hashtext(ROW(%3$s)::text), %3$s '
+        '  FROM jsonb_array_elements($1) u, '
+        '       LATERAL jsonb_populate_record(NULL::%4$s, u->''data'') r '
+        ' WHERE (u->>''mz_diff'')::bigint <> 0',
+        decoupled._storage(id, 'stage'), decoupled._cols(id), decoupled._cols(id, 'r.'),
+        decoupled._storage(id, 'cur'))
+        USING updates;
 END
 $$;
 
@@ -281,12 +310,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('Expected upper %s, new upper %s.', expected_upper, new_upper);
     END IF;
-    IF updates IS NULL OR jsonb_typeof(updates) <> 'array' OR EXISTS (
-        SELECT FROM jsonb_array_elements(updates) u
-         WHERE jsonb_typeof(u) <> 'object'
-            OR jsonb_typeof(u->'mz_timestamp') IS DISTINCT FROM 'number'
-            OR jsonb_typeof(u->'mz_diff') IS DISTINCT FROM 'number'
-            OR jsonb_typeof(u->'data') IS DISTINCT FROM 'object') THEN
+    IF updates IS NULL OR jsonb_typeof(updates) <> 'array' THEN
         RAISE EXCEPTION 'updates must be a JSON array of {"mz_timestamp", "mz_diff", "data"} objects'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -304,16 +328,7 @@ BEGIN
                   HINT = 'Read the upper again and append what is still missing from there.';
     END IF;
 
-    EXECUTE format(
-        'INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
-        'SELECT (u->>''mz_timestamp'')::bigint, (u->>''mz_diff'')::bigint, '
-        '       ROW(%3$s)::text, hashtext(ROW(%3$s)::text), %3$s '
-        '  FROM jsonb_array_elements($1) u, '
-        '       LATERAL jsonb_populate_record(NULL::%4$s, u->''data'') r '
-        ' WHERE (u->>''mz_diff'')::bigint <> 0',
-        decoupled._storage(o.lifetime_id, 'stage'), decoupled._cols(o.lifetime_id),
-        decoupled._cols(o.lifetime_id, 'r.'), decoupled._storage(o.lifetime_id, 'cur'))
-        USING updates;
+    PERFORM decoupled._stage_json(o.lifetime_id, updates);
     PERFORM decoupled._append_staged(o.lifetime_id, expected_upper, new_upper);
     RETURN new_upper;
 END
@@ -532,6 +547,7 @@ BEGIN
              WHERE f.lifetime_id = r.lifetime_id;
             INSERT INTO decoupled.catalog_bound_queue VALUES (r.lifetime_id)
                 ON CONFLICT DO NOTHING;
+            PERFORM decoupled._notify_upper_at_commit();
         END IF;
         v_count := v_count + 1;
     END LOOP;
@@ -601,7 +617,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_id    bigint;
     v_count integer := 0;
-    v_lock  text := current_setting('lock_timeout');
+    v_lock   text := current_setting('lock_timeout');
+    v_tables text;
 BEGIN
     PERFORM set_config('lock_timeout', '50ms', true);
     FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
@@ -610,9 +627,13 @@ BEGIN
     LOOP
         BEGIN
             EXECUTE format('DROP VIEW IF EXISTS %s', decoupled._storage(v_id, 'history'));
-            EXECUTE format('DROP TABLE IF EXISTS %s, %s, %s, %s',
-                           decoupled._storage(v_id, 'cur'), decoupled._storage(v_id, 'dead'),
-                           decoupled._storage(v_id, 'stage'), decoupled._storage(v_id, 'pending'));
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['cur', 'dead', 'stage', 'pending']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'DROP TABLE ' || v_tables;
+            END IF;
             DELETE FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id;
             DELETE FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_id;
             UPDATE decoupled.catalog_objects o SET finalized_at = now() WHERE o.lifetime_id = v_id;

@@ -34,7 +34,7 @@ TO PUBLIC;
 
 -- Catalog changes and the write path: superuser or decoupled_admin.
 GRANT EXECUTE ON FUNCTION
-    decoupled.create_cluster(text, integer), decoupled.alter_cluster(text, integer),
+    decoupled.create_cluster(text, integer, boolean), decoupled.alter_cluster(text, integer),
     decoupled.drop_cluster(text), decoupled.declare_adapter(text),
     decoupled.drop_adapter(text),
     decoupled.register_table(regclass, interval), decoupled.unregister_table(regclass),

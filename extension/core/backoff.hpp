@@ -18,7 +18,8 @@ struct BackoffPolicy {
 
 class Backoff {
   public:
-    explicit Backoff(BackoffPolicy policy = {}) : policy_(policy) {}
+    explicit Backoff(BackoffPolicy policy = {}, int failures = 0)
+        : policy_(policy), failures_(failures) {}
 
     // Record a failure at `now_ms` of a run that started at `started_ms`;
     // returns the earliest time the next attempt may start.

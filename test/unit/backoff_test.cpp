@@ -31,6 +31,13 @@ TEST(Backoff, HealthyRunEarnsAFreshStart) {
     EXPECT_EQ(b.failures(), 1);
 }
 
+TEST(Backoff, ResumesFromRecordedFailures) {
+    // The controller keeps the count in shared memory between passes.
+    Backoff b({100, 30'000, 60'000}, 3);
+    EXPECT_EQ(b.on_failure(0, 0), 800);
+    EXPECT_EQ(b.failures(), 4);
+}
+
 TEST(Backoff, ResetForgetsFailures) {
     Backoff b;
     b.on_failure(0, 0);
