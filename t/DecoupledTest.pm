@@ -60,4 +60,52 @@ sub crashed_since {
     return $log =~ /terminating any other active server processes|was terminated by signal/;
 }
 
+
+package DecoupledTest;
+
+# The upper of a collection.
+sub upper_of {
+    my ($node, $name) = @_;
+    return $node->safe_psql('postgres',
+        "SELECT upper FROM decoupled.frontiers WHERE name = '$name'");
+}
+
+# Waits until the collection's upper passes `ts` (the extension's own wait).
+sub wait_upper {
+    my ($node, $name, $ts) = @_;
+    return $node->safe_psql('postgres',
+        "SELECT decoupled.wait_for_upper('$name', $ts, '120s')");
+}
+
+# For a counter source: "rows|max n|expected rows" as of its latest
+# readable time; a complete history without duplicates has all three equal.
+sub counter_shape {
+    my ($node, $name) = @_;
+    my $out = $node->safe_psql('postgres', qq{
+        SELECT set_config('decoupled.as_of', (f.upper - 1)::text, false) IS NULL
+          FROM decoupled.frontiers f WHERE f.name = '$name';
+        SELECT count(*) || '|' || max(n) || '|' ||
+               (SELECT (f.upper - 1 - f.since) / (o.definition->>'tick_ms')::bigint + 1
+                  FROM decoupled.frontiers f JOIN decoupled.catalog_objects o
+                    ON o.name = f.name AND o.dropped_at IS NULL
+                 WHERE f.name = '$name')
+          FROM $name});
+    return (split /\n/, $out)[-1];
+}
+
+# Polls (with the server's own clock) until `sql` returns `expected`.
+sub wait_for {
+    my ($node, $sql, $expected) = @_;
+    $node->poll_query_until('postgres', $sql, $expected)
+      or die "timed out waiting for: $sql = $expected";
+}
+
+sub replica_pid {
+    my ($node, $cluster, $replica) = @_;
+    $replica //= 'r1';
+    return $node->safe_psql('postgres', qq{
+        SELECT pid FROM decoupled.supervised
+         WHERE kind = 'replica' AND cluster = '$cluster' AND name = '$replica'});
+}
+
 1;
