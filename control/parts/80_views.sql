@@ -27,7 +27,7 @@ CREATE VIEW decoupled.clusters AS
 -- Each replica declaration as realized by each live deployment.
 CREATE VIEW decoupled.cluster_replicas AS
     SELECT r.cluster::text, r.name::text AS replica, d.name::text AS deployment,
-           i.incarnation, i.pid, i.status, r.replica_id
+           i.incarnation, i.pid, i.status, r.replica_id, i.host, r.external, i.heartbeat_at
       FROM decoupled.catalog_replicas r
       CROSS JOIN decoupled.catalog_deployments d
       LEFT JOIN decoupled.catalog_replica_incarnations i
