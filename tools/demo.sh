@@ -109,5 +109,35 @@ psql_demo -c "SELECT decoupled.acquire_hold('bids', since) AS hold FROM decouple
     -c "SELECT collection, frontier FROM decoupled.holds" \
     -c "SELECT name, since, upper, compaction_bound FROM decoupled.frontiers"
 
+step "An auction source, maintained by replica r1 of the default cluster"
+psql_demo -c "SELECT decoupled.create_source('auction', 'auction', options => '{\"tick\": \"200ms\"}',
+                                             retain_history => '1 minute') AS lifetime_id"
+show_progress() {
+    psql_demo -At -F ' ' -c "
+        SELECT format('%-16s upper %s  lag %4s ms  %s', f.name, f.upper, f.lag_ms,
+                      coalesce(s.status, '-'))
+          FROM decoupled.frontiers f LEFT JOIN decoupled.source_statuses s USING (name)
+         WHERE f.name LIKE 'auction%' ORDER BY f.name"
+}
+for second in 1 2 3 4 5; do
+    psql_demo -At -c "SELECT decoupled.wait_for_upper('auction_bids', decoupled.oracle_now() + 1000) IS NULL" >/dev/null
+    echo "-- after ${second}s"
+    show_progress
+done
+psql_demo -c "SELECT cluster, replica, deployment, incarnation, pid, status FROM decoupled.cluster_replicas"
+psql_demo -c "SELECT a.item, count(*) AS bids, max(b.amount) AS top_bid
+                FROM auction_bids b JOIN auction_auctions a ON a.id = b.auction_id
+               GROUP BY a.item ORDER BY bids DESC, a.item LIMIT 5"
+
+step "Stop the replica abruptly: the controller starts a new incarnation, which resumes from durable progress"
+replica_pid=$(psql_demo -At -c "SELECT pid FROM decoupled.cluster_replicas WHERE cluster = 'default'")
+kill -TERM "$replica_pid"
+psql_demo -At -c "SELECT decoupled.wait_for_upper('auction_bids', decoupled.oracle_now() + 1000) IS NULL" >/dev/null
+psql_demo -c "SELECT cluster, replica, incarnation, pid, status FROM decoupled.cluster_replicas"
+psql_demo -c "SELECT count(*) AS bids, max(id) AS last_bid_id, count(*) = max(id) AS no_gap_no_duplicate
+                FROM auction_bids"
+psql_demo -c "SELECT name, replica, status, incarnation FROM decoupled.status_history
+               WHERE name = 'auction_bids' ORDER BY occurred_at"
+
 step "Done. The server log:"
 tail -n 8 "$DEMO/server.log"
