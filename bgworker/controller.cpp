@@ -87,7 +87,7 @@ char* copy_value(SPITupleTable* table, int row, int column) {
 
 // Reads the catalog in one transaction and one snapshot.  Runs inside
 // pg_call; results are allocated in `into`, which outlives the transaction.
-void read_catalog(Observation* obs, int64 known_version, MemoryContext into) {
+void read_catalog(Observation* obs, int64 known_version, bool prune_history, MemoryContext into) {
     SetCurrentStatementStartTimestamp();
     StartTransactionCommand();
     PushActiveSnapshot(GetTransactionSnapshot());
@@ -125,6 +125,15 @@ void read_catalog(Observation* obs, int64 known_version, MemoryContext into) {
             }
             MemoryContextSwitchTo(old);
             obs->specs_read = true;
+        }
+        if (prune_history && decoupled::is_supported_schema_version(obs->schema_version)) {
+            // Retention is maintenance of derived rows, not a catalog change.
+            char sql[160];
+            snprintf(sql, sizeof sql,
+                     "SELECT decoupled.prune_status_history(make_interval(secs => %d))",
+                     decoupled::guc_status_history_retention);
+            if (SPI_execute(sql, false, 1) != SPI_OK_SELECT)
+                elog(ERROR, "could not prune the status history");
         }
         SPI_finish();
     }
@@ -342,7 +351,9 @@ class Controller {
         Observation obs;
         int64 started = now_ms();
         try {
-            decoupled::pg_call([&] { read_catalog(&obs, known_version_, context_); });
+            bool prune = started - last_prune_ >= kPruneEveryMs;
+            decoupled::pg_call([&] { read_catalog(&obs, known_version_, prune, context_); });
+            if (prune) last_prune_ = started;
         } catch (const decoupled::PgError& e) {
             return on_failure(e, started);
         }
@@ -418,6 +429,8 @@ class Controller {
     MemoryContext context_;
     decoupled::Backoff backoff_;
     std::vector<LaunchSpec> desired_;
+    int64 last_prune_ = 0;
+    static constexpr int64 kPruneEveryMs = 60'000;
     ControllerState last_state_ = ControllerState::NotRunning;
     int64 known_version_ = 0;
 };

@@ -1,5 +1,7 @@
 #include "gucs.hpp"
 
+#include <climits>
+
 extern "C" {
 #include "utils/guc.h"
 }
@@ -11,6 +13,7 @@ int guc_poll_interval = 1000;
 int guc_max_workers = 64;
 char* guc_adapter = nullptr;
 char* guc_replica_conninfo = nullptr;
+int guc_status_history_retention = 7 * 24 * 3600;
 
 void define_gucs() {
     DefineCustomStringVariable(
@@ -42,6 +45,12 @@ void define_gucs() {
         "Empty: the first Unix socket directory, the server's port and decoupled.database, as "
         "the operating-system user the server runs as. Credentials stay in the process.",
         &guc_replica_conninfo, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, nullptr, nullptr, nullptr);
+
+    DefineCustomIntVariable(
+        "decoupled.status_history_retention", "How long status transitions are kept.",
+        "The controller deletes older rows of decoupled.status_history about once a minute.",
+        &guc_status_history_retention, 7 * 24 * 3600, 60, INT_MAX, PGC_SIGHUP, GUC_UNIT_S,
+        nullptr, nullptr, nullptr);
 
     MarkGUCPrefixReserved("decoupled");
 }

@@ -12,6 +12,7 @@ extern int guc_poll_interval;   // decoupled.poll_interval: ms between catalog p
 extern int guc_max_workers;     // decoupled.max_workers: supervised process slots
 extern char* guc_adapter;       // decoupled.adapter: the adapter a session attaches to
 extern char* guc_replica_conninfo;  // decoupled.replica_conninfo: how workers connect
+extern int guc_status_history_retention;  // decoupled.status_history_retention, seconds
 
 void define_gucs();
 

@@ -11,6 +11,8 @@ SELECT decoupled.alter_cluster('default', 2);
 SELECT decoupled.drop_cluster('default');
 SELECT decoupled.declare_adapter('by_reader');
 SELECT decoupled.drop_adapter('default');
+SELECT decoupled.create_source('by_reader', 'counter');
+SELECT decoupled.replica_start(1, 'default', 1);
 -- Private tables stay private, public views are readable.
 SELECT count(*) FROM decoupled.catalog_meta;
 INSERT INTO decoupled.catalog_clusters (name, managed, replication_factor) VALUES ('x', true, 1);
@@ -27,6 +29,9 @@ SELECT decoupled.create_cluster('by_operator', 1);
 SELECT decoupled.declare_adapter('by_operator');
 SELECT decoupled.drop_adapter('by_operator');
 SELECT decoupled.drop_cluster('by_operator');
+SELECT decoupled.create_source('by_operator', 'counter', cluster => 'default') > 0 AS created;
+SELECT decoupled.drop('by_operator');
+SELECT decoupled.finalize_dropped() AS finalized;
 -- ... but still only through the functions.
 DELETE FROM decoupled.catalog_clusters;
 RESET ROLE;

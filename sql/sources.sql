@@ -106,3 +106,10 @@ SELECT decoupled.drop_cluster('hand');
 SELECT decoupled.drop('ticks');
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
 SELECT count(*) AS live_objects FROM decoupled.objects;
+
+-- Status history is kept for decoupled.status_history_retention; the
+-- controller prunes older rows.
+UPDATE decoupled.status_events SET occurred_at = now() - interval '8 days'
+ WHERE lifetime_id IN (SELECT lifetime_id FROM decoupled.catalog_objects WHERE name = 'sleepy');
+SELECT decoupled.prune_status_history(interval '7 days') AS pruned;
+SELECT count(*) AS sleepy_history FROM decoupled.status_history WHERE name = 'sleepy';

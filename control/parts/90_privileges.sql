@@ -29,7 +29,8 @@ GRANT EXECUTE ON FUNCTION
     decoupled.wait_for_controller(bigint, interval),
     decoupled.oracle_now(), decoupled.as_of(), decoupled._history_gate(bigint),
     decoupled.acquire_hold(text, bigint), decoupled.release_hold(bigint),
-    decoupled.dry_run(text), decoupled._catalog_inventory()
+    decoupled.dry_run(text), decoupled._catalog_inventory(),
+    decoupled.wait_for_upper(text, bigint, interval)
 TO PUBLIC;
 
 -- Catalog changes and the write path: superuser or decoupled_admin.
@@ -39,7 +40,21 @@ GRANT EXECUTE ON FUNCTION
     decoupled.drop_adapter(text),
     decoupled.register_table(regclass, interval), decoupled.unregister_table(regclass),
     decoupled.tick_tables(), decoupled.append(text, jsonb, bigint, bigint, text, bigint),
-    decoupled.publish_bounds(), decoupled.apply_compaction(), decoupled.finalize_dropped()
+    decoupled.publish_bounds(), decoupled.apply_compaction(), decoupled.finalize_dropped(),
+    decoupled.create_source(text, text, text, jsonb, interval),
+    decoupled._create_source(text, text, text, jsonb, interval, text),
+    decoupled.drop(text, boolean),
+    decoupled.create_replica(text, text, boolean), decoupled.drop_replica(text, text),
+    decoupled.prune_status_history(interval)
+TO decoupled_admin;
+
+-- The replica protocol: what replica processes call, as a role in
+-- decoupled_admin (or a superuser), each call fenced by its incarnation.
+GRANT EXECUTE ON FUNCTION
+    decoupled.replica_start(bigint, text, integer, text), decoupled.replica_stop(bigint),
+    decoupled.replica_heartbeat(bigint, text, text), decoupled.replica_desired_state(bigint),
+    decoupled.replica_append(bigint, bigint, jsonb, bigint, bigint),
+    decoupled.replica_report(bigint, bigint, text, text, text, boolean)
 TO decoupled_admin;
 
 -- Wake the controller once the extension's creation commits.
