@@ -149,6 +149,7 @@ Datum decoupled_history_gate(PG_FUNCTION_ARGS) {
 }
 
 extern "C" {
+PG_FUNCTION_INFO_V1(decoupled_caller);
 PG_FUNCTION_INFO_V1(decoupled_caller_is_admin);
 PG_FUNCTION_INFO_V1(decoupled_caller_can_select);
 }
@@ -161,6 +162,9 @@ static bool outer_user_is_admin() {
     Oid admin = get_role_oid("decoupled_admin", true);
     return OidIsValid(admin) && has_privs_of_role(caller, admin);
 }
+
+// decoupled._caller() -> the role that called in.
+Datum decoupled_caller(PG_FUNCTION_ARGS) { PG_RETURN_OID(GetOuterUserId()); }
 
 // decoupled._caller_is_admin() -> superuser or member of decoupled_admin.
 Datum decoupled_caller_is_admin(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(outer_user_is_admin()); }

@@ -145,6 +145,14 @@ CREATE TABLE reshaped (a int, b int, c int);
 ALTER TABLE reshaped DROP COLUMN b;
 CREATE SCHEMA other;
 CREATE TABLE other.bids (x int);
+CREATE TABLE guarded (x int);
+ALTER TABLE guarded ENABLE ROW LEVEL SECURITY;
+CREATE TABLE parted (x int) PARTITION BY RANGE (x);
+CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (10);
+CREATE TABLE parent (x int);
+CREATE TABLE child () INHERITS (parent);
+CREATE ROLE decoupled_other_admin IN ROLE decoupled_admin;
+CREATE TABLE not_mine (x int);
 SELECT s AS statement, pg_temp.try(s) AS outcome FROM (VALUES
     ($$SELECT decoupled.register_table('bids')$$),
     ($$SELECT decoupled.register_table('other.bids')$$),
@@ -157,8 +165,43 @@ SELECT s AS statement, pg_temp.try(s) AS outcome FROM (VALUES
     ($$SELECT decoupled.register_table(NULL)$$),
     ($$SELECT decoupled.unregister_table('fleeting')$$),
     ($$ALTER TABLE bids ADD COLUMN note text$$),
-    ($$ALTER TABLE bids RENAME TO bids2$$)
+    ($$ALTER TABLE bids RENAME TO bids2$$),
+    ($$SELECT decoupled.register_table('guarded')$$),
+    ($$SELECT decoupled.register_table('parted')$$),
+    ($$SELECT decoupled.register_table('parted_1')$$),
+    ($$SELECT decoupled.register_table('parent')$$),
+    ($$SELECT decoupled.register_table('child')$$),
+    ($$CREATE TABLE bids_child () INHERITS (bids)$$),
+    ($$DROP TRIGGER decoupled_capture_insert ON bids$$),
+    ($$SET ROLE decoupled_other_admin; SELECT decoupled.register_table('not_mine')$$)
 ) AS t(s);
+RESET ROLE;
+DROP TABLE guarded, parted, parent, child, not_mine;
+DROP ROLE decoupled_other_admin;
+
+-- TRUNCATE is captured from the current rows, whatever as_of says, and only
+-- at READ COMMITTED.
+CREATE TABLE cleared (x int);
+INSERT INTO cleared SELECT generate_series(1, 5);
+SELECT decoupled.register_table('cleared', '1 hour') > 0 AS registered;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT since AS c0, upper - 1 AS before_truncate FROM decoupled.frontiers WHERE name = 'cleared' \gset
+INSERT INTO cleared VALUES (6);
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.try('TRUNCATE cleared');
+COMMIT;
+BEGIN;
+SET LOCAL decoupled.as_of = :c0;
+TRUNCATE cleared;
+COMMIT;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT upper - 1 AS after_truncate FROM decoupled.frontiers WHERE name = 'cleared' \gset
+SET decoupled.as_of = :before_truncate;
+SELECT count(*) AS rows_before_truncate FROM cleared;
+SET decoupled.as_of = :after_truncate;
+SELECT count(*) AS rows_after_truncate FROM cleared;
+RESET decoupled.as_of;
+DROP TABLE cleared;
 
 -- A view over a registered table reads it at as_of too.
 CREATE VIEW big_bids AS SELECT * FROM bids WHERE amount >= 10;

@@ -29,6 +29,11 @@ SELECT decoupled.create_cluster('by_operator', 1);
 SELECT decoupled.declare_adapter('by_operator');
 SELECT decoupled.drop_adapter('by_operator');
 SELECT decoupled.drop_cluster('by_operator');
+-- Sources are created in the current schema: that needs CREATE there.
+SELECT decoupled.create_source('by_operator', 'counter', cluster => 'default') > 0 AS created;
+RESET ROLE;
+GRANT CREATE ON SCHEMA public TO decoupled_operator;
+SET ROLE decoupled_operator;
 SELECT decoupled.create_source('by_operator', 'counter', cluster => 'default') > 0 AS created;
 SELECT decoupled.drop('by_operator');
 SELECT decoupled.finalize_dropped() AS finalized;
@@ -37,5 +42,6 @@ DELETE FROM decoupled.catalog_clusters;
 RESET ROLE;
 
 SELECT name FROM decoupled.clusters ORDER BY name;
+REVOKE CREATE ON SCHEMA public FROM decoupled_operator;
 DROP ROLE decoupled_reader;
 DROP ROLE decoupled_operator;

@@ -268,6 +268,7 @@ CREATE TABLE decoupled.catalog_holds (
                 REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
     frontier    decoupled.mz_timestamp NOT NULL,
     session_pid integer,
+    session_started timestamptz,
     acquired_at timestamptz NOT NULL DEFAULT now(),
     FOREIGN KEY (adapter, deployment, incarnation)
         REFERENCES decoupled.catalog_adapter_incarnations (adapter, deployment, incarnation)

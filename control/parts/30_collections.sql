@@ -292,7 +292,11 @@ $$;
 CREATE FUNCTION decoupled.append(collection text, updates jsonb, expected_upper bigint,
                                  new_upper bigint, deployment text DEFAULT NULL,
                                  incarnation bigint DEFAULT NULL) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+-- Row keys are the rows' text: pin every setting that changes it.
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
 DECLARE
     o       decoupled.catalog_objects;
     v_upper bigint;
@@ -344,7 +348,8 @@ COMMENT ON FUNCTION decoupled.append(text, jsonb, bigint, bigint, text, bigint) 
 -- Statement-level capture: one INSERT per statement into the pending table;
 -- writers never wait for each other here.
 CREATE FUNCTION decoupled._capture() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET decoupled.as_of = '' AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         EXECUTE format('INSERT INTO %s SELECT 1, n.* FROM decoupled_new n', TG_ARGV[0]);
@@ -354,6 +359,14 @@ BEGIN
         EXECUTE format('INSERT INTO %s SELECT -1, o.* FROM decoupled_old o '
                        'UNION ALL SELECT 1, n.* FROM decoupled_new n', TG_ARGV[0]);
     ELSIF TG_OP = 'TRUNCATE' THEN
+        -- TRUNCATE removes every row, including rows committed after an older
+        -- snapshot: only a fresh snapshot sees exactly what it removes.
+        IF current_setting('transaction_isolation') <> 'read committed' THEN
+            RAISE EXCEPTION 'cannot truncate registered table "%" at isolation level %',
+                            TG_RELID::regclass, current_setting('transaction_isolation')
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Truncate it in a READ COMMITTED transaction, or use DELETE.';
+        END IF;
         EXECUTE format('INSERT INTO %s SELECT -1, t.* FROM ONLY %s t',
                        TG_ARGV[0], TG_RELID::regclass);
     END IF;
@@ -363,7 +376,10 @@ $$;
 
 CREATE FUNCTION decoupled.register_table(tbl regclass, retain_history interval DEFAULT '1 second')
 RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
 DECLARE
     r         record;
     v_version bigint;
@@ -379,9 +395,24 @@ BEGIN
                         coalesce(retain_history::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT c.relname::text AS relname, c.relkind, c.relpersistence, n.nspname::text AS nspname
+    -- The snapshot below must see every write committed before capture
+    -- starts: only a fresh snapshot per statement does.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'register_table needs a READ COMMITTED transaction'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    -- Lock the table before reading its shape, and before the catalog
+    -- version row (tables first, then the catalog: the order DROP TABLE
+    -- takes too).  Writers wait from here to commit.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    SELECT c.relname::text AS relname, c.relkind, c.relpersistence, n.nspname::text AS nspname,
+           c.relowner, c.relrowsecurity OR c.relforcerowsecurity AS rls, c.relispartition
       INTO r
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF NOT pg_has_role(decoupled._caller(), r.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table "%" to register it', tbl
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     IF r.relkind = 'p' THEN
         RAISE EXCEPTION 'cannot register partitioned table "%"', tbl
             USING ERRCODE = 'feature_not_supported',
@@ -393,6 +424,17 @@ BEGIN
         RAISE EXCEPTION 'cannot register temporary or unlogged table "%"', tbl
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'A collection''s history must survive a crash; use a permanent table.';
+    END IF;
+    IF r.rls THEN
+        RAISE EXCEPTION 'cannot register table "%" because it has row-level security', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its history would be read without the table''s policies.';
+    END IF;
+    IF r.relispartition OR EXISTS (SELECT FROM pg_inherits i
+                                    WHERE i.inhrelid = tbl OR i.inhparent = tbl) THEN
+        RAISE EXCEPTION 'cannot register table "%" because it takes part in inheritance', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Writes through a parent or to a child would bypass its capture.';
     END IF;
     IF r.nspname IN ('decoupled', 'decoupled_storage', 'pg_catalog', 'information_schema') THEN
         RAISE EXCEPTION 'cannot register system table "%"', tbl USING ERRCODE = 'wrong_object_type';
@@ -435,9 +477,8 @@ BEGIN
     EXECUTE format('CREATE TABLE %s (mz_diff bigint NOT NULL, %s)',
                    v_pending, decoupled._cols(v_id, '', true));
 
-    -- Writers are excluded from here to commit, so the snapshot below and
+    -- Writers are excluded since the LOCK above, so the snapshot below and
     -- the captured changes neither overlap nor leave a gap.
-    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
     EXECUTE format('CREATE TRIGGER decoupled_capture_insert AFTER INSERT ON %s '
                    'REFERENCING NEW TABLE AS decoupled_new FOR EACH STATEMENT '
                    'EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
@@ -498,11 +539,13 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'table "%" is not registered', tbl USING ERRCODE = 'undefined_object';
     END IF;
+    -- Unregistered first: the event trigger refuses to drop capture
+    -- triggers of a registered table.
+    PERFORM decoupled._drop_collection(v_id, v_version);
     EXECUTE format('DROP TRIGGER decoupled_capture_insert ON %1$s; '
                    'DROP TRIGGER decoupled_capture_update ON %1$s; '
                    'DROP TRIGGER decoupled_capture_delete ON %1$s; '
                    'DROP TRIGGER decoupled_capture_truncate ON %1$s', tbl);
-    PERFORM decoupled._drop_collection(v_id, v_version);
 END
 $$;
 COMMENT ON FUNCTION decoupled.unregister_table(regclass) IS
@@ -512,25 +555,29 @@ COMMENT ON FUNCTION decoupled.unregister_table(regclass) IS
 -- collection at one new timestamp, and advances every upper (idle tables
 -- too).  Returns the number of tables ticked.
 CREATE FUNCTION decoupled.tick_tables() RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
 DECLARE
+    v_ids   bigint[];
     v_ts    bigint;
     v_count integer := 0;
     v_moved bigint;
     r       record;
 BEGIN
     -- Lock every live table's frontier in one fixed order.
-    SELECT decoupled._next_timestamp(max(f.upper)) INTO v_ts
-      FROM (SELECT f.upper FROM decoupled.catalog_frontiers f
+    SELECT decoupled._next_timestamp(max(f.upper)), array_agg(f.lifetime_id) INTO v_ts, v_ids
+      FROM (SELECT f.lifetime_id, f.upper FROM decoupled.catalog_frontiers f
               JOIN decoupled.catalog_objects o USING (lifetime_id)
              WHERE o.kind = 'table' AND o.dropped_at IS NULL
              ORDER BY f.lifetime_id FOR UPDATE OF f) f;
     IF v_ts IS NULL THEN
         RETURN 0;
     END IF;
+    -- Exactly the tables locked above: one registered since is not ours.
     FOR r IN SELECT f.lifetime_id, f.upper FROM decoupled.catalog_frontiers f
-               JOIN decoupled.catalog_objects o USING (lifetime_id)
-              WHERE o.kind = 'table' AND o.dropped_at IS NULL ORDER BY f.lifetime_id
+              WHERE f.lifetime_id = ANY (v_ids) ORDER BY f.lifetime_id
     LOOP
         EXECUTE format(
             'WITH moved AS (DELETE FROM %1$s RETURNING *) '
@@ -572,6 +619,18 @@ BEGIN
     IF to_regclass('decoupled.catalog_objects') IS NULL THEN
         RETURN;  -- the extension itself is being dropped
     END IF;
+    -- Capture triggers go only with their registration (or their table).
+    IF EXISTS (SELECT FROM pg_event_trigger_dropped_objects() d
+                WHERE d.object_type = 'trigger' AND d.address_names[3] LIKE 'decoupled_capture_%'
+                  AND d.original
+                  AND EXISTS (SELECT FROM decoupled.catalog_objects o
+                               WHERE o.kind = 'table' AND o.dropped_at IS NULL
+                                 AND o.relation = to_regclass(format('%I.%I', d.address_names[1],
+                                                                     d.address_names[2])))) THEN
+        RAISE EXCEPTION 'cannot drop the capture triggers of a registered table'
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = 'Unregister it with decoupled.unregister_table() instead.';
+    END IF;
     FOR v_id IN
         SELECT o.lifetime_id FROM pg_event_trigger_dropped_objects() d
           JOIN decoupled.catalog_objects o ON o.relation = d.objid
@@ -595,8 +654,26 @@ BEGIN
         RETURN;
     END IF;
     FOR r IN SELECT c.objid FROM pg_event_trigger_ddl_commands() c
+              WHERE c.command_tag = 'CREATE TABLE' AND c.classid = 'pg_class'::regclass
+    LOOP
+        IF EXISTS (SELECT FROM pg_inherits i JOIN decoupled.catalog_objects o
+                     ON o.relation = i.inhparent AND o.kind = 'table' AND o.dropped_at IS NULL
+                    WHERE i.inhrelid = r.objid) THEN
+            RAISE EXCEPTION 'cannot inherit from registered table "%"',
+                            (SELECT i.inhparent::regclass FROM pg_inherits i
+                              WHERE i.inhrelid = r.objid LIMIT 1)
+                USING ERRCODE = 'feature_not_supported';
+        END IF;
+    END LOOP;
+    FOR r IN SELECT c.objid FROM pg_event_trigger_ddl_commands() c
               WHERE c.command_tag = 'ALTER TABLE' AND c.classid = 'pg_class'::regclass
     LOOP
+        IF EXISTS (SELECT FROM pg_inherits i JOIN decoupled.catalog_objects o
+                     ON o.relation = i.inhparent AND o.kind = 'table' AND o.dropped_at IS NULL
+                    WHERE i.inhrelid = r.objid) THEN
+            RAISE EXCEPTION 'cannot inherit from a registered table'
+                USING ERRCODE = 'feature_not_supported';
+        END IF;
         IF EXISTS (SELECT FROM decoupled.catalog_objects o
                     WHERE o.relation = r.objid AND o.kind = 'table' AND o.dropped_at IS NULL) THEN
             RAISE EXCEPTION 'cannot alter registered table "%"', r.objid::regclass
@@ -607,7 +684,7 @@ BEGIN
 END
 $$;
 CREATE EVENT TRIGGER decoupled_ddl_end ON ddl_command_end
-    WHEN TAG IN ('ALTER TABLE') EXECUTE FUNCTION decoupled._on_ddl_end();
+    WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE') EXECUTE FUNCTION decoupled._on_ddl_end();
 
 -- Removes the storage of dropped collections nobody reads any more.  A
 -- collection still in use is skipped until a later round: a drop never
@@ -626,6 +703,8 @@ BEGIN
                  ORDER BY o.lifetime_id
     LOOP
         BEGIN
+            PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id;
             EXECUTE format('DROP VIEW IF EXISTS %s', decoupled._storage(v_id, 'history'));
             SELECT string_agg(r::text, ', ') INTO v_tables
               FROM unnest(ARRAY['cur', 'dead', 'stage', 'pending']) part,

@@ -50,6 +50,9 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;
+    -- One lock order for everyone who locks several bound rows.
+    PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = ANY (v_ids)
+     ORDER BY b.lifetime_id FOR UPDATE;
     WITH proposal AS (
         SELECT b.lifetime_id,
                decoupled._propose_bound(
@@ -137,6 +140,8 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION decoupled._caller() RETURNS oid
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_caller';
 CREATE FUNCTION decoupled._caller_is_admin() RETURNS boolean
     LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_caller_is_admin';
 CREATE FUNCTION decoupled._caller_can_select(relation oid) RETURNS boolean
@@ -184,9 +189,9 @@ BEGIN
     END IF;
     v_owner := decoupled._session_owner();
     INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier,
-                                         session_pid)
+                                         session_pid, session_started)
     VALUES (v_owner.adapter, v_owner.deployment, v_owner.incarnation, o.lifetime_id, v_frontier,
-            pg_backend_pid())
+            pg_backend_pid(), pg_stat_get_backend_start(pg_backend_pid()))
     RETURNING hold_id INTO v_id;
     RETURN v_id;
 END
@@ -200,14 +205,18 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_collection bigint;
     v_pid        integer;
+    v_started    timestamptz;
 BEGIN
-    SELECT h.lifetime_id, h.session_pid INTO v_collection, v_pid
+    SELECT h.lifetime_id, h.session_pid, h.session_started INTO v_collection, v_pid, v_started
       FROM decoupled.catalog_holds h WHERE h.hold_id = release_hold.id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'hold % does not exist', coalesce(release_hold.id::text, 'NULL')
             USING ERRCODE = 'undefined_object';
     END IF;
-    IF v_pid IS DISTINCT FROM pg_backend_pid() AND NOT decoupled._caller_is_admin() THEN
+    -- A session is its pid and its start time: pids are reused.
+    IF (v_pid IS DISTINCT FROM pg_backend_pid()
+        OR v_started IS DISTINCT FROM pg_stat_get_backend_start(pg_backend_pid()))
+       AND NOT decoupled._caller_is_admin() THEN
         RAISE EXCEPTION 'hold % belongs to another session', release_hold.id
             USING ERRCODE = 'insufficient_privilege',
                   HINT = 'Members of decoupled_admin may release any hold.';

@@ -179,6 +179,11 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    IF schema IS NULL OR NOT has_schema_privilege(decoupled._caller(), schema, 'CREATE') THEN
+        RAISE EXCEPTION 'permission denied for schema %', coalesce(schema, 'NULL')
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A source''s relations are created in the current schema.';
+    END IF;
     v_version := decoupled._begin_catalog_change();
     PERFORM FROM decoupled.catalog_clusters c WHERE c.name = _create_source.cluster FOR SHARE;
     IF NOT FOUND THEN
@@ -283,6 +288,12 @@ DECLARE
     v_lock text := current_setting('lock_timeout');
 BEGIN
     IF o.definition->>'schema' IS NULL OR o.kind = 'table' THEN
+        RETURN;
+    END IF;
+    -- Only this collection's own view: the name may have a new owner.
+    IF NOT EXISTS (SELECT FROM pg_depend d JOIN pg_rewrite w ON w.oid = d.objid
+                    WHERE w.ev_class = to_regclass(format('%I.%I', o.definition->>'schema', o.name))
+                      AND d.refobjid = to_regclass(decoupled._storage(o.lifetime_id, 'history'))) THEN
         RETURN;
     END IF;
     PERFORM set_config('lock_timeout', '10ms', true);
@@ -413,7 +424,10 @@ $$;
 -- race is not an error, it returns the actual upper to continue from.
 CREATE FUNCTION decoupled.replica_append(incarnation bigint, lifetime_id bigint, updates jsonb,
                                          expected_upper bigint, new_upper bigint) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
 #variable_conflict use_column
 DECLARE
     i       decoupled.catalog_replica_incarnations;
