@@ -281,6 +281,8 @@ int64 supervise(const std::vector<LaunchSpec>& desired) {
             continue;
         }
         if (slot.state == SlotState::Planned) continue;
+        // Declared again while it was being stopped, and it has stopped.
+        if (slot.state == SlotState::Stopping && slot.pid == 0) slot.state = SlotState::Pending;
         if (slot.pid != 0) {
             slot.state = SlotState::Running;
             continue;
@@ -351,9 +353,10 @@ class Controller {
         Observation obs;
         int64 started = now_ms();
         try {
+            // A failing prune must not fail every pass: try once a minute.
             bool prune = started - last_prune_ >= kPruneEveryMs;
-            decoupled::pg_call([&] { read_catalog(&obs, known_version_, prune, context_); });
             if (prune) last_prune_ = started;
+            decoupled::pg_call([&] { read_catalog(&obs, known_version_, prune, context_); });
         } catch (const decoupled::PgError& e) {
             return on_failure(e, started);
         }
@@ -417,13 +420,19 @@ class Controller {
         }
         ereport(vanished ? DEBUG1 : LOG,
                 (errmsg("pg_decoupled controller could not read the catalog: %s", e.what())));
+        FreeErrorData(e.data());
         last_state_ = ControllerState::Failing;
         known_version_ = 0;
         Observation none;
         none.extension_present = !vanished;
         publish(ControllerState::Failing, none);
+        // Keep supervising what was last declared: exited replicas restart
+        // even while the catalog cannot be read.
+        if (vanished) desired_.clear();
+        int64 next_start = supervise(desired_);
         int64 now = now_ms();
-        return static_cast<long>(std::max<int64>(backoff_.on_failure(started, now) - now, 1));
+        return static_cast<long>(
+            std::max<int64>(std::min(backoff_.on_failure(started, now) - now, next_start), 1));
     }
 
     MemoryContext context_;
@@ -440,8 +449,13 @@ class Controller {
 void decoupled_controller_main(Datum) {
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    // No query cancel: a cancel would longjmp through C++ frames.
+    pqsignal(SIGINT, SIG_IGN);
     BackgroundWorkerUnblockSignals();
     BackgroundWorkerInitializeConnection(decoupled::guc_database, nullptr, 0);
+    // It runs as a superuser: resolve names in pg_catalog only, never in a
+    // schema some user can create objects in.
+    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
     pgstat_report_appname("pg_decoupled controller");
     attach_to_shmem();
 
@@ -453,7 +467,15 @@ void decoupled_controller_main(Datum) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);
         }
-        long sleep_ms = controller.step();
+        long sleep_ms = decoupled::guc_poll_interval;
+        try {
+            sleep_ms = controller.step();
+        } catch (const std::exception& e) {
+            // Out of memory in C++ code: nothing crossed into PostgreSQL;
+            // drop any lock held and try again on the next pass.
+            LWLockReleaseAll();
+            ereport(LOG, (errmsg("pg_decoupled controller pass failed: %s", e.what())));
+        }
         if (ShutdownRequestPending) break;
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms,
                         PG_WAIT_EXTENSION);

@@ -43,7 +43,12 @@ bool is_fencing(const pqxx::sql_error& e) {
 
 struct ReplicaEngine::Impl {
     Impl(const std::string& conninfo, ReplicaIdentity identity, EngineHost& host, int64_t poll_ms)
-        : conn(conninfo), id(std::move(identity)), host(host), poll_ms(poll_ms) {}
+        : conn(conninfo), id(std::move(identity)), host(host), poll_ms(poll_ms) {
+        // It connects as a privileged role: never resolve a name in a schema
+        // another user can create objects in.
+        pqxx::nontransaction tx(conn);
+        tx.exec("SET search_path = pg_catalog, pg_temp");
+    }
 
     pqxx::connection conn;
     ReplicaIdentity id;

@@ -107,6 +107,7 @@ std::string default_conninfo(const char* label) {
     };
     return "host=" + quote(host) + " port=" + std::to_string(PostPortNumber) +
            " dbname=" + quote(decoupled::guc_database) +
+           " options=" + quote("-c search_path=pg_catalog,pg_temp") +
            " application_name=" + quote(std::string("pg_decoupled replica ") + label);
 }
 
@@ -115,6 +116,7 @@ std::string default_conninfo(const char* label) {
 void decoupled_replica_main(Datum arg) {
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGINT, SIG_IGN);
     BackgroundWorkerUnblockSignals();
 
     int slot = DatumGetInt32(arg);

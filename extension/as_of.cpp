@@ -91,10 +91,12 @@ Datum decoupled_history_gate(PG_FUNCTION_ARGS) {
     // Read-only: the frontiers come from the statement's own snapshot, the
     // same one its data scans use, so the check and the read agree.
     int rc = SPI_execute_with_args(
-        "SELECT f.since, f.upper, o.name::text, o.kind, o.relation, o.dropped_at IS NOT NULL "
+        "SELECT f.since, f.upper, o.name::pg_catalog.text, o.kind, o.relation, "
+        "       o.dropped_at IS NOT NULL "
         "  FROM decoupled.catalog_objects o "
-        "  LEFT JOIN decoupled.catalog_frontiers f USING (lifetime_id) "
-        " WHERE o.lifetime_id = $1",
+        "  LEFT JOIN decoupled.catalog_frontiers f "
+        "         ON f.lifetime_id OPERATOR(pg_catalog.=) o.lifetime_id "
+        " WHERE o.lifetime_id OPERATOR(pg_catalog.=) $1",
         1, argtypes, args, nullptr, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "could not read frontiers");
     if (SPI_processed == 0)

@@ -71,6 +71,15 @@ void wake_on_commit(XactEvent event, void*) {
             }
             wake_pending = false;
             break;
+        case XACT_EVENT_PRE_PREPARE:
+            // A prepared catalog change would commit later, out of sight of
+            // the followers' wake-ups and caches.
+            if (wake_pending)
+                ereport(ERROR,
+                        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                         errmsg("cannot prepare a transaction that changed the pg_decoupled "
+                                "catalog")));
+            break;
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
         case XACT_EVENT_PREPARE:

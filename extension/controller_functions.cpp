@@ -56,9 +56,14 @@ Datum decoupled_supervision(PG_FUNCTION_ARGS) {
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
 
     SharedState* s = decoupled::shared_state();
+    // Copy under the lock, build tuples (which may spill) after it.
     LWLockAcquire(s->lock, LW_SHARED);
-    for (int i = 0; i < s->nspecs; ++i) {
-        const decoupled::SpecSlot& spec = s->specs[i];
+    int nspecs = s->nspecs;
+    auto* slots = static_cast<decoupled::SpecSlot*>(palloc(sizeof(decoupled::SpecSlot) * (nspecs + 1)));
+    memcpy(slots, s->specs, sizeof(decoupled::SpecSlot) * nspecs);
+    LWLockRelease(s->lock);
+    for (int i = 0; i < nspecs; ++i) {
+        const decoupled::SpecSlot& spec = slots[i];
         if (!spec.in_use) continue;
         Datum values[8];
         bool nulls[8] = {false, false, spec.cluster[0] == '\0', spec.deployment[0] == '\0',
@@ -73,7 +78,6 @@ Datum decoupled_supervision(PG_FUNCTION_ARGS) {
         values[7] = Int32GetDatum(spec.failures);
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }
-    LWLockRelease(s->lock);
     return (Datum)0;
 }
 

@@ -19,6 +19,7 @@ extern "C" {
 #include "postgres.h"
 
 #include "access/sysattr.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -32,6 +33,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/ruleutils.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 }
@@ -44,30 +46,32 @@ namespace {
 
 post_parse_analyze_hook_type prev_post_parse_analyze_hook = nullptr;
 
-// relid -> the SQL that replaces a read of it.
+// relid -> what a read of it is replaced with: the collection and its
+// columns.  Schema and table names are looked up at each rewrite, so a
+// renamed schema is followed.
 struct ReadEntry {
     Oid relid;
-    char* sql;
+    int64 lifetime_id;
+    char* columns;  // quoted, comma-separated
 };
 
 HTAB* read_cache = nullptr;
 MemoryContext cache_context = nullptr;
 uint64 cache_epoch = 0;
 bool cache_loaded = false;
+bool cache_loaded_in_xact = false;  // forget it if this transaction aborts
 bool in_rewrite = false;   // our own analysis and cache loads are not rewritten
 int suppress_depth = 0;    // decoupled._execute_unrewritten()
 
+// Runs as a superuser with search_path pinned to pg_catalog (see
+// catalog_access.hpp), with the latest snapshot: a cache built from an older
+// snapshot would be tagged with a newer epoch and stay stale.
 constexpr const char* kLoadSql = R"sql(
-    SELECT o.relation,
-           format('SELECT %s FROM ONLY %I.%I WHERE decoupled.as_of() IS NULL '
-                  'UNION ALL SELECT * FROM decoupled_storage.%I',
-                  (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
-                     FROM pg_catalog.pg_attribute a
-                    WHERE a.attrelid = o.relation AND a.attnum > 0 AND NOT a.attisdropped),
-                  n.nspname, c.relname, 'c' || o.lifetime_id || '_history')
+    SELECT o.relation, o.lifetime_id,
+           (SELECT string_agg(quote_ident(a.attname::text), ', ' ORDER BY a.attnum)
+              FROM pg_attribute a
+             WHERE a.attrelid = o.relation AND a.attnum > 0 AND NOT a.attisdropped)
       FROM decoupled.catalog_objects o
-      JOIN pg_catalog.pg_class c ON c.oid = o.relation
-      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
      WHERE o.kind = 'table' AND o.dropped_at IS NULL
 )sql";
 
@@ -95,28 +99,56 @@ void load_cache(uint64 epoch) {
         OidIsValid(get_relname_relid("catalog_objects", nsp))) {
         decoupled::SavedUser saved = decoupled::become_catalog_reader();
         SPI_connect();
-        if (SPI_execute(kLoadSql, true, 0) != SPI_OK_SELECT)
+        SPIPlanPtr plan = SPI_prepare(kLoadSql, 0, nullptr);
+        if (!plan ||
+            SPI_execute_snapshot(plan, nullptr, nullptr, GetLatestSnapshot(), InvalidSnapshot, true,
+                                 false, 0) != SPI_OK_SELECT)
             elog(ERROR, "could not load registered tables");
         for (uint64 i = 0; i < SPI_processed; ++i) {
-            bool isnull;
+            bool relnull, idnull;
             Oid relid = DatumGetObjectId(
-                SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-            char* sql = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
-            if (isnull || sql == nullptr) continue;
+                SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &relnull));
+            int64 lifetime_id = DatumGetInt64(
+                SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &idnull));
+            char* columns = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+            if (relnull || idnull || columns == nullptr) continue;
             bool found;
             auto* entry = static_cast<ReadEntry*>(hash_search(read_cache, &relid, HASH_ENTER, &found));
-            entry->sql = MemoryContextStrdup(cache_context, sql);
+            entry->lifetime_id = lifetime_id;
+            entry->columns = MemoryContextStrdup(cache_context, columns);
         }
         SPI_finish();
         decoupled::restore_user(saved);
     }
     cache_epoch = epoch;
     cache_loaded = true;
+    cache_loaded_in_xact = true;
 }
 
-const char* replacement_for(Oid relid) {
+// The SQL that replaces a read of `relid`, or nullptr when it is not a
+// registered table.  Allocated in the current (parse) context.
+char* replacement_for(Oid relid) {
     auto* entry = static_cast<ReadEntry*>(hash_search(read_cache, &relid, HASH_FIND, nullptr));
-    return entry ? entry->sql : nullptr;
+    if (!entry) return nullptr;
+    char* relname = get_rel_name(relid);
+    char* nspname = relname ? get_namespace_name(get_rel_namespace(relid)) : nullptr;
+    if (!relname || !nspname) return nullptr;
+    return psprintf("SELECT %s FROM ONLY %s.%s WHERE decoupled.as_of() IS NULL "
+                    "UNION ALL SELECT * FROM decoupled_storage.c" INT64_FORMAT "_history",
+                    entry->columns, quote_identifier(nspname), quote_identifier(relname),
+                    entry->lifetime_id);
+}
+
+// A cache (re)loaded by a transaction that aborts may hold that
+// transaction's own, never committed, view of the catalog.
+void forget_on_abort(XactEvent event, void*) {
+    if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) {
+        if (cache_loaded_in_xact) cache_loaded = false;
+    }
+    if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+        event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+        event == XACT_EVENT_PREPARE)
+        cache_loaded_in_xact = false;
 }
 
 // System columns (ctid, xmin, ...) are physical: a query using them reads
@@ -171,7 +203,7 @@ void rewrite_query(Query* q) {
         if (rte->rtekind != RTE_RELATION || rte->tablesample || is_write_target(q, rti) ||
             uses_system_columns(rte))
             continue;
-        const char* sql = replacement_for(rte->relid);
+        char* sql = replacement_for(rte->relid);
         if (!sql) continue;
         Query* sub = analyze_replacement(sql);
         // The subquery checks SELECT on the table itself, as the reader.
@@ -202,13 +234,23 @@ bool references_relations(Query* q) {
     return q->cteList != NIL || q->hasSubLinks;
 }
 
-void rewrite_registered_reads(ParseState* pstate, Query* query, JumbleState* jstate) {
-    if (prev_post_parse_analyze_hook) prev_post_parse_analyze_hook(pstate, query, jstate);
-    if (in_rewrite || suppress_depth > 0 || creating_extension || !IsNormalProcessingMode() ||
-        query->commandType == CMD_UTILITY || !references_relations(query) ||
-        !ActiveSnapshotSet() || MyDatabaseId == InvalidOid)
-        return;
+// DECLARE CURSOR, EXPLAIN and CREATE TABLE AS carry their analysed query
+// inside a utility statement.
+Query* inner_query(Query* query) {
+    if (query->commandType != CMD_UTILITY || !query->utilityStmt) return query;
+    Node* inner = nullptr;
+    if (IsA(query->utilityStmt, DeclareCursorStmt))
+        inner = reinterpret_cast<DeclareCursorStmt*>(query->utilityStmt)->query;
+    else if (IsA(query->utilityStmt, ExplainStmt))
+        inner = reinterpret_cast<ExplainStmt*>(query->utilityStmt)->query;
+    else if (IsA(query->utilityStmt, CreateTableAsStmt))
+        inner = reinterpret_cast<CreateTableAsStmt*>(query->utilityStmt)->query;
+    return inner && IsA(inner, Query) ? reinterpret_cast<Query*>(inner) : nullptr;
+}
 
+// Loads the cache if it is stale, then rewrites; in_rewrite is reset even
+// when either fails.
+void rewrite_with_cache(Query* target) {
     uint64 epoch = pg_atomic_read_u64(&decoupled::shared_state()->catalog_epoch);
     in_rewrite = true;
     PG_TRY();
@@ -219,12 +261,22 @@ void rewrite_registered_reads(ParseState* pstate, Query* query, JumbleState* jst
             if (!OidIsValid(get_extension_oid("pg_decoupled", true)))
                 load_cache(epoch);
             else
-                rewrite_query(query);
+                rewrite_query(target);
         }
     }
     PG_FINALLY();
     { in_rewrite = false; }
     PG_END_TRY();
+}
+
+void rewrite_registered_reads(ParseState* pstate, Query* query, JumbleState* jstate) {
+    if (prev_post_parse_analyze_hook) prev_post_parse_analyze_hook(pstate, query, jstate);
+    if (in_rewrite || suppress_depth > 0 || creating_extension || !IsNormalProcessingMode() ||
+        !ActiveSnapshotSet() || MyDatabaseId == InvalidOid)
+        return;
+    Query* target = inner_query(query);
+    if (!target || target->commandType == CMD_UTILITY || !references_relations(target)) return;
+    rewrite_with_cache(target);
 }
 
 }  // namespace
@@ -234,6 +286,7 @@ namespace decoupled {
 void install_read_rewrite() {
     prev_post_parse_analyze_hook = post_parse_analyze_hook;
     post_parse_analyze_hook = rewrite_registered_reads;
+    RegisterXactCallback(forget_on_abort, nullptr);
 }
 
 }  // namespace decoupled

@@ -60,6 +60,43 @@ SET decoupled.as_of = :t2;
 SELECT auction, count(*), sum(amount) FROM bids WHERE amount > 6 GROUP BY auction ORDER BY 1;
 RESET decoupled.as_of;
 
+-- Cursors (psql's FETCH_COUNT uses them), EXPLAIN and CREATE TABLE AS read
+-- at as_of too.
+BEGIN;
+SET LOCAL decoupled.as_of = :t0;
+DECLARE at_t0 CURSOR FOR SELECT count(*) AS bids_at_t0 FROM bids;
+FETCH at_t0;
+COMMIT;
+SET decoupled.as_of = :t0;
+CREATE TEMP TABLE bids_at_t0 AS SELECT * FROM bids;
+RESET decoupled.as_of;
+SELECT count(*) AS copied_at_t0 FROM bids_at_t0;
+
+-- The extension reads its catalog as a superuser: a caller's search_path
+-- must not slip in its own functions or operators.
+CREATE SCHEMA trap;
+CREATE FUNCTION trap.quote_ident(name) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'trap.quote_ident ran as %', current_user;
+END
+$$;
+CREATE FUNCTION trap.int8eq(bigint, bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'trap.= ran as %', current_user;
+END
+$$;
+CREATE OPERATOR trap.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = trap.int8eq);
+SET search_path = trap, pg_catalog, public;
+-- A catalog change makes the next read reload the rewrite cache.
+SELECT decoupled.create_cluster('trap_check', 0);
+SELECT count(*) AS bids_now FROM bids;
+SELECT set_config('decoupled.as_of', :'t1', false) IS NOT NULL AS set;
+SELECT count(*) AS bids_at_t1 FROM bids;
+RESET decoupled.as_of;
+RESET search_path;
+DROP SCHEMA trap CASCADE;
+SELECT decoupled.drop_cluster('trap_check');
+
 -- Reads outside [since, upper) are refused, each with its own SQLSTATE.
 SELECT :t0 - 1 AS before_since, :t3 + 1 AS at_upper \gset
 SELECT pg_temp.try(format('SET decoupled.as_of = %s; SELECT count(*) FROM bids', :before_since));
