@@ -362,13 +362,15 @@ class Controller {
         }
         backoff_.reset();
 
+        ControllerState state;
         if (!obs.extension_present) {
-            note_state(ControllerState::WaitingForExtension, obs);
+            state = ControllerState::WaitingForExtension;
+            note_state(state, obs);
             known_version_ = 0;
             desired_.clear();
-            publish(ControllerState::WaitingForExtension, obs);
         } else if (auto problem = decoupled::schema_version_problem(obs.schema_version)) {
-            if (note_state(ControllerState::RefusingCatalog, obs))
+            state = ControllerState::RefusingCatalog;
+            if (note_state(state, obs))
                 ereport(WARNING,
                         (errmsg("pg_decoupled controller refuses the catalog: %s",
                                 problem->c_str()),
@@ -376,9 +378,9 @@ class Controller {
                          errhint("Run the pg_decoupled build that matches this catalog.")));
             known_version_ = 0;
             desired_.clear();
-            publish(ControllerState::RefusingCatalog, obs);
         } else {
-            note_state(ControllerState::Following, obs);
+            state = ControllerState::Following;
+            note_state(state, obs);
             if (obs.specs_read) {
                 desired_ = desired_specs(obs);
                 ereport(LOG, (errmsg("pg_decoupled controller follows catalog version " INT64_FORMAT
@@ -386,10 +388,13 @@ class Controller {
                                      obs.catalog_version, desired_.size())));
                 known_version_ = obs.catalog_version;
             }
-            publish(ControllerState::Following, obs);
         }
-        // Supervision runs every pass: exits are noticed between versions.
-        return std::min<int64>(supervise(desired_), decoupled::guc_poll_interval);
+        // Supervise before publishing: whoever waits for this version then
+        // finds decoupled.supervised up to date.  It runs every pass, so
+        // exits are noticed between versions.
+        int64 next_start = supervise(desired_);
+        publish(state, obs);
+        return std::min<int64>(next_start, decoupled::guc_poll_interval);
     }
 
   private:

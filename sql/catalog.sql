@@ -4,6 +4,22 @@
 \set SHOW_CONTEXT never
 CREATE EXTENSION pg_decoupled;
 
+-- Shared by the later test files: runs statements and reports SQLSTATE,
+-- message and detail instead of failing, with timestamps masked (T).
+CREATE FUNCTION regress_try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    detail text;
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
+                          || CASE WHEN detail <> '' THEN ' (' || detail || ')' ELSE '' END,
+                          '\d{10,}|(?<=incarnation )\d+', 'T', 'g');
+END
+$$;
+
 SELECT schema_version, catalog_version, decoupled.supported_schema_version() AS supported
   FROM decoupled.catalog;
 

@@ -1,21 +1,6 @@
 -- Collections (C2): registered tables captured on write and ticked into
 -- history, compare-and-append, AS OF reads, reads outside [since, upper).
 \set SHOW_CONTEXT never
--- Reports SQLSTATE and message, with timestamps masked.
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    detail text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
-    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
-                          || CASE WHEN detail <> '' THEN ' (' || detail || ')' ELSE '' END,
-                          '\d{10,}', 'T', 'g');
-END
-$$;
-
 -- A table with duplicate rows: collections are multisets.
 CREATE TABLE bids (auction int, amount numeric(8,2), bidder text);
 INSERT INTO bids VALUES (1, 10.00, 'ann'), (1, 10.00, 'ann'), (2, 5.50, 'bob');
@@ -99,12 +84,12 @@ SELECT decoupled.drop_cluster('trap_check');
 
 -- Reads outside [since, upper) are refused, each with its own SQLSTATE.
 SELECT :t0 - 1 AS before_since, :t3 + 1 AS at_upper \gset
-SELECT pg_temp.try(format('SET decoupled.as_of = %s; SELECT count(*) FROM bids', :before_since));
+SELECT regress_try(format('SET decoupled.as_of = %s; SELECT count(*) FROM bids', :before_since));
 RESET decoupled.as_of;
-SELECT pg_temp.try(format('SET decoupled.as_of = %s; SELECT count(*) FROM bids', :at_upper));
+SELECT regress_try(format('SET decoupled.as_of = %s; SELECT count(*) FROM bids', :at_upper));
 RESET decoupled.as_of;
-SELECT pg_temp.try($$SET decoupled.as_of = 'yesterday'$$);
-SELECT pg_temp.try($$SET decoupled.as_of = -5$$);
+SELECT regress_try($$SET decoupled.as_of = 'yesterday'$$);
+SELECT regress_try($$SET decoupled.as_of = -5$$);
 RESET decoupled.as_of;
 
 -- Two collections read in one statement see one time.
@@ -135,7 +120,7 @@ SELECT upper AS a0 FROM decoupled.frontiers WHERE name = 'auctions' \gset
 SELECT decoupled.append('auctions',
     format('[{"mz_timestamp": %s, "mz_diff": 2, "data": {"id": 9, "item": "kite"}}]', :a0)::jsonb,
     :a0, :a0 + 10) - :a0 AS advanced_by;
-SELECT case_name, pg_temp.try(s) AS outcome FROM (VALUES
+SELECT case_name, regress_try(s) AS outcome FROM (VALUES
     ('stale expected upper',
      format($$SELECT decoupled.append('auctions', '[]', %s, %s)$$, :a0, :a0 + 20)),
     ('empty interval',
@@ -171,7 +156,7 @@ RESET decoupled.as_of;
 
 -- A deployment without write authority cannot append.
 INSERT INTO decoupled.catalog_deployments (name, state) VALUES ('green', 'prewarming');
-SELECT pg_temp.try(format($$SELECT decoupled.append('auctions', '[]', %s, %s, deployment => 'green')$$, :a0 + 20, :a0 + 30));
+SELECT regress_try(format($$SELECT decoupled.append('auctions', '[]', %s, %s, deployment => 'green')$$, :a0 + 20, :a0 + 30));
 DELETE FROM decoupled.catalog_deployments WHERE name = 'green';
 
 -- Registration: bad input.
@@ -190,7 +175,7 @@ CREATE TABLE parent (x int);
 CREATE TABLE child () INHERITS (parent);
 CREATE ROLE decoupled_other_admin IN ROLE decoupled_admin;
 CREATE TABLE not_mine (x int);
-SELECT s AS statement, pg_temp.try(s) AS outcome FROM (VALUES
+SELECT s AS statement, regress_try(s) AS outcome FROM (VALUES
     ($$SELECT decoupled.register_table('bids')$$),
     ($$SELECT decoupled.register_table('other.bids')$$),
     ($$SELECT decoupled.register_table('scratch')$$),
@@ -225,7 +210,7 @@ SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT since AS c0, upper - 1 AS before_truncate FROM decoupled.frontiers WHERE name = 'cleared' \gset
 INSERT INTO cleared VALUES (6);
 BEGIN ISOLATION LEVEL REPEATABLE READ;
-SELECT pg_temp.try('TRUNCATE cleared');
+SELECT regress_try('TRUNCATE cleared');
 COMMIT;
 BEGIN;
 SET LOCAL decoupled.as_of = :c0;

@@ -2,19 +2,6 @@
 -- requirements and holds are separate records, validated on each
 -- transaction's final state at commit.
 \set SHOW_CONTEXT never
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    detail text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
-    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
-                          || CASE WHEN detail <> '' THEN ' (' || detail || ')' ELSE '' END,
-                          '\d{10,}|(?<=incarnation )\d+', 'T', 'g');
-END
-$$;
 -- Masks timestamps relative to :base so that outputs are stable.
 CREATE FUNCTION pg_temp.rel(t bigint, base bigint) RETURNS text LANGUAGE sql AS $$
     SELECT CASE WHEN t IS NULL THEN NULL WHEN t = base THEN 'base'
@@ -55,7 +42,7 @@ SELECT count(*) AS readable_at_hold FROM events;
 RESET decoupled.as_of;
 
 -- Admission: a hold below the bound is refused, early and at commit.
-SELECT pg_temp.try(format($$SELECT decoupled.acquire_hold('events', %s)$$, :base + 10));
+SELECT regress_try(format($$SELECT decoupled.acquire_hold('events', %s)$$, :base + 10));
 -- Rejections at COMMIT show their SQLSTATE here (their messages carry
 -- timestamps); the same checks run early with SET CONSTRAINTS ALL IMMEDIATE
 -- show the messages.
@@ -77,7 +64,7 @@ UPDATE decoupled.catalog_bounds SET bound = :base + 80;
 COMMIT;
 SELECT pg_temp.rel(compaction_bound, :base) AS bound FROM decoupled.frontiers;
 \set VERBOSITY default
-SELECT case_name, pg_temp.try(s || '; SET CONSTRAINTS ALL IMMEDIATE') AS outcome FROM (VALUES
+SELECT case_name, regress_try(s || '; SET CONSTRAINTS ALL IMMEDIATE') AS outcome FROM (VALUES
     ('hold below bound',
      format('INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier) '
             'SELECT adapter, deployment, incarnation, lifetime_id, %s FROM decoupled.catalog_holds LIMIT 1',
@@ -103,7 +90,7 @@ UPDATE decoupled.catalog_bounds b SET bound = :base + 75
   FROM decoupled.objects o WHERE o.lifetime_id = b.lifetime_id AND o.name = 'events';
 COMMIT;
 \set VERBOSITY default
-SELECT pg_temp.try(format('UPDATE decoupled.catalog_bounds b SET bound = %s FROM decoupled.objects o '
+SELECT regress_try(format('UPDATE decoupled.catalog_bounds b SET bound = %s FROM decoupled.objects o '
                           'WHERE o.lifetime_id = b.lifetime_id AND o.name = ''events''; '
                           'SET CONSTRAINTS ALL IMMEDIATE', :base + 75)) AS outcome;
 
@@ -127,7 +114,7 @@ SELECT decoupled.publish_bounds() AS advanced;
 SELECT pg_temp.rel(compaction_bound, :base) AS bound FROM decoupled.frontiers WHERE name = 'events';
 
 -- Holds: bad input.
-SELECT s AS statement, pg_temp.try(s) AS outcome FROM (VALUES
+SELECT s AS statement, regress_try(s) AS outcome FROM (VALUES
     ($$SELECT decoupled.acquire_hold('nowhere')$$),
     ($$SELECT decoupled.acquire_hold(NULL)$$),
     ($$SELECT decoupled.acquire_hold('events', -1)$$),
@@ -146,10 +133,10 @@ SELECT h.frontier = f.upper - 1 AS at_latest FROM decoupled.holds h
 CREATE ROLE decoupled_stranger;
 UPDATE decoupled.catalog_holds SET session_pid = 1 WHERE hold_id = :h3;
 SET ROLE decoupled_stranger;
-SELECT pg_temp.try(format('SELECT decoupled.release_hold(%s)', :h3));
-SELECT pg_temp.try($$SELECT decoupled.acquire_hold('events')$$);
+SELECT regress_try(format('SELECT decoupled.release_hold(%s)', :h3));
+SELECT regress_try($$SELECT decoupled.acquire_hold('events')$$);
 RESET ROLE;
-SELECT pg_temp.try(format('SELECT decoupled.release_hold(%s)', :h3));
+SELECT regress_try(format('SELECT decoupled.release_hold(%s)', :h3));
 
 -- An unprivileged reader reads, holds and reads as of, but only what it may
 -- SELECT.
@@ -188,6 +175,6 @@ DROP TABLE readers;
 SELECT count(*) AS requirements FROM decoupled.requirements;
 DROP TABLE events;
 SELECT count(*) AS holds FROM decoupled.catalog_holds;
-SELECT pg_temp.try($$SELECT decoupled.acquire_hold('events')$$);
+SELECT regress_try($$SELECT decoupled.acquire_hold('events')$$);
 SELECT decoupled.finalize_dropped() AS finalized;
 DROP ROLE decoupled_stranger;

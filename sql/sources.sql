@@ -1,20 +1,6 @@
 -- Sources and replicas (C5, C6): load generators maintained by the default
 -- cluster's replica, replica declarations, health, drop; every bad input.
 \set SHOW_CONTEXT never
-CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    detail text;
-BEGIN
-    EXECUTE sql;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
-    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
-                          || CASE WHEN detail <> '' THEN ' (' || detail || ')' ELSE '' END,
-                          '\d{10,}', 'T', 'g');
-END
-$$;
-
 -- A counter ticking every 20 ms, maintained by replica r1 of cluster default.
 SELECT decoupled.create_source('ticks', 'counter', options => '{"tick": "20ms"}') > 0 AS created;
 SELECT name, kind, cluster FROM decoupled.objects ORDER BY name;
@@ -47,7 +33,7 @@ SELECT decoupled.create_cluster('idle', replicas => 0);
 SELECT decoupled.create_source('sleepy', 'counter', cluster => 'idle') > 0 AS created;
 SELECT name, replica, status, hint FROM decoupled.source_statuses WHERE name = 'sleepy';
 -- Its upper does not move: waiting for it to pass its current upper times out.
-SELECT pg_temp.try(format($$SELECT decoupled.wait_for_upper('sleepy', %s, '300ms')$$, upper))
+SELECT regress_try(format($$SELECT decoupled.wait_for_upper('sleepy', %s, '300ms')$$, upper))
     AS outcome
   FROM decoupled.frontiers WHERE name = 'sleepy';
 
@@ -65,7 +51,7 @@ SELECT replica FROM decoupled.cluster_replicas WHERE cluster = 'hand';
 -- Bad input: SQLSTATE and message; nothing changes.
 SELECT decoupled.create_source('clash_bids', 'counter', cluster => 'idle') > 0 AS created;
 SELECT decoupled.catalog_version() AS v \gset
-SELECT case_name, pg_temp.try(s) AS outcome FROM (VALUES
+SELECT case_name, regress_try(s) AS outcome FROM (VALUES
     ('unknown generator', $$SELECT decoupled.create_source('x', 'tpch')$$),
     ('null generator', $$SELECT decoupled.create_source('x', NULL)$$),
     ('unknown cluster', $$SELECT decoupled.create_source('x', 'counter', cluster => 'nope')$$),
@@ -100,7 +86,7 @@ SELECT name, status, count(*) FROM decoupled.status_history
  WHERE status = 'dropped' AND (name LIKE 'market%' OR name = 'sleepy')
  GROUP BY name, status ORDER BY name;
 SELECT count(*) AS market_relations FROM pg_class WHERE relname LIKE 'market%';
-SELECT pg_temp.try($$SELECT count(*) FROM market_bids$$);
+SELECT regress_try($$SELECT count(*) FROM market_bids$$);
 SELECT decoupled.drop_cluster('idle');
 SELECT decoupled.drop_cluster('hand');
 SELECT decoupled.drop('ticks');

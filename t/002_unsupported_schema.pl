@@ -25,11 +25,13 @@ sub fingerprint {
 }
 
 $node->safe_psql('postgres', 'UPDATE decoupled.catalog_meta SET schema_version = 99');
-my $before = fingerprint();
 my $offset = -s $node->logfile;
 
 $node->restart;
 DecoupledTest::wait_controller_state($node, 'refusing catalog');
+# From here on nothing may write the refused catalog.  (Before the restart
+# the replica that ran under version 1 still wrote its heartbeats.)
+my $before = fingerprint();
 ok($node->log_contains(
         'refuses the catalog: catalog schema version 99 is newer than this build', $offset),
     'the controller logs why it refuses the catalog');

@@ -32,6 +32,10 @@ $node->safe_psql('postgres', 'CREATE EXTENSION pg_decoupled');
 DecoupledTest::wait_following($node);
 is(DecoupledTest::controller_pid($node), $controller, 'CREATE EXTENSION is followed in place');
 
+# Replicas first: a DROP EXTENSION racing their queries can deadlock.
+$node->safe_psql('postgres', "SELECT decoupled.alter_cluster('default', 0)");
+DecoupledTest::wait_for($node,
+    q{SELECT count(*) FROM decoupled.supervised WHERE kind = 'replica'}, '0');
 $node->safe_psql('postgres', 'DROP EXTENSION pg_decoupled');
 $node->poll_query_until('postgres',
     q{SELECT count(*) FROM pg_extension WHERE extname = 'pg_decoupled'}, '0');

@@ -85,7 +85,7 @@ sub counter_shape {
         SELECT set_config('decoupled.as_of', (f.upper - 1)::text, false) IS NULL
           FROM decoupled.frontiers f WHERE f.name = '$name';
         SELECT count(*) || '|' || max(n) || '|' ||
-               (SELECT (f.upper - 1 - f.since) / (o.definition->>'tick_ms')::bigint + 1
+               (SELECT (decoupled.as_of() - f.since) / (o.definition->>'tick_ms')::bigint + 1
                   FROM decoupled.frontiers f JOIN decoupled.catalog_objects o
                     ON o.name = f.name AND o.dropped_at IS NULL
                  WHERE f.name = '$name')
