@@ -221,8 +221,11 @@ void rewrite_query(Query* q) {
         rte->extraUpdatedCols = nullptr;
         rte->security_barrier = false;
     }
+    // Sub-selects anywhere else: targets, quals, CTEs, and range-table
+    // expressions (function arguments, VALUES).  Subquery entries were
+    // handled above.
     query_tree_walker(q, as_walker(rewrite_walker), nullptr,
-                      QTW_IGNORE_RANGE_TABLE);
+                      QTW_IGNORE_RT_SUBQUERIES | QTW_IGNORE_JOINALIASES);
 }
 
 bool references_relations(Query* q) {

@@ -56,6 +56,10 @@ SET decoupled.as_of = :t0;
 CREATE TEMP TABLE bids_at_t0 AS SELECT * FROM bids;
 RESET decoupled.as_of;
 SELECT count(*) AS copied_at_t0 FROM bids_at_t0;
+-- A sub-select inside a FROM function's arguments too.
+SET decoupled.as_of = :t0;
+SELECT count(*) AS unnested_at_t0 FROM unnest(ARRAY(SELECT auction FROM bids));
+RESET decoupled.as_of;
 
 -- The extension reads its catalog as a superuser: a caller's search_path
 -- must not slip in its own functions or operators.
