@@ -645,37 +645,32 @@ $$;
 CREATE EVENT TRIGGER decoupled_sql_drop ON sql_drop EXECUTE FUNCTION decoupled._on_sql_drop();
 
 -- A registered table's shape is fixed: its history is stored in that shape.
+-- And no table may inherit from one: writes to a child bypass its capture.
 CREATE FUNCTION decoupled._on_ddl_end() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    r record;
+    r        record;
+    v_parent regclass;
 BEGIN
     IF to_regclass('decoupled.catalog_objects') IS NULL THEN
         RETURN;
     END IF;
-    FOR r IN SELECT c.objid FROM pg_event_trigger_ddl_commands() c
-              WHERE c.command_tag = 'CREATE TABLE' AND c.classid = 'pg_class'::regclass
+    FOR r IN SELECT c.objid, c.command_tag FROM pg_event_trigger_ddl_commands() c
+              WHERE c.command_tag IN ('CREATE TABLE', 'ALTER TABLE')
+                AND c.classid = 'pg_class'::regclass
     LOOP
-        IF EXISTS (SELECT FROM pg_inherits i JOIN decoupled.catalog_objects o
-                     ON o.relation = i.inhparent AND o.kind = 'table' AND o.dropped_at IS NULL
-                    WHERE i.inhrelid = r.objid) THEN
-            RAISE EXCEPTION 'cannot inherit from registered table "%"',
-                            (SELECT i.inhparent::regclass FROM pg_inherits i
-                              WHERE i.inhrelid = r.objid LIMIT 1)
+        SELECT i.inhparent::regclass INTO v_parent
+          FROM pg_inherits i JOIN decoupled.catalog_objects o
+            ON o.relation = i.inhparent AND o.kind = 'table' AND o.dropped_at IS NULL
+         WHERE i.inhrelid = r.objid
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'cannot inherit from registered table "%"', v_parent
                 USING ERRCODE = 'feature_not_supported';
         END IF;
-    END LOOP;
-    FOR r IN SELECT c.objid FROM pg_event_trigger_ddl_commands() c
-              WHERE c.command_tag = 'ALTER TABLE' AND c.classid = 'pg_class'::regclass
-    LOOP
-        IF EXISTS (SELECT FROM pg_inherits i JOIN decoupled.catalog_objects o
-                     ON o.relation = i.inhparent AND o.kind = 'table' AND o.dropped_at IS NULL
-                    WHERE i.inhrelid = r.objid) THEN
-            RAISE EXCEPTION 'cannot inherit from a registered table'
-                USING ERRCODE = 'feature_not_supported';
-        END IF;
-        IF EXISTS (SELECT FROM decoupled.catalog_objects o
-                    WHERE o.relation = r.objid AND o.kind = 'table' AND o.dropped_at IS NULL) THEN
+        IF r.command_tag = 'ALTER TABLE' AND EXISTS (
+               SELECT FROM decoupled.catalog_objects o
+                WHERE o.relation = r.objid AND o.kind = 'table' AND o.dropped_at IS NULL) THEN
             RAISE EXCEPTION 'cannot alter registered table "%"', r.objid::regclass
                 USING ERRCODE = 'feature_not_supported',
                       HINT = 'Unregister it with decoupled.unregister_table() first.';

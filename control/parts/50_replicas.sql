@@ -6,27 +6,36 @@
 -- of the same replica registered, every call of the older one fails.
 ------------------------------------------------------------------------------
 
+-- Starts a change of one replica of an unmanaged cluster: checks the names,
+-- begins the catalog change and locks the cluster.
+CREATE FUNCTION decoupled._begin_replica_change(cluster_name text, replica_name text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_managed boolean;
+BEGIN
+    PERFORM decoupled._check_name('cluster', cluster_name);
+    PERFORM decoupled._check_name('replica', replica_name);
+    PERFORM decoupled._begin_catalog_change();
+    SELECT c.managed INTO v_managed FROM decoupled.catalog_clusters c
+     WHERE c.name = cluster_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cluster "%" does not exist', cluster_name
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF v_managed THEN
+        RAISE EXCEPTION 'cluster "%" is managed', cluster_name
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Change its replica count with decoupled.alter_cluster().';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION decoupled.create_replica(cluster text, name text, external boolean DEFAULT false)
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
-DECLARE
-    v_cluster decoupled.catalog_clusters;
 BEGIN
-    PERFORM decoupled._check_name('cluster', create_replica.cluster);
-    PERFORM decoupled._check_name('replica', create_replica.name);
-    PERFORM decoupled._begin_catalog_change();
-    SELECT * INTO v_cluster FROM decoupled.catalog_clusters c
-     WHERE c.name = create_replica.cluster FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cluster "%" does not exist', create_replica.cluster
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    IF v_cluster.managed THEN
-        RAISE EXCEPTION 'cluster "%" is managed', create_replica.cluster
-            USING ERRCODE = 'wrong_object_type',
-                  HINT = 'Change its replica count with decoupled.alter_cluster().';
-    END IF;
+    PERFORM decoupled._begin_replica_change(create_replica.cluster, create_replica.name);
     IF EXISTS (SELECT FROM decoupled.catalog_replicas r
                 WHERE r.cluster = create_replica.cluster AND r.name = create_replica.name) THEN
         RAISE EXCEPTION 'replica "%" already exists in cluster "%"',
@@ -44,23 +53,9 @@ CREATE FUNCTION decoupled.drop_replica(cluster text, name text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
-    v_cluster decoupled.catalog_clusters;
-    v_before  bigint;
+    v_before bigint;
 BEGIN
-    PERFORM decoupled._check_name('cluster', drop_replica.cluster);
-    PERFORM decoupled._check_name('replica', drop_replica.name);
-    PERFORM decoupled._begin_catalog_change();
-    SELECT * INTO v_cluster FROM decoupled.catalog_clusters c
-     WHERE c.name = drop_replica.cluster FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cluster "%" does not exist', drop_replica.cluster
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    IF v_cluster.managed THEN
-        RAISE EXCEPTION 'cluster "%" is managed', drop_replica.cluster
-            USING ERRCODE = 'wrong_object_type',
-                  HINT = 'Change its replica count with decoupled.alter_cluster().';
-    END IF;
+    PERFORM decoupled._begin_replica_change(drop_replica.cluster, drop_replica.name);
     SELECT count(*) INTO v_before FROM decoupled.catalog_replicas r
      WHERE r.cluster = drop_replica.cluster;
     DELETE FROM decoupled.catalog_replicas r
