@@ -14,6 +14,7 @@ int guc_max_workers = 64;
 char* guc_adapter = nullptr;
 char* guc_replica_conninfo = nullptr;
 int guc_status_history_retention = 7 * 24 * 3600;
+int guc_table_tick_interval = 1000;
 
 void define_gucs() {
     DefineCustomStringVariable(
@@ -51,6 +52,13 @@ void define_gucs() {
         "The controller deletes older rows of decoupled.status_history about once a minute.",
         &guc_status_history_retention, 7 * 24 * 3600, 60, INT_MAX, PGC_SIGHUP, GUC_UNIT_S,
         nullptr, nullptr, nullptr);
+
+    DefineCustomIntVariable(
+        "decoupled.table_tick_interval", "How often the controller ticks registered tables.",
+        "Captured writes become history at the next tick. 0 turns the controller's ticks off "
+        "(decoupled.tick_tables() still works).",
+        &guc_table_tick_interval, 1000, 0, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+        nullptr);
 
     MarkGUCPrefixReserved("decoupled");
 }

@@ -13,6 +13,7 @@ extern int guc_max_workers;     // decoupled.max_workers: supervised process slo
 extern char* guc_adapter;       // decoupled.adapter: the adapter a session attaches to
 extern char* guc_replica_conninfo;  // decoupled.replica_conninfo: how workers connect
 extern int guc_status_history_retention;  // decoupled.status_history_retention, seconds
+extern int guc_table_tick_interval;       // decoupled.table_tick_interval, ms (0: off)
 
 void define_gucs();
 
