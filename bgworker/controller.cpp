@@ -144,17 +144,15 @@ void read_catalog(Observation* obs, int64 known_version, bool prune_history, Mem
     pgstat_report_activity(STATE_IDLE, nullptr);
 }
 
-// Moves captured writes of every registered table into history (brief C5.2:
-// table-fed work never waits for an adapter).  Its own transaction, so a
-// failing tick never fails the catalog pass.
-void tick_tables() {
+// Runs one maintenance statement in a transaction of its own, so that its
+// failure never fails the catalog pass.  Runs inside pg_call.
+void run_maintenance(const char* sql) {
     SetCurrentStatementStartTimestamp();
     StartTransactionCommand();
     PushActiveSnapshot(GetTransactionSnapshot());
-    pgstat_report_activity(STATE_RUNNING, "pg_decoupled controller: ticking tables");
+    pgstat_report_activity(STATE_RUNNING, sql);
     SPI_connect();
-    if (SPI_execute("SELECT decoupled.tick_tables()", false, 1) != SPI_OK_SELECT)
-        elog(ERROR, "could not tick tables");
+    if (SPI_execute(sql, false, 1) != SPI_OK_SELECT) elog(ERROR, "could not run %s", sql);
     SPI_finish();
     PopActiveSnapshot();
     CommitTransactionCommand();
@@ -413,25 +411,33 @@ class Controller {
         int64 next_start = supervise(desired_);
         publish(state, obs);
         int64 next_tick = decoupled::guc_poll_interval;
-        if (state == ControllerState::Following && decoupled::guc_table_tick_interval > 0)
-            next_tick = tick_if_due();
-        return std::min<int64>({next_start, next_tick, (int64)decoupled::guc_poll_interval});
+        int64 next_round = decoupled::guc_poll_interval;
+        if (state == ControllerState::Following) {
+            // Registered tables: table-fed work never waits for an adapter
+            // (C5.2), and their compaction continues without one (C5.5).
+            next_tick = maintain_if_due(decoupled::guc_table_tick_interval, &last_tick_,
+                                        "SELECT decoupled.tick_tables()");
+            next_round = maintain_if_due(decoupled::guc_bound_publication_interval, &last_round_,
+                                         "SELECT decoupled._maintain_tables()");
+        }
+        return std::min<int64>({next_start, next_tick, next_round,
+                                (int64)decoupled::guc_poll_interval});
     }
 
   private:
-    // Ticks the registered tables when the interval has passed; returns the
-    // ms until the next tick.
-    int64 tick_if_due() {
+    // Runs `sql` when `interval` ms (0: never) passed since `*last`;
+    // returns the ms until it is due again.
+    int64 maintain_if_due(int interval, int64* last, const char* sql) {
+        if (interval <= 0) return decoupled::guc_poll_interval;
         int64 now = now_ms();
-        int64 interval = decoupled::guc_table_tick_interval;
-        if (now - last_tick_ < interval) return last_tick_ + interval - now;
-        last_tick_ = now;
+        if (now - *last < interval) return *last + interval - now;
+        *last = now;
         try {
-            decoupled::pg_call([] { tick_tables(); });
+            decoupled::pg_call([sql] { run_maintenance(sql); });
         } catch (const decoupled::PgError& e) {
             AbortCurrentTransaction();
             pgstat_report_activity(STATE_IDLE, nullptr);
-            ereport(LOG, (errmsg("pg_decoupled controller could not tick tables: %s", e.what())));
+            ereport(LOG, (errmsg("pg_decoupled controller: %s failed: %s", sql, e.what())));
             FreeErrorData(e.data());
         }
         return interval;
@@ -484,6 +490,7 @@ class Controller {
     std::vector<LaunchSpec> desired_;
     int64 last_prune_ = 0;
     int64 last_tick_ = 0;
+    int64 last_round_ = 0;
     static constexpr int64 kPruneEveryMs = 60'000;
     ControllerState last_state_ = ControllerState::NotRunning;
     int64 known_version_ = 0;

@@ -59,6 +59,8 @@ struct ReplicaEngine::Impl {
     int64_t catalog_version = -1;
     bool writes_enabled = true;
     int64_t last_heartbeat = 0;
+    int64_t publication_ms = 0;  // decoupled.bound_publication_interval; 0: off
+    int64_t last_compaction = 0;
     std::map<int64_t, Source> sources;
 
     void start() {
@@ -175,8 +177,19 @@ struct ReplicaEngine::Impl {
         if (now - last_heartbeat >= kHeartbeatMs) {
             pqxx::work tx(conn);
             tx.exec_params("SELECT decoupled.replica_heartbeat($1)", incarnation);
+            publication_ms = tx.exec("SELECT setting::bigint FROM pg_settings "
+                                     "WHERE name = 'decoupled.bound_publication_interval'")[0][0]
+                                 .as<int64_t>();
             tx.commit();
             last_heartbeat = now;
+        }
+        // Compaction by replicas: publish and apply bounds for what runs on
+        // this cluster; it needs no adapter (C3.5, C5.5).
+        if (writes_enabled && publication_ms > 0 && now - last_compaction >= publication_ms) {
+            pqxx::work tx(conn);
+            tx.exec_params("SELECT decoupled.replica_compact($1)", incarnation);
+            tx.commit();
+            last_compaction = now;
         }
         int64_t wake = now + poll_ms;
         for (auto it = sources.begin(); it != sources.end();) {

@@ -15,6 +15,7 @@ char* guc_adapter = nullptr;
 char* guc_replica_conninfo = nullptr;
 int guc_status_history_retention = 7 * 24 * 3600;
 int guc_table_tick_interval = 1000;
+int guc_bound_publication_interval = 1000;
 
 void define_gucs() {
     DefineCustomStringVariable(
@@ -59,6 +60,15 @@ void define_gucs() {
         "(decoupled.tick_tables() still works).",
         &guc_table_tick_interval, 1000, 0, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
         nullptr);
+
+    DefineCustomIntVariable(
+        "decoupled.bound_publication_interval",
+        "How often compaction bounds are published and applied.",
+        "Replicas do it for what runs on their cluster, the controller for registered tables. "
+        "0 turns these rounds off (decoupled.publish_bounds() and apply_compaction() still "
+        "work).",
+        &guc_bound_publication_interval, 1000, 0, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
+        nullptr, nullptr);
 
     MarkGUCPrefixReserved("decoupled");
 }

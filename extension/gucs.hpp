@@ -14,6 +14,7 @@ extern char* guc_adapter;       // decoupled.adapter: the adapter a session atta
 extern char* guc_replica_conninfo;  // decoupled.replica_conninfo: how workers connect
 extern int guc_status_history_retention;  // decoupled.status_history_retention, seconds
 extern int guc_table_tick_interval;       // decoupled.table_tick_interval, ms (0: off)
+extern int guc_bound_publication_interval;  // decoupled.bound_publication_interval, ms (0: off)
 
 void define_gucs();
 

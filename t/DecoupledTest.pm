@@ -19,7 +19,8 @@ sub new_node {
       . "max_worker_processes = 32\n"
       . "lc_messages = 'C'\n"
       # Tests that want the controller's table ticks turn them on.
-      . "decoupled.table_tick_interval = 0\n";
+      . "decoupled.table_tick_interval = 0\n"
+      . "decoupled.bound_publication_interval = 0\n";
     $conf .= "$_ = $extra{$_}\n" for sort keys %extra;
     $node->append_conf('postgresql.conf', $conf);
     return $node;

@@ -32,26 +32,19 @@ CREATE CONSTRAINT TRIGGER requirement_permission
 CREATE CONSTRAINT TRIGGER hold_permission AFTER INSERT OR UPDATE ON decoupled.catalog_holds
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION decoupled._permission_trigger();
 
--- One publication round (C3.5): for every collection queued since the last
--- round, propose upper - retain_history capped by requirements and holds,
--- and commit the bounds that moved.  Work follows the queue, not the
--- catalog's size.  Returns the number of bounds advanced.
-CREATE FUNCTION decoupled.publish_bounds() RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- One publication round (C3.5) over `ids`: propose upper - retain_history
+-- capped by requirements and holds, and commit the bounds that moved.
+-- Returns the number of bounds advanced.
+CREATE FUNCTION decoupled._publish_bounds(ids bigint[]) RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_ids   bigint[];
     v_count integer;
 BEGIN
-    -- Drain the queue into an array first: the planner then sees how few
-    -- collections changed and probes the catalog by key instead of joining
-    -- all of it.
-    WITH drained AS (DELETE FROM decoupled.catalog_bound_queue RETURNING lifetime_id)
-    SELECT array_agg(lifetime_id) INTO v_ids FROM drained;
-    IF v_ids IS NULL THEN
+    IF ids IS NULL THEN
         RETURN 0;
     END IF;
     -- One lock order for everyone who locks several bound rows.
-    PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = ANY (v_ids)
+    PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = ANY (ids)
      ORDER BY b.lifetime_id FOR UPDATE;
     WITH proposal AS (
         SELECT b.lifetime_id,
@@ -64,7 +57,7 @@ BEGIN
           FROM decoupled.catalog_bounds b
           JOIN decoupled.catalog_frontiers f USING (lifetime_id)
           JOIN decoupled.catalog_objects o USING (lifetime_id)
-         WHERE b.lifetime_id = ANY (v_ids) AND o.dropped_at IS NULL)
+         WHERE b.lifetime_id = ANY (ids) AND o.dropped_at IS NULL)
     UPDATE decoupled.catalog_bounds b SET bound = p.bound, changed_at = now()
       FROM proposal p
      WHERE b.lifetime_id = p.lifetime_id AND p.bound > b.bound;
@@ -72,15 +65,37 @@ BEGIN
     RETURN v_count;
 END
 $$;
+
+-- Drains the publication queue into an array — of every collection, or of
+-- those placed on `cluster` (NULL: registered tables) — so that the
+-- planner sees how few changed and probes the catalog by key.
+CREATE FUNCTION decoupled._drain_bound_queue(every boolean, cluster text) RETURNS bigint[]
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    WITH drained AS (
+        DELETE FROM decoupled.catalog_bound_queue q
+         WHERE every OR EXISTS (SELECT FROM decoupled.catalog_objects o
+                                 WHERE o.lifetime_id = q.lifetime_id
+                                   AND o.cluster IS NOT DISTINCT FROM _drain_bound_queue.cluster)
+        RETURNING q.lifetime_id)
+    SELECT array_agg(lifetime_id) FROM drained
+$$;
+
+-- Work follows the queue of collections that changed since the last round,
+-- not the catalog's size.
+CREATE FUNCTION decoupled.publish_bounds() RETURNS integer
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT decoupled._publish_bounds(decoupled._drain_bound_queue(true, NULL))
+$$;
 COMMENT ON FUNCTION decoupled.publish_bounds() IS
     'One compaction-bound publication round over the collections that changed since the last one.';
 
--- Physically compact every collection to its committed bound (C2.4, C3.6):
--- since moves up to the bound, never past upper, never back, and only
--- history invisible at every time >= since is deleted.  Idempotent; late
--- or concurrent runs are harmless.  Returns how many collections moved.
-CREATE FUNCTION decoupled.apply_compaction() RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- Physically compact collections to their committed bound (C2.4, C3.6) —
+-- every one, or those placed on `cluster` (NULL: registered tables): since
+-- moves up to the bound, never past upper, never back, and only history
+-- invisible at every time >= since is deleted.  Idempotent; late or
+-- concurrent runs are harmless.  Returns how many collections moved.
+CREATE FUNCTION decoupled._apply_compaction(every boolean, cluster text) RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     r       record;
     v_since bigint;
@@ -91,6 +106,7 @@ BEGIN
                JOIN decoupled.catalog_bounds b USING (lifetime_id)
                JOIN decoupled.catalog_objects o USING (lifetime_id)
               WHERE o.dropped_at IS NULL AND f.since < least(b.bound, f.upper)
+                AND (every OR o.cluster IS NOT DISTINCT FROM _apply_compaction.cluster)
               ORDER BY f.lifetime_id
                 FOR UPDATE OF f
     LOOP
@@ -105,8 +121,24 @@ BEGIN
     RETURN v_count;
 END
 $$;
+
+CREATE FUNCTION decoupled.apply_compaction() RETURNS integer
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT decoupled._apply_compaction(true, NULL)
+$$;
 COMMENT ON FUNCTION decoupled.apply_compaction() IS
     'Compact every collection''s history up to its committed bound.';
+
+-- The controller's round for what no replica maintains: registered tables
+-- (bounds and compaction) and the storage of dropped collections.
+CREATE FUNCTION decoupled._maintain_tables() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, NULL));
+    PERFORM decoupled.finalize_dropped();
+    RETURN decoupled._apply_compaction(false, NULL);
+END
+$$;
 
 ------------------------------------------------------------------------------
 -- Holds (C4, durable part)

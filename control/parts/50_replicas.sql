@@ -494,6 +494,25 @@ BEGIN
 END
 $$;
 
+-- Compaction by replicas (C3.5, C5.5): publish bounds for what runs on the
+-- replica's cluster and apply the committed ones.  Every replica of a
+-- cluster may run it; the row locks order them and neither since nor a
+-- bound ever moves back.  Returns how many collections were compacted.
+CREATE FUNCTION decoupled.replica_compact(incarnation bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    i         decoupled.catalog_replica_incarnations;
+    v_cluster text;
+BEGIN
+    i := decoupled._live_incarnation(replica_compact.incarnation);
+    SELECT r.cluster INTO v_cluster FROM decoupled.catalog_replicas r
+     WHERE r.replica_id = i.replica_id;
+    PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, v_cluster));
+    RETURN decoupled._apply_compaction(false, v_cluster);
+END
+$$;
+
 -- History older than the retention goes (C6.3).
 CREATE FUNCTION decoupled.prune_status_history(retention interval DEFAULT '7 days')
 RETURNS bigint

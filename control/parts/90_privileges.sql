@@ -54,7 +54,8 @@ GRANT EXECUTE ON FUNCTION
     decoupled.replica_start(bigint, text, integer, text), decoupled.replica_stop(bigint),
     decoupled.replica_heartbeat(bigint, text, text), decoupled.replica_desired_state(bigint),
     decoupled.replica_append(bigint, bigint, jsonb, bigint, bigint),
-    decoupled.replica_report(bigint, bigint, text, text, text, boolean)
+    decoupled.replica_report(bigint, bigint, text, text, text, boolean),
+    decoupled.replica_compact(bigint)
 TO decoupled_admin;
 
 -- Wake the controller once the extension's creation commits.
