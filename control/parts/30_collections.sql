@@ -289,6 +289,40 @@ BEGIN
 END
 $$;
 
+-- The one compare-and-append core (C2.1), for every writer: the frontier
+-- row lock orders racing writers; unless the upper is still expected_upper
+-- nothing is appended and the actual upper is returned.  The collection
+-- must be live.
+CREATE FUNCTION decoupled._compare_and_append(lifetime_id bigint, updates jsonb,
+                                              expected_upper bigint, new_upper bigint,
+                                              OUT appended boolean, OUT upper bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    SELECT f.upper INTO upper
+      FROM decoupled.catalog_frontiers f
+      JOIN decoupled.catalog_objects o USING (lifetime_id)
+     WHERE f.lifetime_id = _compare_and_append.lifetime_id AND o.dropped_at IS NULL
+       FOR UPDATE OF f;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'collection % was dropped', _compare_and_append.lifetime_id
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    appended := upper = expected_upper;
+    IF NOT appended THEN
+        RETURN;
+    END IF;
+    IF new_upper <= expected_upper THEN
+        RAISE EXCEPTION 'new upper must be beyond the expected upper'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Expected upper %s, new upper %s.', expected_upper, new_upper);
+    END IF;
+    PERFORM decoupled._stage_json(_compare_and_append.lifetime_id, updates);
+    PERFORM decoupled._append_staged(_compare_and_append.lifetime_id, expected_upper, new_upper);
+    upper := new_upper;
+END
+$$;
+
 CREATE FUNCTION decoupled.append(collection text, updates jsonb, expected_upper bigint,
                                  new_upper bigint, deployment text DEFAULT NULL,
                                  incarnation bigint DEFAULT NULL) RETURNS bigint
@@ -298,8 +332,8 @@ SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
 AS $$
 DECLARE
-    o       decoupled.catalog_objects;
-    v_upper bigint;
+    o        decoupled.catalog_objects;
+    v_result record;
 BEGIN
     o := decoupled._collection(collection);
     IF o.kind = 'sink' THEN
@@ -320,20 +354,15 @@ BEGIN
     END IF;
     PERFORM decoupled._assert_write_authority(deployment, incarnation);
 
-    -- Compare-and-append: the frontier row lock orders racing writers; the
-    -- loser sees the winner's upper and fails, changing nothing.
-    SELECT f.upper INTO v_upper FROM decoupled.catalog_frontiers f
-     WHERE f.lifetime_id = o.lifetime_id FOR UPDATE;
-    IF v_upper <> expected_upper THEN
+    SELECT * INTO v_result
+      FROM decoupled._compare_and_append(o.lifetime_id, updates, expected_upper, new_upper);
+    IF NOT v_result.appended THEN
         RAISE EXCEPTION 'append to % "%" lost the race for its interval', o.kind, o.name
             USING ERRCODE = 'serialization_failure',
                   DETAIL = format('Expected upper %s, but the actual upper is %s; nothing was '
-                                  'appended.', expected_upper, v_upper),
+                                  'appended.', expected_upper, v_result.upper),
                   HINT = 'Read the upper again and append what is still missing from there.';
     END IF;
-
-    PERFORM decoupled._stage_json(o.lifetime_id, updates);
-    PERFORM decoupled._append_staged(o.lifetime_id, expected_upper, new_upper);
     RETURN new_upper;
 END
 $$;

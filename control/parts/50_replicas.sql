@@ -425,30 +425,12 @@ SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
 AS $$
 #variable_conflict use_column
 DECLARE
-    i       decoupled.catalog_replica_incarnations;
-    v_upper bigint;
+    i decoupled.catalog_replica_incarnations;
 BEGIN
     i := decoupled._live_incarnation(replica_append.incarnation);
     PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
-    SELECT f.upper INTO v_upper
-      FROM decoupled.catalog_frontiers f
-      JOIN decoupled.catalog_objects o USING (lifetime_id)
-     WHERE f.lifetime_id = replica_append.lifetime_id AND o.dropped_at IS NULL
-       FOR UPDATE OF f;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'collection % was dropped', replica_append.lifetime_id
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    IF v_upper <> expected_upper THEN
-        RETURN v_upper;
-    END IF;
-    IF new_upper <= expected_upper THEN
-        RAISE EXCEPTION 'new upper must be beyond the expected upper'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    PERFORM decoupled._stage_json(replica_append.lifetime_id, updates);
-    PERFORM decoupled._append_staged(replica_append.lifetime_id, expected_upper, new_upper);
-    RETURN new_upper;
+    RETURN (SELECT c.upper FROM decoupled._compare_and_append(
+                replica_append.lifetime_id, updates, expected_upper, new_upper) c);
 END
 $$;
 
