@@ -47,6 +47,7 @@ OBJS = \
 	extension/permission.o \
 	extension/read_rewrite.o \
 	extension/wait_functions.o \
+	extension/written_plan.o \
 	bgworker/controller.o \
 	bgworker/replica_engine.o \
 	bgworker/replica_worker.o
@@ -57,7 +58,7 @@ DATA_built = control/pg_decoupled--1.0.sql
 EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
-REGRESS = catalog ddl privileges collections permission sources
+REGRESS = catalog ddl privileges collections permission sources materialized_views sinks
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader
 
 PG_CONFIG ?= pg_config

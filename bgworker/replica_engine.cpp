@@ -34,6 +34,18 @@ struct Source {
     std::string reported;  // the status last reported
 };
 
+// A materialized view or sink: stepped by a server function that computes
+// (or copies) what its input frontier allows and appends it with
+// compare-and-append on its own upper.
+struct Maintained {
+    int64_t id = 0;
+    std::string name;
+    std::string kind;
+    int64_t upper = 0;
+    std::string reported;  // the status last reported
+    bool hydrated = false;
+};
+
 bool is_fencing(const pqxx::sql_error& e) {
     return e.sqlstate() == "55000" &&
            std::string(e.what()).find("is not current") != std::string::npos;
@@ -62,6 +74,7 @@ struct ReplicaEngine::Impl {
     int64_t publication_ms = 0;  // decoupled.bound_publication_interval; 0: off
     int64_t last_compaction = 0;
     std::map<int64_t, Source> sources;
+    std::map<int64_t, Maintained> maintained;  // ordered: inputs before readers
 
     void start() {
         pqxx::work tx(conn);
@@ -86,9 +99,12 @@ struct ReplicaEngine::Impl {
     // Loads the desired state in one snapshot and reconciles: sources that
     // are new are installed from their durable uppers, gone ones removed.
     void reconcile() {
-        pqxx::work tx(conn);
+        // One snapshot for everything the replica runs.
+        pqxx::transaction<pqxx::isolation_level::repeatable_read> tx(conn);
         auto rows = tx.exec_params("SELECT * FROM decoupled.replica_desired_state($1)", incarnation);
+        auto views = tx.exec_params("SELECT * FROM decoupled.replica_maintained($1)", incarnation);
         tx.commit();
+        reconcile_maintained(views);
         std::map<int64_t, Source> desired;
         for (const auto& row : rows) {
             catalog_version = row["catalog_version"].as<int64_t>();
@@ -122,6 +138,56 @@ struct ReplicaEngine::Impl {
             if (!s.gen) throw std::runtime_error("unknown generator \"" + s.generator + "\"");
         }
         sources = std::move(desired);
+    }
+
+    void reconcile_maintained(const pqxx::result& rows) {
+        std::map<int64_t, Maintained> desired;
+        for (const auto& row : rows) {
+            Maintained m;
+            m.id = row["lifetime_id"].as<int64_t>();
+            m.name = row["name"].as<std::string>();
+            m.kind = row["kind"].as<std::string>();
+            m.upper = row["upper"].as<int64_t>();
+            auto existing = maintained.find(m.id);
+            if (existing != maintained.end()) {
+                m.reported = existing->second.reported;
+                m.hydrated = existing->second.hydrated;
+                m.upper = std::max(m.upper, existing->second.upper);
+            } else {
+                host.log("pg_decoupled replica installs " + m.kind + " \"" + m.name + "\"");
+            }
+            desired.emplace(m.id, std::move(m));
+        }
+        maintained = std::move(desired);
+    }
+
+    void report(Maintained& m, const std::string& status, const std::string& error,
+                bool hydrated) {
+        if (m.reported == status && m.hydrated == hydrated && error.empty()) return;
+        pqxx::work tx(conn);
+        tx.exec_params("SELECT decoupled.replica_report($1, $2, $3, $4, NULL, $5)", incarnation, m.id,
+                       status, error.empty() ? nullptr : error.c_str(), hydrated);
+        tx.commit();
+        m.reported = status;
+        m.hydrated = hydrated;
+    }
+
+    // One step of a view or sink; returns whether it caught up with its
+    // inputs.  A sibling that got there first is no error: continue from
+    // the upper it wrote.
+    bool step_maintained(Maintained& m) {
+        if (m.reported.empty()) report(m, "starting", "", false);
+        if (!writes_enabled) return true;
+        const char* sql = m.kind == "sink"
+                              ? "SELECT upper, caught_up FROM decoupled.replica_sink($1, $2, $3)"
+                              : "SELECT upper, caught_up FROM decoupled.replica_maintain($1, $2, $3)";
+        pqxx::work tx(conn);
+        auto row = tx.exec_params(sql, incarnation, m.id, m.upper)[0];
+        tx.commit();
+        m.upper = row[0].as<int64_t>();
+        bool caught_up = row[1].as<bool>();
+        if (caught_up || m.reported != "running") report(m, "running", "", caught_up || m.hydrated);
+        return caught_up;
     }
 
     void report(Source& s, const std::string& status, const std::string& error, bool hydrated) {
@@ -206,6 +272,27 @@ struct ReplicaEngine::Impl {
                 host.log("pg_decoupled replica: source \"" + s.name + "\" stalled: " + e.what());
                 try {
                     report(s, "stalled", e.what(), false);
+                } catch (const pqxx::sql_error& r) {
+                    if (is_fencing(r)) throw Fenced(r.what());
+                }
+                ++it;
+            }
+        }
+        for (auto it = maintained.begin(); it != maintained.end();) {
+            Maintained& m = it->second;
+            try {
+                if (!step_maintained(m)) wake = now;  // more to do: go on at once
+                ++it;
+            } catch (const pqxx::sql_error& e) {
+                if (is_fencing(e)) throw Fenced(e.what());
+                if (e.sqlstate() == "42704") {  // dropped meanwhile
+                    it = maintained.erase(it);
+                    continue;
+                }
+                host.log("pg_decoupled replica: " + m.kind + " \"" + m.name + "\" stalled: " +
+                         e.what());
+                try {
+                    report(m, "stalled", e.what(), false);
                 } catch (const pqxx::sql_error& r) {
                     if (is_fencing(r)) throw Fenced(r.what());
                 }

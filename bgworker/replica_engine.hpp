@@ -2,8 +2,11 @@
 // through the extension's SQL functions over libpq (brief C5.7).
 //
 // It registers a new incarnation, follows the catalog version, reconciles
-// the sources placed on its cluster (install, remove), appends their due
-// ticks with compare-and-append and reports health.  Every call carries the
+// the sources, materialized views and sinks placed on its cluster (install,
+// remove), appends the sources' due ticks with compare-and-append, steps
+// each view and sink through its server function (which computes and
+// appends what the inputs' frontiers allow, again compare-and-append), and
+// reports health.  Every call carries the
 // incarnation; once a newer incarnation exists the server refuses it and
 // the engine throws Fenced.  It keeps no state the catalog and the durable
 // uppers cannot rebuild, so any restart resumes without gap or duplicate.

@@ -35,7 +35,12 @@ bool callback_registered = false;
 
 void notify_on_commit(XactEvent event, void*) {
     if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT) {
-        if (notify_pending) ConditionVariableBroadcast(&decoupled::shared_state()->upper_cv);
+        if (notify_pending) {
+            ConditionVariableBroadcast(&decoupled::shared_state()->upper_cv);
+            // Replicas maintaining views and sinks react to new input
+            // frontiers at once instead of at their next poll.
+            decoupled::wake_workers();
+        }
         notify_pending = false;
     } else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
                event == XACT_EVENT_PREPARE) {

@@ -107,6 +107,8 @@ BEGIN
     EXECUTE format('CREATE TABLE %s (mz_rowid bigint PRIMARY KEY, mz_ts bigint NOT NULL, '
                    'mz_hash integer NOT NULL, %s)', decoupled._storage(id, 'cur'), defs);
     EXECUTE format('CREATE INDEX ON %s (mz_hash)', decoupled._storage(id, 'cur'));
+    -- Maintained views and sinks find the times at which a collection changed.
+    EXECUTE format('CREATE INDEX ON %s (mz_ts)', decoupled._storage(id, 'cur'));
     EXECUTE format('CREATE TABLE %s (mz_rowid bigint PRIMARY KEY, valid_from bigint NOT NULL, '
                    'valid_to bigint NOT NULL, %s, CHECK (valid_from < valid_to))',
                    decoupled._storage(id, 'dead'), defs);
@@ -534,8 +536,10 @@ $$;
 COMMENT ON FUNCTION decoupled.register_table(regclass, interval) IS
     'Turn a table into a collection: its writes are captured and ticked into history.';
 
--- Marks a collection dropped in the committing transaction, releasing
--- exactly its holds and requirements; storage goes later (finalization).
+-- Marks a collection (or sink) dropped in the committing transaction,
+-- releasing exactly its holds and requirements — the ones it held on its
+-- inputs too, whose bounds may then move; storage goes later
+-- (finalization).
 CREATE FUNCTION decoupled._drop_collection(lifetime_id bigint, catalog_version bigint)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -550,9 +554,86 @@ BEGIN
                                  (SELECT f.upper FROM decoupled.catalog_frontiers f
                                    WHERE f.lifetime_id = id));
     DELETE FROM decoupled.catalog_holds h WHERE h.lifetime_id = id;
-    DELETE FROM decoupled.catalog_requirements q WHERE q.lifetime_id = id OR q.required_by = id;
+    WITH released AS (
+        DELETE FROM decoupled.catalog_requirements q
+         WHERE q.lifetime_id = id OR q.required_by = id
+        RETURNING q.lifetime_id)
+    INSERT INTO decoupled.catalog_bound_queue
+    SELECT DISTINCT r.lifetime_id FROM released r WHERE r.lifetime_id <> id
+    ON CONFLICT DO NOTHING;
     DELETE FROM decoupled.catalog_bound_queue q WHERE q.lifetime_id = id;
     INSERT INTO decoupled.status_events (lifetime_id, status) VALUES (id, 'dropped');
+END
+$$;
+
+-- Every live object that requires one of `ids`, directly or through
+-- others (views over views), not counting `ids` themselves.
+CREATE FUNCTION decoupled._dependents(ids bigint[]) RETURNS bigint[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE deps(id) AS (
+        SELECT unnest(ids)
+        UNION
+        SELECT q.required_by FROM decoupled.catalog_requirements q JOIN deps ON q.lifetime_id = deps.id)
+    SELECT coalesce(array_agg(d.id ORDER BY d.id), '{}')
+      FROM deps d JOIN decoupled.catalog_objects o ON o.lifetime_id = d.id
+     WHERE o.dropped_at IS NULL AND d.id <> ALL (ids)
+$$;
+
+CREATE FUNCTION decoupled._refuse_dependents(what text, ids bigint[]) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_list text;
+BEGIN
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id) INTO v_list
+      FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (decoupled._dependents(ids));
+    IF v_list IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot drop % because other objects depend on it', what
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = 'Depending on it: ' || v_list || '.',
+                  HINT = 'Use decoupled.drop(name, cascade => true) to drop them too.';
+    END IF;
+END
+$$;
+
+-- Drops one object in the committing transaction: its catalog rows, then
+-- what can go at once without waiting for a reader (capture triggers, the
+-- written plan, the public view); finalization removes the rest.
+CREATE FUNCTION decoupled._drop_object(o decoupled.catalog_objects, catalog_version bigint)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- Unregistered first: the event trigger refuses to drop capture
+    -- triggers of a registered table.
+    PERFORM decoupled._drop_collection(o.lifetime_id, catalog_version);
+    IF o.kind = 'table' AND EXISTS (SELECT FROM pg_class c WHERE c.oid = o.relation) THEN
+        EXECUTE format('DROP TRIGGER decoupled_capture_insert ON %1$s; '
+                       'DROP TRIGGER decoupled_capture_update ON %1$s; '
+                       'DROP TRIGGER decoupled_capture_delete ON %1$s; '
+                       'DROP TRIGGER decoupled_capture_truncate ON %1$s', o.relation::regclass);
+    END IF;
+    IF o.kind = 'materialized view' THEN
+        PERFORM decoupled._drop_quietly('VIEW', decoupled._storage(o.lifetime_id, 'plan'));
+    END IF;
+    PERFORM decoupled._drop_public_view(o);
+END
+$$;
+
+-- DROP <kind> IF EXISTS <name>, unless a reader holds it or a view still
+-- depends on it: then finalization retries (a drop never waits).
+CREATE FUNCTION decoupled._drop_quietly(kind text, name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_lock text := current_setting('lock_timeout');
+BEGIN
+    IF to_regclass(name) IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('lock_timeout', '10ms', true);
+    BEGIN
+        EXECUTE format('DROP %s IF EXISTS %s', kind, name);
+    EXCEPTION WHEN lock_not_available OR dependent_objects_still_exist THEN
+        NULL;
+    END;
+    PERFORM set_config('lock_timeout', v_lock, true);
 END
 $$;
 
@@ -560,21 +641,16 @@ CREATE FUNCTION decoupled.unregister_table(tbl regclass) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_version bigint;
-    v_id      bigint;
+    o         decoupled.catalog_objects;
 BEGIN
     v_version := decoupled._begin_catalog_change();
-    SELECT o.lifetime_id INTO v_id FROM decoupled.catalog_objects o
-     WHERE o.relation = tbl AND o.kind = 'table' AND o.dropped_at IS NULL;
+    SELECT * INTO o FROM decoupled.catalog_objects c
+     WHERE c.relation = tbl AND c.kind = 'table' AND c.dropped_at IS NULL;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'table "%" is not registered', tbl USING ERRCODE = 'undefined_object';
     END IF;
-    -- Unregistered first: the event trigger refuses to drop capture
-    -- triggers of a registered table.
-    PERFORM decoupled._drop_collection(v_id, v_version);
-    EXECUTE format('DROP TRIGGER decoupled_capture_insert ON %1$s; '
-                   'DROP TRIGGER decoupled_capture_update ON %1$s; '
-                   'DROP TRIGGER decoupled_capture_delete ON %1$s; '
-                   'DROP TRIGGER decoupled_capture_truncate ON %1$s', tbl);
+    PERFORM decoupled._refuse_dependents(format('table "%s"', o.name), ARRAY[o.lifetime_id]);
+    PERFORM decoupled._drop_object(o, v_version);
 END
 $$;
 COMMENT ON FUNCTION decoupled.unregister_table(regclass) IS
@@ -642,7 +718,10 @@ COMMENT ON FUNCTION decoupled.tick_tables() IS
 CREATE FUNCTION decoupled._on_sql_drop() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_id      bigint;
+    v_roots   bigint[];
+    v_deps    bigint[];
+    v_cascade boolean;
+    v_victim  decoupled.catalog_objects;
     v_version bigint;
 BEGIN
     IF to_regclass('decoupled.catalog_objects') IS NULL THEN
@@ -660,14 +739,33 @@ BEGIN
             USING ERRCODE = 'dependent_objects_still_exist',
                   HINT = 'Unregister it with decoupled.unregister_table() instead.';
     END IF;
-    FOR v_id IN
-        SELECT o.lifetime_id FROM pg_event_trigger_dropped_objects() d
-          JOIN decoupled.catalog_objects o ON o.relation = d.objid
-         WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0
-           AND o.kind = 'table' AND o.dropped_at IS NULL
+    -- What this command dropped: registered tables, the written plans of
+    -- views (DROP ... CASCADE reached them) and sinks' tables.
+    SELECT array_agg(o.lifetime_id), bool_or(o.kind = 'materialized view') INTO v_roots, v_cascade
+      FROM pg_event_trigger_dropped_objects() d
+      JOIN decoupled.catalog_objects o
+        ON o.dropped_at IS NULL
+       AND ((o.kind IN ('table', 'sink') AND o.relation = d.objid)
+            OR (o.kind = 'materialized view' AND (o.definition->>'plan')::oid = d.objid))
+     WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0;
+    IF v_roots IS NULL THEN
+        RETURN;
+    END IF;
+    -- PostgreSQL cascaded only through relations; the collections built on
+    -- what went go too if the command cascaded, else it is refused.
+    v_deps := decoupled._dependents(v_roots);
+    IF NOT coalesce(v_cascade, false) THEN
+        PERFORM decoupled._refuse_dependents(
+            (SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ')
+               FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (v_roots)),
+            v_roots);
+    END IF;
+    v_version := decoupled._begin_catalog_change();
+    FOR v_victim IN SELECT * FROM decoupled.catalog_objects o
+                     WHERE o.lifetime_id = ANY (v_roots || v_deps)
+                     ORDER BY o.lifetime_id DESC
     LOOP
-        v_version := coalesce(v_version, decoupled._begin_catalog_change());
-        PERFORM decoupled._drop_collection(v_id, v_version);
+        PERFORM decoupled._drop_object(v_victim, v_version);
     END LOOP;
 END
 $$;
@@ -710,6 +808,17 @@ $$;
 CREATE EVENT TRIGGER decoupled_ddl_end ON ddl_command_end
     WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE') EXECUTE FUNCTION decoupled._on_ddl_end();
 
+CREATE FUNCTION decoupled._hand_over_sink_table(o decoupled.catalog_objects) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = o.relation)
+       AND EXISTS (SELECT FROM pg_roles r WHERE r.oid = (o.definition->>'owner')::oid) THEN
+        EXECUTE format('ALTER TABLE %s OWNER TO %s', o.relation::regclass,
+                       (o.definition->>'owner')::oid::regrole);
+    END IF;
+END
+$$;
+
 -- Removes the storage of dropped collections nobody reads any more.  A
 -- collection still in use is skipped until a later round: a drop never
 -- waits for readers (brief C2.6).  Idempotent; returns how many it removed.
@@ -722,14 +831,25 @@ DECLARE
     v_tables text;
 BEGIN
     PERFORM set_config('lock_timeout', '50ms', true);
+    -- Written plans first: they read the storage of other collections.
+    PERFORM decoupled._drop_quietly('VIEW', decoupled._storage(o.lifetime_id, 'plan'))
+       FROM decoupled.catalog_objects o
+      WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+        AND o.kind = 'materialized view';
     FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
                  WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
-                 ORDER BY o.lifetime_id
+                 ORDER BY o.lifetime_id DESC
     LOOP
         BEGIN
             PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
              WHERE o.lifetime_id = v_id;
-            EXECUTE format('DROP VIEW IF EXISTS %s', decoupled._storage(v_id, 'history'));
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['plan', 'history']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'DROP VIEW ' || v_tables;
+            END IF;
             SELECT string_agg(r::text, ', ') INTO v_tables
               FROM unnest(ARRAY['cur', 'dead', 'stage', 'pending']) part,
                    LATERAL to_regclass(decoupled._storage(v_id, part)) r
@@ -737,6 +857,9 @@ BEGIN
             IF v_tables IS NOT NULL THEN
                 EXECUTE 'DROP TABLE ' || v_tables;
             END IF;
+            -- A sink's table is its creator's data: hand it over.
+            PERFORM decoupled._hand_over_sink_table(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id AND o.kind = 'sink';
             DELETE FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id;
             DELETE FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_id;
             UPDATE decoupled.catalog_objects o SET finalized_at = now() WHERE o.lifetime_id = v_id;

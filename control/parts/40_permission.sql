@@ -284,7 +284,8 @@ BEGIN
        OR v_function NOT IN ('create_cluster', 'alter_cluster', 'drop_cluster',
                              'declare_adapter', 'drop_adapter', 'register_table',
                              'unregister_table', 'acquire_hold', 'release_hold',
-                             'publish_bounds', 'apply_compaction') THEN
+                             'publish_bounds', 'apply_compaction', 'create_source',
+                             'create_materialized_view', 'create_sink', 'drop') THEN
         RAISE EXCEPTION 'dry_run takes one call of a catalog function'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass the call as text, for example ''SELECT decoupled.create_cluster(...)''.';
@@ -327,6 +328,10 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
         UNION ALL SELECT 'adapter:' || name || ' (' || deployment || ')'
                     FROM decoupled.catalog_adapters
         UNION ALL SELECT kind || ':' || name FROM decoupled.catalog_objects WHERE dropped_at IS NULL
+        UNION ALL SELECT 'requirement:' || c.name || ' for ' || r.name
+                    FROM decoupled.catalog_requirements q
+                    JOIN decoupled.catalog_objects c ON c.lifetime_id = q.lifetime_id
+                    JOIN decoupled.catalog_objects r ON r.lifetime_id = q.required_by
         UNION ALL SELECT 'hold:' || o.name || ' at ' || h.frontier || ' (hold ' || h.hold_id || ')'
                     FROM decoupled.catalog_holds h JOIN decoupled.catalog_objects o USING (lifetime_id)
     ) x(e)

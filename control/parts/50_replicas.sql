@@ -226,17 +226,21 @@ BEGIN
 END
 $$;
 
--- Drops a collection by name.  Subsources go with their source; a table is
--- unregistered (the table itself stays).
+-- Drops a collection or sink by name.  Subsources go with their source; a
+-- table is unregistered (the table itself stays).  Objects built on it are
+-- dropped with `cascade`, else the drop is refused.
 CREATE FUNCTION decoupled.drop(name text, cascade boolean DEFAULT false) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
-    o           decoupled.catalog_objects;
-    v_version   bigint;
-    v_dependent text;
-    v_victim    decoupled.catalog_objects;
+    o         decoupled.catalog_objects;
+    v_version bigint;
+    v_roots   bigint[];
+    v_victim  decoupled.catalog_objects;
 BEGIN
+    IF drop.cascade IS NULL THEN
+        RAISE EXCEPTION 'cascade must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     v_version := decoupled._begin_catalog_change();
     o := decoupled._collection(drop.name);
     IF o.definition ? 'parent' THEN
@@ -246,43 +250,30 @@ BEGIN
                                 (SELECT p.name FROM decoupled.catalog_objects p
                                   WHERE p.lifetime_id = (o.definition->>'parent')::bigint));
     END IF;
-    IF o.kind = 'table' THEN
-        PERFORM decoupled.unregister_table(o.relation::regclass);
-        RETURN;
+    SELECT array_agg(s.lifetime_id) INTO v_roots FROM decoupled.catalog_objects s
+     WHERE s.dropped_at IS NULL
+       AND (s.lifetime_id = o.lifetime_id OR (s.definition->>'parent')::bigint = o.lifetime_id);
+    IF NOT drop.cascade THEN
+        PERFORM decoupled._refuse_dependents(format('%s "%s"', o.kind, o.name), v_roots);
     END IF;
-    SELECT string_agg(format('%s "%s"', d.kind, d.name), ', ') INTO v_dependent
-      FROM decoupled.catalog_requirements q
-      JOIN decoupled.catalog_objects d ON d.lifetime_id = q.required_by
-     WHERE q.lifetime_id IN (SELECT s.lifetime_id FROM decoupled.catalog_objects s
-                              WHERE s.lifetime_id = o.lifetime_id
-                                 OR (s.definition->>'parent')::bigint = o.lifetime_id);
-    IF v_dependent IS NOT NULL AND NOT drop.cascade THEN
-        RAISE EXCEPTION 'cannot drop % "%" because other objects depend on it', o.kind, o.name
-            USING ERRCODE = 'dependent_objects_still_exist',
-                  DETAIL = 'Depending on it: ' || v_dependent || '.',
-                  HINT = 'Use decoupled.drop(name, cascade => true) to drop them too.';
-    END IF;
+    -- Dependents first: their plans read the storage of what they depend on.
     FOR v_victim IN SELECT * FROM decoupled.catalog_objects s
-                     WHERE s.dropped_at IS NULL
-                       AND (s.lifetime_id = o.lifetime_id
-                            OR (s.definition->>'parent')::bigint = o.lifetime_id)
+                     WHERE s.lifetime_id = ANY (v_roots || decoupled._dependents(v_roots))
+                     ORDER BY s.lifetime_id DESC
     LOOP
-        PERFORM decoupled._drop_collection(v_victim.lifetime_id, v_version);
-        PERFORM decoupled._drop_public_view(v_victim);
+        PERFORM decoupled._drop_object(v_victim, v_version);
     END LOOP;
 END
 $$;
 COMMENT ON FUNCTION decoupled.drop(text, boolean) IS
-    'Drop a source (with its subsources) or unregister a table; storage is finalized later.';
+    'Drop a source (with its subsources), materialized view or sink, or unregister a table; with cascade also what is built on it.';
 
 -- Frees the name at once unless a reader holds the view; then
 -- finalization removes it (a drop never waits for readers).
 CREATE FUNCTION decoupled._drop_public_view(o decoupled.catalog_objects) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    v_lock text := current_setting('lock_timeout');
 BEGIN
-    IF o.definition->>'schema' IS NULL OR o.kind = 'table' THEN
+    IF o.definition->>'schema' IS NULL OR o.kind IN ('table', 'sink') THEN
         RETURN;
     END IF;
     -- Only this collection's own view: the name may have a new owner.
@@ -291,13 +282,7 @@ BEGIN
                       AND d.refobjid = to_regclass(decoupled._storage(o.lifetime_id, 'history'))) THEN
         RETURN;
     END IF;
-    PERFORM set_config('lock_timeout', '10ms', true);
-    BEGIN
-        EXECUTE format('DROP VIEW IF EXISTS %I.%I', o.definition->>'schema', o.name);
-    EXCEPTION WHEN lock_not_available THEN
-        NULL;
-    END;
-    PERFORM set_config('lock_timeout', v_lock, true);
+    PERFORM decoupled._drop_quietly('VIEW', format('%I.%I', o.definition->>'schema', o.name));
 END
 $$;
 

@@ -30,7 +30,7 @@ GRANT EXECUTE ON FUNCTION
     decoupled.oracle_now(), decoupled.as_of(), decoupled._history_gate(bigint),
     decoupled.acquire_hold(text, bigint), decoupled.release_hold(bigint),
     decoupled.dry_run(text), decoupled._catalog_inventory(),
-    decoupled.wait_for_upper(text, bigint, interval)
+    decoupled.wait_for_upper(text, bigint, interval), decoupled.verify(text, bigint)
 TO PUBLIC;
 
 -- Catalog changes and the write path: superuser or decoupled_admin.
@@ -44,6 +44,10 @@ GRANT EXECUTE ON FUNCTION
     decoupled.create_source(text, text, text, jsonb, interval),
     decoupled._create_source(text, text, text, jsonb, interval, text),
     decoupled.drop(text, boolean),
+    decoupled.create_materialized_view(text, text, text, interval, bigint),
+    decoupled._create_materialized_view(text, text, text, interval, bigint, text, text),
+    decoupled.create_sink(text, text, text, text, boolean),
+    decoupled._create_sink(text, text, text, text, boolean, text),
     decoupled.create_replica(text, text, boolean), decoupled.drop_replica(text, text),
     decoupled.prune_status_history(interval)
 TO decoupled_admin;
@@ -55,7 +59,8 @@ GRANT EXECUTE ON FUNCTION
     decoupled.replica_heartbeat(bigint, text, text), decoupled.replica_desired_state(bigint),
     decoupled.replica_append(bigint, bigint, jsonb, bigint, bigint),
     decoupled.replica_report(bigint, bigint, text, text, text, boolean),
-    decoupled.replica_compact(bigint)
+    decoupled.replica_compact(bigint), decoupled.replica_maintained(bigint),
+    decoupled.replica_maintain(bigint, bigint, bigint), decoupled.replica_sink(bigint, bigint, bigint)
 TO decoupled_admin;
 
 -- Wake the controller once the extension's creation commits.

@@ -1,0 +1,477 @@
+------------------------------------------------------------------------------
+-- Materialized views (brief C1.6, C3.3, C3.4, C5.3)
+--
+-- The written plan of view <id> is the private view decoupled_storage.c<id>_plan:
+-- the user's SQL analyzed once, in the user's search_path, stored by
+-- PostgreSQL as a query tree bound to OIDs (its text is copied into
+-- catalog_objects.written_plan).  Replicas execute it with every input read
+-- AS OF one time and append the difference to the view's collection; they
+-- never parse the user's SQL again.
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled._mv_check_sql(sql text) RETURNS text
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_check_sql';
+CREATE FUNCTION decoupled._mv_relations(plan regclass) RETURNS oid[]
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_relations';
+CREATE FUNCTION decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass)
+    RETURNS bigint LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_stage_plan';
+
+-- Names that storage, staging and sinks use for themselves.
+CREATE FUNCTION decoupled._check_columns(what text, name text, columns jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_bad text;
+BEGIN
+    SELECT c->>'name' INTO v_bad FROM jsonb_array_elements(columns) c
+     WHERE c->>'name' IN ('mz_rowid', 'mz_ts', 'mz_hash', 'mz_diff', 'mz_key', 'mz_timestamp',
+                          'valid_from', 'valid_to')
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'column name "%" of % "%" is reserved', v_bad, what, name
+            USING ERRCODE = 'reserved_name', HINT = 'Rename the column with AS.';
+    END IF;
+END
+$$;
+
+-- The collection a relation belongs to: a registered table, or the storage
+-- of a collection (what the public view of a source or view reads).  NULL
+-- for anything else.
+CREATE FUNCTION decoupled._collection_of(relation oid) RETURNS bigint
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(
+        (SELECT o.lifetime_id FROM decoupled.catalog_objects o
+          WHERE o.kind = 'table' AND o.relation = _collection_of.relation
+            AND o.dropped_at IS NULL),
+        (SELECT substring(c.relname FROM '^c([0-9]+)_')::bigint FROM pg_class c
+          WHERE c.oid = _collection_of.relation
+            AND c.relnamespace = 'decoupled_storage'::regnamespace))
+$$;
+
+-- The logical inputs of a written plan: every collection it reaches,
+-- through views and in branches the planner may remove (C3.3).  Anything
+-- else it reads must be a view or a system-independent relation; reading an
+-- ordinary table would not be reproducible at a time.
+CREATE FUNCTION decoupled._plan_inputs(view_name text, plan regclass) RETURNS bigint[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_rels   oid[] := decoupled._mv_relations(plan);
+    v_bad    regclass;
+    v_inputs bigint[];
+    v_gone   text;
+BEGIN
+    SELECT r::regclass INTO v_bad FROM unnest(v_rels) r JOIN pg_class c ON c.oid = r
+     WHERE c.relkind <> 'v' AND decoupled._collection_of(r) IS NULL
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'materialized view "%" reads %, which is not a collection', view_name, v_bad
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its history is not kept, so it cannot be read at the times the view '
+                           'is computed.',
+                  HINT = 'Register the table with decoupled.register_table().';
+    END IF;
+    SELECT array_agg(DISTINCT decoupled._collection_of(r)) INTO v_inputs
+      FROM unnest(v_rels) r WHERE decoupled._collection_of(r) IS NOT NULL;
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ') INTO v_gone
+      FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = ANY (v_inputs) AND o.dropped_at IS NOT NULL;
+    IF v_gone IS NOT NULL THEN
+        RAISE EXCEPTION 'materialized view "%" reads a dropped collection', view_name
+            USING ERRCODE = 'undefined_object', DETAIL = 'Dropped: ' || v_gone || '.';
+    END IF;
+    RETURN coalesce(v_inputs, '{}');
+END
+$$;
+
+-- The relations a written plan reads itself (not through views), whose
+-- SELECT privilege its owner needs, as PostgreSQL checks for a view.
+CREATE FUNCTION decoupled._plan_direct_relations(plan regclass) RETURNS oid[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(DISTINCT d.refobjid), '{}')
+      FROM pg_rewrite w
+      JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+                      AND d.refclassid = 'pg_class'::regclass
+     WHERE w.ev_class = plan AND d.refobjid <> plan
+$$;
+
+-- The public entry point runs with the caller's search_path: the query is
+-- analyzed there, and the view's relation is created in the current schema.
+CREATE FUNCTION decoupled.create_materialized_view(name text, query text,
+                                                   cluster text DEFAULT 'default',
+                                                   retain_history interval DEFAULT '1 second',
+                                                   as_of bigint DEFAULT NULL)
+RETURNS bigint LANGUAGE sql AS $$
+    SELECT decoupled._create_materialized_view(name, query, cluster, retain_history, as_of,
+                                               current_schema(), current_setting('search_path'))
+$$;
+COMMENT ON FUNCTION decoupled.create_materialized_view(text, text, text, interval, bigint) IS
+    'Create a materialized view of a query over collections, maintained by the cluster''s replicas.';
+
+CREATE FUNCTION decoupled._create_materialized_view(name text, query text, cluster text,
+                                                    retain_history interval, as_of bigint,
+                                                    schema text, caller_path text)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name    text := _create_materialized_view.name;
+    v_owner   oid := decoupled._caller();
+    v_sql     text;
+    v_version bigint;
+    v_id      bigint;
+    v_plan    regclass;
+    v_inputs  bigint[];
+    v_direct  oid[];
+    v_bad     regclass;
+    v_cols    jsonb;
+    v_as_of   bigint;
+    v_min     record;
+    v_message text;
+    v_detail  text;
+    v_hint    text;
+    v_state   text;
+BEGIN
+    PERFORM decoupled._check_name('materialized view', v_name);
+    IF query IS NULL THEN
+        RAISE EXCEPTION 'query must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF retain_history IS NULL OR retain_history < interval '0' THEN
+        RAISE EXCEPTION 'retain_history must not be negative, got %',
+                        coalesce(retain_history::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF as_of < 0 THEN
+        RAISE EXCEPTION 'as_of must not be negative, got %', as_of
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF schema IS NULL OR NOT has_schema_privilege(v_owner, schema, 'CREATE') THEN
+        RAISE EXCEPTION 'permission denied for schema %', coalesce(schema, 'NULL')
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A materialized view''s relation is created in the current schema.';
+    END IF;
+    v_sql := decoupled._mv_check_sql(query);
+
+    v_version := decoupled._begin_catalog_change();
+    PERFORM FROM decoupled.catalog_clusters c WHERE c.name = _create_materialized_view.cluster
+       FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cluster "%" does not exist',
+                        coalesce(_create_materialized_view.cluster, 'NULL')
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                WHERE o.name = v_name AND o.dropped_at IS NULL) THEN
+        RAISE EXCEPTION 'a collection named "%" already exists', v_name
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    IF to_regclass(format('%I.%I', schema, v_name)) IS NOT NULL THEN
+        RAISE EXCEPTION 'relation "%" already exists in schema "%"', v_name, schema
+            USING ERRCODE = 'duplicate_table';
+    END IF;
+
+    INSERT INTO decoupled.catalog_objects
+           (name, kind, cluster, definition, written_plan, retain_history, created_in_version)
+    VALUES (v_name, 'materialized view', _create_materialized_view.cluster,
+            jsonb_build_object('schema', schema, 'query', query, 'owner', v_owner),
+            '', retain_history, v_version)
+    RETURNING lifetime_id INTO v_id;
+
+    -- The written plan: analyzed once, in the caller's search_path.
+    PERFORM set_config('search_path', caller_path, true);
+    BEGIN
+        EXECUTE format('CREATE VIEW %s AS %s', decoupled._storage(v_id, 'plan'), v_sql);
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
+                                v_hint = PG_EXCEPTION_HINT, v_state = RETURNED_SQLSTATE;
+        RAISE EXCEPTION 'invalid query for materialized view "%": %', v_name, v_message
+            USING ERRCODE = v_state, DETAIL = v_detail, HINT = v_hint;
+    END;
+    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
+    v_plan := decoupled._storage(v_id, 'plan')::regclass;
+
+    v_inputs := decoupled._plan_inputs(v_name, v_plan);
+    v_direct := decoupled._plan_direct_relations(v_plan);
+    SELECT r::regclass INTO v_bad FROM unnest(v_direct) r
+     WHERE NOT has_table_privilege(v_owner, r, 'SELECT')
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied for relation %', v_bad
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('Materialized view "%s" reads it.', v_name);
+    END IF;
+
+    SELECT jsonb_agg(jsonb_build_object(
+               'name', a.attname,
+               'type', format_type(a.atttypid, a.atttypmod)
+                       || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
+                               THEN ' COLLATE ' || a.attcollation::regcollation::text
+                               ELSE '' END)
+               ORDER BY a.attnum)
+      INTO v_cols
+      FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+     WHERE a.attrelid = v_plan AND a.attnum > 0 AND NOT a.attisdropped;
+    PERFORM decoupled._check_columns('materialized view', v_name, v_cols);
+
+    -- Admission (C3.2, C3.3): the first computation reads every input at
+    -- as_of, so each must be readable there and stay so; locking their
+    -- bounds keeps a publication round from passing it before commit.
+    PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = ANY (v_inputs)
+     ORDER BY b.lifetime_id FOR SHARE;
+    SELECT o.name, greatest(b.bound, f.since) AS readable_from INTO v_min
+      FROM decoupled.catalog_objects o
+      JOIN decoupled.catalog_frontiers f USING (lifetime_id)
+      JOIN decoupled.catalog_bounds b USING (lifetime_id)
+     WHERE o.lifetime_id = ANY (v_inputs)
+     ORDER BY 2 DESC LIMIT 1;
+    IF _create_materialized_view.as_of IS NOT NULL THEN
+        IF _create_materialized_view.as_of < v_min.readable_from THEN
+            RAISE EXCEPTION 'materialized view "%" cannot start at %: "%" may be compacted there',
+                            v_name, _create_materialized_view.as_of, v_min.name
+                USING ERRCODE = 'check_violation',
+                      DETAIL = format('The compaction bound of "%s" is %s.', v_min.name,
+                                      v_min.readable_from),
+                      HINT = format('Choose as_of %s or later, or protect older history with a '
+                                    'hold before it is compacted.', v_min.readable_from);
+        END IF;
+        v_as_of := _create_materialized_view.as_of;
+    ELSIF v_inputs = '{}' THEN
+        v_as_of := decoupled._next_timestamp(0);
+    ELSE
+        -- The latest time every input can already serve, if admitted.
+        SELECT greatest(v_min.readable_from, min(f.upper) - 1) INTO v_as_of
+          FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = ANY (v_inputs);
+    END IF;
+
+    UPDATE decoupled.catalog_objects o
+       SET written_plan = (SELECT w.ev_action::text FROM pg_rewrite w
+                            WHERE w.ev_class = v_plan AND w.rulename = '_RETURN'),
+           definition = o.definition || jsonb_build_object(
+               'columns', v_cols, 'plan', v_plan::oid, 'inputs', to_jsonb(v_inputs),
+               'direct', to_jsonb(v_direct), 'as_of', v_as_of)
+     WHERE o.lifetime_id = v_id;
+    PERFORM decoupled._create_storage(v_id);
+    PERFORM decoupled._create_public_view(v_id, schema, v_name);
+    -- The view's data is derived from what its owner may read: only the
+    -- owner reads it, and grants it on.
+    EXECUTE format('REVOKE ALL ON %I.%I FROM PUBLIC', schema, v_name);
+    EXECUTE format('GRANT SELECT ON %I.%I TO %s WITH GRANT OPTION', schema, v_name,
+                   v_owner::regrole);
+    EXECUTE format('GRANT SELECT ON %s TO %s', v_plan, v_owner::regrole);
+    UPDATE decoupled.catalog_objects o
+       SET relation = format('%I.%I', schema, v_name)::regclass
+     WHERE o.lifetime_id = v_id;
+
+    INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, v_as_of, v_as_of);
+    INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_id, v_as_of);
+    INSERT INTO decoupled.catalog_requirements (lifetime_id, required_by, frontier)
+    SELECT i, v_id, v_as_of FROM unnest(v_inputs) i;
+    RETURN v_id;
+END
+$$;
+
+-- What an output requires of its inputs, given its durable progress: the
+-- next computation reads them at times >= upper and must see every change
+-- there, so history through upper - 1 stays (and all of it before the
+-- first computation at as_of).
+CREATE FUNCTION decoupled._required_frontier(as_of bigint, upper bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT greatest(as_of, upper - 1)
+$$;
+
+-- Advances the requirements of `id` on its inputs with its progress (C3.4)
+-- and queues the inputs whose bounds may move as a result.
+CREATE FUNCTION decoupled._advance_requirements(id bigint, frontier bigint) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    WITH moved AS (
+        UPDATE decoupled.catalog_requirements q SET frontier = _advance_requirements.frontier,
+                                                    changed_at = now()
+         WHERE q.required_by = _advance_requirements.id
+           AND q.frontier < _advance_requirements.frontier
+        RETURNING q.lifetime_id)
+    INSERT INTO decoupled.catalog_bound_queue SELECT lifetime_id FROM moved
+    ON CONFLICT DO NOTHING
+$$;
+
+-- Times in [from_ts, to_ts) at which any of `inputs` changed, ascending,
+-- at most `max_count`: a row inserted (cur.mz_ts, dead.valid_from) or
+-- retracted (dead.valid_to) then.
+CREATE FUNCTION decoupled._change_times(inputs bigint[], from_ts bigint, to_ts bigint,
+                                        max_count integer) RETURNS bigint[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_sql   text;
+    v_times bigint[];
+BEGIN
+    SELECT string_agg(format(
+               '(SELECT mz_ts FROM %1$s WHERE mz_ts >= $1 AND mz_ts < $2 ORDER BY 1 LIMIT $3) '
+               'UNION (SELECT valid_to FROM %2$s WHERE valid_to >= $1 AND valid_to < $2 '
+               '       ORDER BY 1 LIMIT $3) '
+               'UNION (SELECT valid_from FROM %2$s WHERE valid_to >= $1 AND valid_from >= $1 '
+               '          AND valid_from < $2 ORDER BY 1 LIMIT $3)',
+               decoupled._storage(i, 'cur'), decoupled._storage(i, 'dead')), ' UNION ')
+      INTO v_sql FROM unnest(inputs) i;
+    IF v_sql IS NULL THEN
+        RETURN '{}';
+    END IF;
+    EXECUTE format('SELECT coalesce(array_agg(t ORDER BY t), ''{}'') '
+                   '  FROM (SELECT t FROM (%s) x(t) ORDER BY t LIMIT $3) y', v_sql)
+        INTO v_times USING from_ts, to_ts, max_count;
+    RETURN v_times;
+END
+$$;
+
+-- One maintenance step of a materialized view by a replica (C5.3): compare
+-- (upper = expected_upper) and, for each time t at which an input changed
+-- below every input's upper, append the difference between the plan at t
+-- and the view's current state, at t.  Times without input changes only
+-- move the upper.  Losing the race to a sibling is not an error: the actual
+-- upper is returned.  caught_up: the view reached its inputs' frontier.
+CREATE FUNCTION decoupled.replica_maintain(incarnation bigint, lifetime_id bigint,
+                                           expected_upper bigint,
+                                           OUT upper bigint, OUT caught_up boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    -- Computations per call: a view far behind catches up in bounded steps.
+    c_max_steps constant integer := 16;
+    i        decoupled.catalog_replica_incarnations;
+    o        decoupled.catalog_objects;
+    id       bigint := replica_maintain.lifetime_id;
+    v_inputs bigint[];
+    v_as_of  bigint;
+    v_target bigint;
+    v_times  bigint[];
+    v_t      bigint;
+    v_bad    regclass;
+BEGIN
+    i := decoupled._live_incarnation(replica_maintain.incarnation);
+    PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
+    SELECT f.upper INTO upper FROM decoupled.catalog_frontiers f
+      JOIN decoupled.catalog_objects c USING (lifetime_id)
+     WHERE f.lifetime_id = id AND c.dropped_at IS NULL AND c.kind = 'materialized view'
+       FOR UPDATE OF f;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'materialized view % was dropped', id USING ERRCODE = 'undefined_object';
+    END IF;
+    caught_up := false;
+    IF upper <> expected_upper THEN
+        RETURN;
+    END IF;
+    SELECT * INTO o FROM decoupled.catalog_objects c WHERE c.lifetime_id = id;
+    SELECT coalesce(array_agg(x.id::bigint), '{}') INTO v_inputs
+      FROM jsonb_array_elements_text(o.definition->'inputs') AS x(id);
+    v_as_of := (o.definition->>'as_of')::bigint;
+
+    -- The owner reads the inputs, as PostgreSQL checks for a view: a revoked
+    -- privilege stalls the view instead of leaking data.
+    SELECT x.rel::oid::regclass INTO v_bad
+      FROM jsonb_array_elements_text(o.definition->'direct') AS x(rel)
+     WHERE NOT coalesce(has_table_privilege((o.definition->>'owner')::oid, x.rel::oid, 'SELECT'),
+                        true)
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied for relation %', v_bad
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('The owner of materialized view "%s" can no longer read it.',
+                                  o.name);
+    END IF;
+
+    IF v_inputs = '{}' THEN
+        v_target := decoupled._next_timestamp(upper) + 1;
+    ELSE
+        SELECT min(f.upper) INTO v_target FROM decoupled.catalog_frontiers f
+         WHERE f.lifetime_id = ANY (v_inputs);
+    END IF;
+    IF v_target <= upper THEN
+        caught_up := true;
+        RETURN;
+    END IF;
+
+    v_times := decoupled._change_times(v_inputs, upper, v_target, c_max_steps);
+    IF upper = v_as_of AND NOT v_as_of = ANY (v_times) THEN
+        v_times := (ARRAY[v_as_of] || v_times)[1:c_max_steps];  -- the first computation
+    END IF;
+    FOREACH v_t IN ARRAY v_times LOOP
+        PERFORM decoupled._stage_plan((o.definition->>'plan')::oid::regclass,
+                                      (o.definition->>'owner')::oid, v_t,
+                                      decoupled._storage(id, 'stage')::regclass);
+        EXECUTE format('INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
+                       'SELECT $1, -1, ROW(%2$s)::text, mz_hash, %2$s FROM %3$s',
+                       decoupled._storage(id, 'stage'), decoupled._cols(id),
+                       decoupled._storage(id, 'cur'))
+            USING v_t;
+        PERFORM decoupled._append_staged(id, upper, v_t + 1);
+        upper := v_t + 1;
+    END LOOP;
+    IF cardinality(v_times) < c_max_steps THEN
+        -- No input changed in [upper, v_target): the view is final there too.
+        UPDATE decoupled.catalog_frontiers f SET upper = v_target, changed_at = now()
+         WHERE f.lifetime_id = id;
+        INSERT INTO decoupled.catalog_bound_queue VALUES (id) ON CONFLICT DO NOTHING;
+        PERFORM decoupled._notify_upper_at_commit();
+        upper := v_target;
+        caught_up := true;
+    END IF;
+    PERFORM decoupled._advance_requirements(id, decoupled._required_frontier(v_as_of, upper));
+END
+$$;
+
+-- Recomputes a materialized view from its inputs at one time (default: the
+-- latest readable one) and compares it with the view's own history there.
+CREATE FUNCTION decoupled.verify(name text, as_of bigint DEFAULT NULL) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    o         decoupled.catalog_objects;
+    v_t       bigint;
+    v_before  text := current_setting('decoupled.as_of');
+    v_differs boolean;
+BEGIN
+    o := decoupled._collection(verify.name);
+    IF o.kind <> 'materialized view' THEN
+        RAISE EXCEPTION '"%" is not a materialized view', o.name USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF NOT decoupled._caller_can_select(o.relation) THEN
+        RAISE EXCEPTION 'permission denied for materialized view "%"', o.name
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT coalesce(verify.as_of, f.upper - 1) INTO v_t FROM decoupled.catalog_frontiers f
+     WHERE f.lifetime_id = o.lifetime_id;
+    IF verify.as_of IS NULL AND NOT EXISTS (SELECT FROM decoupled.catalog_frontiers f
+                                             WHERE f.lifetime_id = o.lifetime_id
+                                               AND f.since < f.upper) THEN
+        RAISE EXCEPTION 'materialized view "%" has no readable time yet', o.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Wait for its first computation with decoupled.wait_for_upper().';
+    END IF;
+    IF v_t < 0 THEN
+        RAISE EXCEPTION 'as_of must not be negative, got %', v_t
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE format('CREATE TEMP TABLE decoupled_verify (LIKE %s)',
+                   decoupled._storage(o.lifetime_id, 'stage'));
+    -- The view's own history at v_t first: it checks that v_t is readable.
+    PERFORM set_config('decoupled.as_of', v_t::text, true);
+    EXECUTE format('CREATE TEMP TABLE decoupled_verify_view AS SELECT ROW(%s)::text AS k FROM %s',
+                   decoupled._cols(o.lifetime_id), decoupled._storage(o.lifetime_id, 'history'));
+    PERFORM set_config('decoupled.as_of', v_before, true);
+    PERFORM decoupled._stage_plan((o.definition->>'plan')::oid::regclass,
+                                  (o.definition->>'owner')::oid, v_t,
+                                  'pg_temp.decoupled_verify'::regclass);
+    SELECT EXISTS ((SELECT mz_key FROM pg_temp.decoupled_verify
+                    EXCEPT ALL SELECT k FROM pg_temp.decoupled_verify_view)
+                   UNION ALL
+                   (SELECT k FROM pg_temp.decoupled_verify_view
+                    EXCEPT ALL SELECT mz_key FROM pg_temp.decoupled_verify))
+      INTO v_differs;
+    DROP TABLE pg_temp.decoupled_verify, pg_temp.decoupled_verify_view;
+    RETURN NOT v_differs;
+END
+$$;
+COMMENT ON FUNCTION decoupled.verify(text, bigint) IS
+    'Recompute a materialized view from its inputs at as_of (default: latest readable) and compare.';

@@ -1,0 +1,320 @@
+// Materialized views: checking the query, finding its logical inputs, and
+// computing it at a time (brief C1.6, C3.3, C5.3).
+//
+// A materialized view's written plan is the analyzed query tree of a private
+// view, decoupled_storage.c<id>_plan, created once from the user's SQL in the
+// user's search_path.  PostgreSQL stores that tree (nodeToString, as for any
+// view rule), binds every name to an OID and records dependencies on what it
+// reads; replicas execute it and never parse the user's SQL again.
+//
+//   _mv_check_sql(sql)          one SELECT, or an error; returns its text
+//   _mv_relations(plan)         every relation the plan reaches, through
+//                               views too, after refusing non-deterministic
+//                               constructs
+//   _stage_plan(plan, owner, ts, target)
+//                               runs the plan with every collection read AS OF
+//                               ts, as the view's owner, and inserts
+//                               (ts, +1, row key, row hash, row...) into target
+//
+// No C++ objects live here: every function below may longjmp.
+extern "C" {
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parser.h"
+#include "rewrite/rewriteHandler.h"
+#include "tcop/dest.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/regproc.h"
+}
+
+#include <cstring>
+
+extern "C" {
+PG_FUNCTION_INFO_V1(decoupled_mv_check_sql);
+PG_FUNCTION_INFO_V1(decoupled_mv_relations);
+PG_FUNCTION_INFO_V1(decoupled_stage_plan);
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// The query: one SELECT
+// ---------------------------------------------------------------------------
+
+[[noreturn]] void not_a_select(const char* detail) {
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("the query of a materialized view must be one SELECT"),
+                    errdetail("%s", detail)));
+    pg_unreachable();
+}
+
+// ---------------------------------------------------------------------------
+// Determinism: replicas compute the query again at every input time, in
+// other sessions, and must get the same answer each time.
+// ---------------------------------------------------------------------------
+
+// Stable functions whose result depends on the clock, the session or the
+// transaction rather than on their arguments and the pinned settings.
+bool is_session_dependent(Oid funcid) {
+    static const char* const kNames[] = {
+        "now", "statement_timestamp", "transaction_timestamp", "pg_backend_pid",
+        "current_setting", "current_schema", "current_schemas", "pg_my_temp_schema",
+        "inet_client_addr", "inet_client_port", "inet_server_addr", "inet_server_port",
+        "pg_trigger_depth", "pg_postmaster_start_time", "pg_conf_load_time",
+        "pg_current_xact_id_if_assigned", "txid_current_if_assigned", "pg_current_snapshot",
+        "txid_current_snapshot"};
+    if (get_func_namespace(funcid) != PG_CATALOG_NAMESPACE) return false;
+    char* name = get_func_name(funcid);
+    if (name == nullptr) return false;
+    for (const char* n : kNames)
+        if (strcmp(name, n) == 0) return true;
+    return false;
+}
+
+bool non_deterministic_function(Oid funcid, void* context) {
+    if (func_volatile(funcid) == PROVOLATILE_VOLATILE || is_session_dependent(funcid)) {
+        *static_cast<Oid*>(context) = funcid;
+        return true;
+    }
+    return false;
+}
+
+[[noreturn]] void refuse(const char* what, const char* hint) {
+    ereport(ERROR,
+            (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+             errmsg("materialized view query is not deterministic: it %s", what),
+             errdetail("Replicas compute a materialized view again at every input time and "
+                       "must get the same result each time."),
+             hint ? errhint("%s", hint) : 0));
+    pg_unreachable();
+}
+
+struct Walk {
+    List* relations;  // OIDs of every relation reached
+    Oid view;         // the view being expanded: its rule's OLD/NEW entries name it
+};
+
+bool walk(Node* node, void* context);
+
+// PostgreSQL's walkers take an untyped function pointer; going through
+// void (*)() keeps the cast explicit without a function-type warning.
+using Walker = bool (*)();
+Walker as_walker(bool (*fn)(Node*, void*)) {
+    return reinterpret_cast<Walker>(reinterpret_cast<void (*)()>(fn));
+}
+
+// A view is part of the query's meaning: its relations are logical inputs
+// and its expressions must be deterministic too.  Collection storage is
+// where the walk stops.
+void walk_view(Oid relid, Walk* w) {
+    if (get_rel_namespace(relid) == get_namespace_oid("decoupled_storage", true) &&
+        w->view != InvalidOid)
+        return;
+    Relation view = table_open(relid, AccessShareLock);
+    Query* q = static_cast<Query*>(copyObjectImpl(get_view_query(view)));
+    table_close(view, AccessShareLock);
+    Oid outer = w->view;
+    w->view = relid;
+    walk(reinterpret_cast<Node*>(q), w);
+    w->view = outer;
+}
+
+bool walk(Node* node, void* context) {
+    if (node == nullptr) return false;
+    Walk* w = static_cast<Walk*>(context);
+    check_stack_depth();
+    if (IsA(node, SQLValueFunction))
+        refuse("uses a session value such as CURRENT_TIMESTAMP or CURRENT_USER",
+               "Store the value in a collection, or pass it as a constant.");
+    if (IsA(node, NextValueExpr)) refuse("reads a sequence", nullptr);
+    if (IsA(node, Query)) {
+        Query* q = reinterpret_cast<Query*>(node);
+        if (q->rowMarks != NIL) refuse("locks rows (FOR UPDATE/SHARE)", nullptr);
+        if ((q->limitCount || q->limitOffset) && q->sortClause == NIL)
+            refuse("uses LIMIT or OFFSET without ORDER BY",
+                   "Order by columns that make the rows unique.");
+        ListCell* lc;
+        foreach (lc, q->rtable) {
+            RangeTblEntry* rte = lfirst_node(RangeTblEntry, lc);
+            if (rte->rtekind != RTE_RELATION || rte->relid == w->view) continue;
+            if (rte->tablesample) refuse("samples a table (TABLESAMPLE)", nullptr);
+            w->relations = list_append_unique_oid(w->relations, rte->relid);
+            if (rte->relkind == RELKIND_VIEW) walk_view(rte->relid, w);
+        }
+        return query_tree_walker(q, as_walker(walk), w, 0);
+    }
+    Oid bad = InvalidOid;
+    if (check_functions_in_node(node, non_deterministic_function, &bad)) {
+        char* what = psprintf("calls %s, which is %s", format_procedure(bad),
+                              func_volatile(bad) == PROVOLATILE_VOLATILE
+                                  ? "volatile"
+                                  : "session- or time-dependent");
+        refuse(what, "Use immutable or stable functions of the inputs only.");
+    }
+    return expression_tree_walker(node, as_walker(walk), w);
+}
+
+// ---------------------------------------------------------------------------
+// Computing the plan into a relation
+// ---------------------------------------------------------------------------
+
+// Inserts every result row into the target relation.  The target is private
+// scratch of the extension (no triggers, no indexes), opened before the
+// switch to the view's owner, so the owner needs no right on it.
+struct StageReceiver {
+    DestReceiver pub;  // first: the executor sees a DestReceiver
+    Relation target;
+    TupleTableSlot* slot;
+    BulkInsertState bistate;
+    CommandId cid;
+    uint64 rows;
+};
+
+bool stage_receive(TupleTableSlot* in, DestReceiver* self) {
+    auto* r = reinterpret_cast<StageReceiver*>(self);
+    slot_getallattrs(in);
+    ExecClearTuple(r->slot);
+    int natts = r->slot->tts_tupleDescriptor->natts;
+    memcpy(r->slot->tts_values, in->tts_values, natts * sizeof(Datum));
+    memcpy(r->slot->tts_isnull, in->tts_isnull, natts * sizeof(bool));
+    ExecStoreVirtualTuple(r->slot);
+    ExecMaterializeSlot(r->slot);
+    table_tuple_insert(r->target, r->slot, r->cid, 0, r->bistate);
+    r->rows++;
+    return true;
+}
+
+void stage_startup(DestReceiver* self, int, TupleDesc desc) {
+    auto* r = reinterpret_cast<StageReceiver*>(self);
+    TupleDesc target = RelationGetDescr(r->target);
+    bool same = desc->natts == target->natts;
+    for (int i = 0; same && i < desc->natts; ++i)
+        same = TupleDescAttr(desc, i)->atttypid == TupleDescAttr(target, i)->atttypid;
+    if (!same)
+        ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                        errmsg("the written plan's row type does not match \"%s\"",
+                               RelationGetRelationName(r->target))));
+}
+
+void stage_shutdown(DestReceiver*) {}
+void stage_destroy(DestReceiver*) {}
+
+// Settings that change a row's text (its key) or a stable function's result:
+// every computation of a view uses the same ones.
+const char* const kPinnedSettings[][2] = {
+    {"search_path", "pg_catalog, pg_temp"}, {"TimeZone", "UTC"},
+    {"DateStyle", "ISO, YMD"},              {"IntervalStyle", "postgres"},
+    {"extra_float_digits", "1"},            {"bytea_output", "hex"},
+    {"lc_monetary", "C"},
+};
+
+}  // namespace
+
+// decoupled._mv_check_sql(sql text) -> text: the one SELECT in sql.
+Datum decoupled_mv_check_sql(PG_FUNCTION_ARGS) {
+    char* sql = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    List* stmts = raw_parser(sql, RAW_PARSE_DEFAULT);
+    if (list_length(stmts) != 1) not_a_select("It holds a number of statements other than one.");
+    RawStmt* raw = linitial_node(RawStmt, stmts);
+    if (!IsA(raw->stmt, SelectStmt)) not_a_select("It is not a SELECT, VALUES or WITH query.");
+    if (reinterpret_cast<SelectStmt*>(raw->stmt)->intoClause)
+        not_a_select("SELECT INTO creates a table.");
+    int len = raw->stmt_len > 0 ? raw->stmt_len : static_cast<int>(strlen(sql)) - raw->stmt_location;
+    PG_RETURN_TEXT_P(cstring_to_text_with_len(sql + raw->stmt_location, len));
+}
+
+// decoupled._mv_relations(plan regclass) -> oid[]
+Datum decoupled_mv_relations(PG_FUNCTION_ARGS) {
+    Oid plan = PG_GETARG_OID(0);
+    if (get_rel_relkind(plan) != RELKIND_VIEW) elog(ERROR, "written plan %u is not a view", plan);
+    Walk w{NIL, InvalidOid};
+    walk_view(plan, &w);
+
+    int n = list_length(w.relations);
+    Datum* elems = static_cast<Datum*>(palloc(sizeof(Datum) * (n > 0 ? n : 1)));
+    int i = 0;
+    ListCell* lc;
+    foreach (lc, w.relations) elems[i++] = ObjectIdGetDatum(lfirst_oid(lc));
+    PG_RETURN_ARRAYTYPE_P(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+}
+
+// decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass) -> bigint
+Datum decoupled_stage_plan(PG_FUNCTION_ARGS) {
+    Oid plan = PG_GETARG_OID(0);
+    Oid owner = PG_GETARG_OID(1);
+    int64 ts = PG_GETARG_INT64(2);
+    Oid target_oid = PG_GETARG_OID(3);
+
+    char* plan_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(plan)),
+                                                 get_rel_name(plan));
+    char* sql = psprintf(
+        "SELECT " INT64_FORMAT "::pg_catalog.int8, 1::pg_catalog.int8, "
+        "       pg_catalog.textin(pg_catalog.record_out(ROW(p.*))), "
+        "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(p.*)))), p.* "
+        "  FROM %s p",
+        ts, plan_name);
+
+    Relation target = table_open(target_oid, RowExclusiveLock);
+    StageReceiver receiver;
+    memset(&receiver, 0, sizeof(receiver));
+    receiver.pub.receiveSlot = stage_receive;
+    receiver.pub.rStartup = stage_startup;
+    receiver.pub.rShutdown = stage_shutdown;
+    receiver.pub.rDestroy = stage_destroy;
+    receiver.pub.mydest = DestNone;
+    receiver.target = target;
+    receiver.slot = table_slot_create(target, nullptr);
+    receiver.bistate = GetBulkInsertState();
+    receiver.cid = GetCurrentCommandId(true);
+
+    // As REFRESH MATERIALIZED VIEW does: the owner's rights, no escape from
+    // them, and settings that make every computation agree.
+    Oid saved_user;
+    int saved_context;
+    GetUserIdAndSecContext(&saved_user, &saved_context);
+    int guc_level = NewGUCNestLevel();
+    for (const auto& s : kPinnedSettings)
+        (void)set_config_option(s[0], s[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                                false);
+    char ts_text[32];
+    snprintf(ts_text, sizeof(ts_text), INT64_FORMAT, ts);
+    (void)set_config_option("decoupled.as_of", ts_text, PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
+    SetUserIdAndSecContext(owner, saved_context | SECURITY_RESTRICTED_OPERATION);
+
+    SPI_connect();
+    SPIExecuteOptions options;
+    memset(&options, 0, sizeof(options));
+    options.dest = &receiver.pub;
+    int rc = SPI_execute_extended(sql, &options);
+    // A SELECT into a receiver of our own reports SPI_OK_UTILITY.
+    if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "could not compute written plan %s: %d", plan_name, rc);
+    SPI_finish();
+
+    SetUserIdAndSecContext(saved_user, saved_context);
+    AtEOXact_GUC(true, guc_level);
+
+    FreeBulkInsertState(receiver.bistate);
+    ExecDropSingleTupleTableSlot(receiver.slot);
+    table_close(target, NoLock);
+    PG_RETURN_INT64(static_cast<int64>(receiver.rows));
+}
