@@ -5,7 +5,7 @@
 #   unit        GoogleTest via CTest (pure C++ in extension/core)
 #   regress     pg_regress, sql/ + expected/
 #   isolation   pg_isolation_regress, specs/ + expected/
-#   tap         prove with PostgreSQL::Test::Cluster, t/
+#   tap         prove with PostgreSQL::Test::Cluster, t/ (TAP_TESTS=t/009_x.pl: some)
 #
 # Usage: test/check.sh [layer...]   (default: all layers)
 # PostgreSQL refuses to run as root, so as root the servers run as `postgres`
@@ -101,7 +101,7 @@ run_tap() {
     echo "== tap (prove)"
     local out status tests failed
     out=$(as_runner env TESTDIR="$WORK" PG_REGRESS="$PGXS_DIR/test/regress/pg_regress" \
-        prove -I "$PGXS_DIR/test/perl" -I "$WORK/t" t/*.pl 2>&1)
+        prove ${PROVE_FLAGS:-} -I "$PGXS_DIR/test/perl" -I "$WORK/t" ${TAP_TESTS:-t/*.pl} 2>&1)
     status=$?
     echo "$out"
     tests=$(echo "$out" | sed -nE 's/^Files=[0-9]+, Tests=([0-9]+),.*/\1/p')

@@ -1,0 +1,141 @@
+# C5.3, C5.6: a seeded random workload — several hundred steps of inserts,
+# updates and deletes into two registered tables, ticks at random moments,
+# and replica kills — after which every materialized view verifies at every
+# sampled time of its history, and the sink adds up to its input.
+#
+# DECOUPLED_SEED=<n> replays another workload; the seed is printed.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DecoupledTest;
+
+my $seed = $ENV{DECOUPLED_SEED} // 20261201;
+srand($seed);
+note("seed $seed");
+
+my $node = DecoupledTest::new_node('random', restart_after_crash => 'on');
+$node->start;
+$node->safe_psql('postgres', q{
+    CREATE EXTENSION pg_decoupled;
+    SELECT decoupled.alter_cluster('default', 2);
+    CREATE TABLE accounts (id int, owner int, balance int);
+    CREATE TABLE owners (id int, name text, region text);
+    INSERT INTO owners SELECT g, 'owner ' || g, (ARRAY['north', 'south', 'east'])[g % 3 + 1]
+      FROM generate_series(1, 10) g;
+    INSERT INTO accounts SELECT g, g % 10 + 1, g * 3 FROM generate_series(1, 40) g;
+    SELECT decoupled.register_table('accounts', retain_history => '1 hour');
+    SELECT decoupled.register_table('owners', retain_history => '1 hour');
+    SELECT decoupled.tick_tables();
+    SELECT decoupled.create_materialized_view('by_region',
+        'SELECT o.region, count(*) AS accounts, sum(a.balance) AS total, min(a.balance) AS low
+           FROM accounts a JOIN owners o ON o.id = a.owner GROUP BY o.region',
+        retain_history => '1 hour');
+    SELECT decoupled.create_materialized_view('rich_owners',
+        'SELECT o.name, sum(a.balance) AS total FROM owners o
+           LEFT JOIN accounts a ON a.owner = o.id
+          GROUP BY o.name HAVING coalesce(sum(a.balance), 0) > 200',
+        retain_history => '1 hour');
+    SELECT decoupled.create_materialized_view('even_accounts',
+        'SELECT id, balance FROM accounts WHERE balance % 2 = 0', retain_history => '1 hour');
+    SELECT decoupled.create_materialized_view('region_summary',
+        'SELECT count(*) AS regions, sum(total) AS total FROM by_region',
+        retain_history => '1 hour');
+    SELECT decoupled.create_sink('account_sink', 'accounts', 'account_changes');
+});
+my @views = qw(by_region rich_owners even_accounts region_summary);
+
+my ($ticks, $kills) = (0, 0);
+my @regions = qw(north south east west);
+for my $step (1 .. 400) {
+    my $r = rand();
+    my $id = 1 + int(rand(60));
+    my $owner = 1 + int(rand(12));
+    my $amount = int(rand(100)) - 20;
+    if ($r < 0.30) {
+        $node->safe_psql('postgres',
+            "INSERT INTO accounts VALUES ($id, $owner, " . int(rand(100)) . ")");
+    } elsif ($r < 0.55) {
+        $node->safe_psql('postgres',
+            "UPDATE accounts SET balance = balance + $amount WHERE id = $id");
+    } elsif ($r < 0.70) {
+        $node->safe_psql('postgres', "DELETE FROM accounts WHERE id = $id");
+    } elsif ($r < 0.78) {
+        my $region = $regions[int(rand(@regions))];
+        $node->safe_psql('postgres', "UPDATE owners SET region = '$region' WHERE id = $owner");
+    } elsif ($r < 0.82) {
+        $node->safe_psql('postgres',
+            "INSERT INTO owners VALUES ($owner, 'owner $owner', 'west')");
+    } elsif ($r < 0.84) {
+        $node->safe_psql('postgres', "DELETE FROM owners WHERE id = $owner");
+    } elsif ($r < 0.985) {
+        $node->safe_psql('postgres', 'SELECT decoupled.tick_tables()');
+        $ticks++;
+    } else {
+        # A replica dies at whatever it was doing; now and then with SIGKILL,
+        # which PostgreSQL answers with a crash restart.
+        my $replica = rand() < 0.5 ? 'r1' : 'r2';
+        my $pid = DecoupledTest::replica_pid($node, 'default', $replica);
+        next unless $pid;
+        my $signal = $kills % 3 == 2 ? 'KILL' : 'TERM';
+        my $offset = -s $node->logfile;
+        kill $signal, $pid;
+        $kills++;
+        if ($signal eq 'KILL') {
+            $node->poll_query_until('postgres', q{SELECT 1}, '1')
+              or die 'server did not come back';
+            $node->log_contains('all server processes terminated; reinitializing', $offset)
+              or die 'no crash restart after SIGKILL';
+        }
+    }
+}
+$node->safe_psql('postgres', 'SELECT decoupled.tick_tables()');
+$ticks++;
+note("$ticks ticks, $kills replica kills");
+cmp_ok($kills, '>=', 1, 'replicas were killed during the workload');
+
+my $last = $node->safe_psql('postgres',
+    q{SELECT upper - 1 FROM decoupled.frontiers WHERE name = 'accounts'});
+DecoupledTest::wait_upper($node, $_, $last) for @views, 'account_sink';
+
+# Every time at which an input changed, plus times in between.
+for my $view (@views) {
+    my $out = $node->safe_psql('postgres', qq{
+        WITH f AS (SELECT since, upper FROM decoupled.frontiers WHERE name = '$view'),
+             samples AS (
+                 SELECT DISTINCT t FROM f, LATERAL (
+                     SELECT unnest(decoupled._change_times(
+                         ARRAY(SELECT lifetime_id FROM decoupled.objects
+                                WHERE name IN ('accounts', 'owners')),
+                         f.since, f.upper, 1000))
+                     UNION ALL
+                     SELECT generate_series(f.since, f.upper - 1,
+                                            greatest((f.upper - f.since) / 20, 1))) x(t)
+                  WHERE t >= f.since AND t < f.upper)
+        SELECT count(*) || '|' || count(*) FILTER (WHERE NOT decoupled.verify('$view', t))
+          FROM samples});
+    my ($n, $bad) = split /\|/, $out;
+    cmp_ok($n, '>=', 20, "$view: $n sampled times");
+    is($bad, '0', "$view verifies at every sampled time");
+}
+
+# The sink adds up to the table at the end, and wrote each change once.
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM (
+        (SELECT id, owner, balance, count(*) FROM accounts GROUP BY 1, 2, 3
+         EXCEPT ALL
+         SELECT id, owner, balance, sum(mz_diff) FROM account_changes GROUP BY 1, 2, 3
+         HAVING sum(mz_diff) <> 0)
+        UNION ALL
+        (SELECT id, owner, balance, sum(mz_diff) FROM account_changes GROUP BY 1, 2, 3
+         HAVING sum(mz_diff) <> 0
+         EXCEPT ALL
+         SELECT id, owner, balance, count(*) FROM accounts GROUP BY 1, 2, 3)) d}), '0',
+    'the sink adds up to the table');
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM (SELECT 1 FROM account_changes GROUP BY mz_timestamp, id, owner, balance
+                          HAVING count(*) > 1) d}), '0', 'the sink wrote no change twice');
+
+$node->stop;
+done_testing();
