@@ -129,6 +129,40 @@ psql_demo -c "SELECT a.item, count(*) AS bids, max(b.amount) AS top_bid
                 FROM auction_bids b JOIN auction_auctions a ON a.id = b.auction_id
                GROUP BY a.item ORDER BY bids DESC, a.item LIMIT 5"
 
+step "Materialized views over the auction, and a sink: maintained by the replica, no client involved"
+psql_demo -c "SELECT decoupled.create_materialized_view('winning_bids',
+                  'SELECT a.id AS auction, a.seller, a.item, max(b.amount) AS top, count(*) AS bids
+                     FROM auction_auctions a JOIN auction_bids b ON b.auction_id = a.id
+                    GROUP BY a.id, a.seller, a.item', retain_history => '1 minute') AS lifetime_id" \
+    -c "SELECT decoupled.create_materialized_view('seller_totals',
+                  'SELECT seller, count(*) AS auctions, sum(top) AS total FROM winning_bids
+                    GROUP BY seller', retain_history => '1 minute') AS lifetime_id" \
+    -c "SELECT decoupled.create_sink('seller_feed', 'seller_totals', 'seller_changes') AS lifetime_id" \
+    -c "SELECT collection, required_by, frontier FROM decoupled.requirements ORDER BY 2, 1"
+show_pipeline() {
+    psql_demo -At -F ' ' -c "
+        SELECT format('%-16s %-18s since %-14s upper %s  lag %4s ms  %s', f.name, o.kind,
+                      coalesce(f.since::text, '-'), f.upper, f.lag_ms,
+                      coalesce((SELECT string_agg(s.status || CASE WHEN h.hydrated THEN ', hydrated'
+                                                               ELSE '' END, '; ')
+                                  FROM decoupled.object_statuses s
+                                  LEFT JOIN decoupled.hydration h USING (name, replica)
+                                 WHERE s.name = f.name), '-'))
+          FROM decoupled.frontiers f JOIN decoupled.objects o USING (name)
+         WHERE f.name IN ('auction_bids', 'winning_bids', 'seller_totals', 'seller_feed')
+         ORDER BY o.lifetime_id"
+}
+for second in 1 2 3 4; do
+    psql_demo -At -c "SELECT decoupled.wait_for_upper('seller_feed', decoupled.oracle_now() + 1000) IS NULL" >/dev/null
+    echo "-- after ${second}s"
+    show_pipeline
+done
+psql_demo -c "SELECT * FROM seller_totals ORDER BY total DESC, seller LIMIT 5" \
+    -c "SELECT decoupled.verify('winning_bids') AS winning_bids_verified,
+               decoupled.verify('seller_totals') AS seller_totals_verified" \
+    -c "SELECT count(*) AS changes_written, count(DISTINCT mz_timestamp) AS times,
+               sum(mz_diff) AS net_rows FROM seller_changes"
+
 step "Stop the replica abruptly: the controller starts a new incarnation, which resumes from durable progress"
 replica_pid=$(psql_demo -At -c "SELECT pid FROM decoupled.cluster_replicas WHERE cluster = 'default'")
 kill -TERM "$replica_pid"
@@ -138,6 +172,13 @@ psql_demo -c "SELECT count(*) AS bids, max(id) AS last_bid_id, count(*) = max(id
                 FROM auction_bids"
 psql_demo -c "SELECT name, replica, status, incarnation FROM decoupled.status_history
                WHERE name = 'auction_bids' ORDER BY occurred_at"
+psql_demo -At -c "SELECT decoupled.wait_for_upper('seller_feed', decoupled.oracle_now() + 500) IS NULL" >/dev/null
+show_pipeline
+psql_demo -c "SELECT decoupled.verify('seller_totals') AS verified_after_restart" \
+    -c "SELECT set_config('decoupled.as_of', (upper - 1)::text, false) IS NOT NULL AS at_sink_progress
+          FROM decoupled.frontiers WHERE name = 'seller_feed'" \
+    -c "SELECT (SELECT sum(mz_diff) FROM seller_changes WHERE mz_timestamp <= decoupled.as_of())
+               = (SELECT count(*) FROM seller_totals) AS sink_adds_up_to_the_view"
 
 step "Done. The server log:"
 tail -n 8 "$DEMO/server.log"
