@@ -18,6 +18,7 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "access/sysattr.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -277,6 +278,11 @@ void rewrite_registered_reads(ParseState* pstate, Query* query, JumbleState* jst
     if (in_rewrite || suppress_depth > 0 || creating_extension || !IsNormalProcessingMode() ||
         !ActiveSnapshotSet() || MyDatabaseId == InvalidOid)
         return;
+    // Queries parsed in parallel mode are those of parallel-safe functions
+    // (the history gate's catalog read): user statements are analyzed before
+    // a parallel plan starts, and the cache could not be reloaded there (no
+    // latest snapshot in parallel mode).
+    if (IsInParallelMode()) return;
     Query* target = inner_query(query);
     if (!target || target->commandType == CMD_UTILITY || !references_relations(target)) return;
     rewrite_with_cache(target);

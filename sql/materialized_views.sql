@@ -48,6 +48,16 @@ SELECT decoupled.verify('per_customer');
 SELECT since AS before_changes FROM decoupled.frontiers WHERE name = 'per_customer' \gset
 SET decoupled.as_of = :before_changes;
 SELECT * FROM per_customer ORDER BY customer;
+-- In parallel plans too: the history gates then run in parallel workers.
+SET force_parallel_mode = on;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SELECT count(*), sum(amount) FROM orders;
+RESET force_parallel_mode;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
 RESET decoupled.as_of;
 SELECT decoupled.verify('per_customer', :before_changes);
 -- The requirement follows the view's durable progress.
