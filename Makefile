@@ -59,7 +59,7 @@ EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
 REGRESS = catalog ddl privileges collections permission sources materialized_views sinks
-ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader
+ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters
