@@ -147,6 +147,8 @@ $node->safe_psql('postgres', q{
 });
 $node->append_conf('postgresql.conf', "decoupled.bound_publication_interval = '100ms'\n");
 $node->reload;
+# With no adapter at all, views are maintained and compacted.
+$node->safe_psql('postgres', q{SELECT decoupled.drop_adapter('default')});
 $node->safe_psql('postgres', q{
     CREATE TABLE shelf (item int, qty int);
     INSERT INTO shelf SELECT g % 5, g FROM generate_series(1, 50) g;
@@ -154,8 +156,15 @@ $node->safe_psql('postgres', q{
     SELECT decoupled.create_materialized_view('shelf_levels',
         'SELECT item, sum(qty) AS qty FROM shelf GROUP BY item', retain_history => '200ms');
 });
-DecoupledTest::wait_upper($node, 'shelf_levels',
-    $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()'));
+my $created = $node->safe_psql('postgres',
+    q{SELECT since FROM decoupled.frontiers WHERE name = 'shelf_levels'});
+$node->safe_psql('postgres', 'UPDATE shelf SET qty = qty + 1');
+DecoupledTest::wait_for($node, qq{
+    SELECT bool_and(since > $created) FROM decoupled.frontiers
+     WHERE name IN ('shelf', 'shelf_levels')}, 't');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM decoupled.adapters'), '0',
+    'a view and its input are maintained and compacted with no adapter declared');
+$node->safe_psql('postgres', q{SELECT decoupled.declare_adapter('default')});
 my $hold = $node->safe_psql('postgres', q{SELECT decoupled.acquire_hold('shelf_levels')});
 my $held = $node->safe_psql('postgres', "SELECT frontier FROM decoupled.holds WHERE hold_id = $hold");
 $node->safe_psql('postgres', 'UPDATE shelf SET qty = qty + 1');
