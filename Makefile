@@ -48,6 +48,8 @@ OBJS = \
 	extension/read_rewrite.o \
 	extension/wait_functions.o \
 	extension/written_plan.o \
+	extension/sessions.o \
+	bgworker/adapterd.o \
 	bgworker/controller.o \
 	bgworker/replica_engine.o \
 	bgworker/replica_worker.o

@@ -61,6 +61,8 @@ constexpr const char* kLaunchSpecQuery = R"sql(
       FROM decoupled.catalog_adapters a
       JOIN decoupled.catalog_deployments d ON d.name = a.deployment
      WHERE d.state <> 'retired'
+       AND NOT EXISTS (SELECT FROM decoupled.catalog_adapter_stops s
+                        WHERE s.adapter = a.name AND s.deployment = a.deployment)
 )sql";
 
 // What one read of the catalog found.  Plain data, filled by PostgreSQL code.
@@ -218,10 +220,9 @@ void fill_slot(decoupled::SpecSlot& slot, const LaunchSpec& spec, int64 now) {
     slot.failures = 0;
     slot.started_ms = 0;
     slot.next_start_ms = now;
-    // Relay and adapterd processes arrive with their issues; until then they
-    // are planned only.
-    slot.state = spec.kind == WorkerKind::Replica ? decoupled::SlotState::Pending
-                                                   : decoupled::SlotState::Planned;
+    // The relay arrives with its issue; until then it is planned only.
+    slot.state = spec.kind == WorkerKind::Relay ? decoupled::SlotState::Planned
+                                                : decoupled::SlotState::Pending;
     copy_text(slot.kind, sizeof(slot.kind), decoupled::worker_kind_name(spec.kind));
     copy_text(slot.name, sizeof(slot.name), spec.name);
     copy_text(slot.cluster, sizeof(slot.cluster), spec.cluster);
@@ -229,19 +230,28 @@ void fill_slot(decoupled::SpecSlot& slot, const LaunchSpec& spec, int64 now) {
     slot.replica_id = spec.replica_id;
 }
 
-bool register_replica_worker(int index, const decoupled::SpecSlot& slot) {
+bool register_worker(int index, const decoupled::SpecSlot& slot) {
     BackgroundWorker worker;
     memset(&worker, 0, sizeof(worker));
-    snprintf(worker.bgw_name, BGW_MAXLEN, "pg_decoupled replica %s.%s (%s)", slot.cluster,
-             slot.name, slot.deployment);
-    snprintf(worker.bgw_type, BGW_MAXLEN, "pg_decoupled replica");
-    // The engine talks to the server over libpq: no database connection of
-    // its own.
-    worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+    bool adapterd = strcmp(slot.kind, "adapterd") == 0;
+    if (adapterd) {
+        snprintf(worker.bgw_name, BGW_MAXLEN, "pg_decoupled adapterd %s (%s)", slot.name,
+                 slot.deployment);
+        snprintf(worker.bgw_type, BGW_MAXLEN, "pg_decoupled adapterd");
+        worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    } else {
+        snprintf(worker.bgw_name, BGW_MAXLEN, "pg_decoupled replica %s.%s (%s)", slot.cluster,
+                 slot.name, slot.deployment);
+        snprintf(worker.bgw_type, BGW_MAXLEN, "pg_decoupled replica");
+        // The engine talks to the server over libpq: no database connection
+        // of its own.
+        worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+    }
     worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
     worker.bgw_restart_time = BGW_NEVER_RESTART;  // the controller restarts, with backoff
     snprintf(worker.bgw_library_name, BGW_MAXLEN, "pg_decoupled");
-    snprintf(worker.bgw_function_name, BGW_MAXLEN, "decoupled_replica_main");
+    snprintf(worker.bgw_function_name, BGW_MAXLEN,
+             adapterd ? "decoupled_adapterd_main" : "decoupled_replica_main");
     worker.bgw_main_arg = Int32GetDatum(index);
     memcpy(worker.bgw_extra, &slot.generation, sizeof(slot.generation));
     worker.bgw_notify_pid = MyProcPid;
@@ -324,9 +334,9 @@ int64 supervise(const std::vector<LaunchSpec>& desired) {
     LWLockRelease(s->lock);
 
     for (int i : to_start) {
-        if (register_replica_worker(i, s->specs[i])) continue;
-        ereport(WARNING, (errmsg("pg_decoupled controller could not start replica %s.%s",
-                                 s->specs[i].cluster, s->specs[i].name),
+        if (register_worker(i, s->specs[i])) continue;
+        ereport(WARNING, (errmsg("pg_decoupled controller could not start %s %s",
+                                 s->specs[i].kind, s->specs[i].name),
                           errhint("Raise max_worker_processes.")));
         LWLockAcquire(s->lock, LW_EXCLUSIVE);
         s->specs[i].state = SlotState::Backoff;

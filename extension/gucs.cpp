@@ -16,6 +16,8 @@ char* guc_replica_conninfo = nullptr;
 int guc_status_history_retention = 7 * 24 * 3600;
 int guc_table_tick_interval = 1000;
 int guc_bound_publication_interval = 1000;
+int guc_hold_publication_interval = 60000;
+int guc_max_holds = 4096;
 
 void define_gucs() {
     DefineCustomStringVariable(
@@ -69,6 +71,19 @@ void define_gucs() {
         "work).",
         &guc_bound_publication_interval, 1000, 0, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
         nullptr, nullptr);
+
+    DefineCustomIntVariable(
+        "decoupled.hold_publication_interval",
+        "How often adapterd publishes the weakening of its sessions' holds.",
+        "Released holds lift their durable protection at the next publication, in the same "
+        "transaction as adapterd's heartbeat. New and stronger holds are durable at once.",
+        &guc_hold_publication_interval, 60000, 10, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+        nullptr, nullptr, nullptr);
+
+    DefineCustomIntVariable(
+        "decoupled.max_holds", "Maximum number of session holds at once, server-wide.",
+        "Sizes the shared-memory table where sessions keep their holds.", &guc_max_holds, 4096,
+        16, 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 
     MarkGUCPrefixReserved("decoupled");
 }

@@ -15,6 +15,8 @@ extern char* guc_replica_conninfo;  // decoupled.replica_conninfo: how workers c
 extern int guc_status_history_retention;  // decoupled.status_history_retention, seconds
 extern int guc_table_tick_interval;       // decoupled.table_tick_interval, ms (0: off)
 extern int guc_bound_publication_interval;  // decoupled.bound_publication_interval, ms (0: off)
+extern int guc_hold_publication_interval;   // decoupled.hold_publication_interval, ms
+extern int guc_max_holds;                   // decoupled.max_holds: session hold slots
 
 void define_gucs();
 

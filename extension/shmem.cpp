@@ -23,10 +23,12 @@ Size shared_state_size() {
                     mul_size(sizeof(SpecSlot), static_cast<Size>(guc_max_workers)));
 }
 
+Size holds_size() { return mul_size(sizeof(HoldSlot), static_cast<Size>(guc_max_holds)); }
+
 void request_shmem() {
     if (prev_shmem_request_hook) prev_shmem_request_hook();
-    RequestAddinShmemSpace(shared_state_size());
-    RequestNamedLWLockTranche(kTrancheName, 1);
+    RequestAddinShmemSpace(add_size(shared_state_size(), holds_size()));
+    RequestNamedLWLockTranche(kTrancheName, 2);
 }
 
 void startup_shmem() {
@@ -36,13 +38,20 @@ void startup_shmem() {
     state = static_cast<SharedState*>(ShmemInitStruct("pg_decoupled", shared_state_size(), &found));
     if (!found) {
         memset(state, 0, shared_state_size());
-        state->lock = &(GetNamedLWLockTranche(kTrancheName))->lock;
+        LWLockPadded* locks = GetNamedLWLockTranche(kTrancheName);
+        state->lock = &locks[0].lock;
+        state->holds_lock = &locks[1].lock;
+        state->next_hold_id = 1;
         ConditionVariableInit(&state->observed_cv);
         ConditionVariableInit(&state->upper_cv);
         pg_atomic_init_u64(&state->catalog_epoch, 0);
         SpinLockInit(&state->oracle_mutex);
         state->state = ControllerState::NotRunning;
     }
+    bool holds_found = false;
+    state->holds = static_cast<HoldSlot*>(ShmemInitStruct("pg_decoupled holds", holds_size(),
+                                                          &holds_found));
+    if (!holds_found) memset(state->holds, 0, holds_size());
     LWLockRelease(AddinShmemInitLock);
 }
 

@@ -59,8 +59,23 @@ struct SpecSlot {
     int64 replica_id;
 };
 
+// One hold of one session (brief C4.1): sessions aggregate their holds here,
+// under the durable protection of their adapter incarnation.
+struct HoldSlot {
+    bool in_use;
+    int64 hold_id;
+    int64 incarnation;
+    int64 lifetime_id;
+    int64 frontier;
+    pid_t pid;
+    TimestampTz backend_start;  // with pid: the session (pids are reused)
+};
+
 struct SharedState {
     LWLock* lock;
+    LWLock* holds_lock;  // guards holds[] and next_hold_id
+    int64 next_hold_id;
+    HoldSlot* holds;     // decoupled.max_holds slots, a shared-memory area of its own
 
     // Bumped after every committed catalog change; backends compare it with
     // the value their caches were built at.

@@ -27,9 +27,9 @@ SELECT schema_version, catalog_version, decoupled.supported_schema_version() AS 
 -- default adapter.
 SELECT name, state, writes_enabled FROM decoupled.deployments;
 SELECT name, managed, replication_factor, replicas FROM decoupled.clusters;
--- (Its incarnation, pid and status appear once the worker has started.)
+-- (Their incarnations, pids and statuses appear once the workers started.)
 SELECT cluster, replica, deployment FROM decoupled.cluster_replicas;
-SELECT name, deployment, incarnation, pid, status FROM decoupled.adapters;
+SELECT name, deployment FROM decoupled.adapters;
 
 -- Nothing is maintained yet: every view is empty rather than invented.
 -- (replica_statuses fills as soon as the default replica starts.)
@@ -63,7 +63,7 @@ SELECT state, schema_version, catalog_version = decoupled.catalog_version() AS c
   FROM decoupled.controller;
 -- (Replica workers really start: their state is whatever it is right now.)
 SELECT kind, name, cluster, deployment,
-       CASE WHEN kind = 'replica' THEN 'supervised' ELSE action END AS action
+       CASE WHEN kind = 'relay' THEN action ELSE 'supervised' END AS action
   FROM decoupled.supervised ORDER BY kind, name;
 
 -- Impossible states are rejected by the tables themselves, even for a
@@ -99,10 +99,10 @@ WITH o AS (INSERT INTO decoupled.catalog_objects (name, kind, created_in_version
 INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier)
     SELECT 'default', 'default', 12345, lifetime_id, 0 FROM o;
 INSERT INTO decoupled.catalog_adapter_incarnations (adapter, deployment, incarnation)
-    VALUES ('ghost', 'default', 1);
+    VALUES ('ghost', 'default', 900001);
 -- Two live incarnations of one adapter cannot coexist.
 INSERT INTO decoupled.catalog_adapter_incarnations (adapter, deployment, incarnation)
-    VALUES ('default', 'default', 1), ('default', 'default', 2);
+    VALUES ('default', 'default', 900002), ('default', 'default', 900003);
 -- Two live objects cannot share a name; a dropped one frees it.
 BEGIN;
 INSERT INTO decoupled.catalog_objects (name, kind, created_in_version,

@@ -40,10 +40,14 @@ $node->safe_psql('postgres', q{
     END
     $$;
 });
-# A hold at the very beginning keeps all of the history readable.
-my $hold = $node->safe_psql('postgres', q{
+# A hold at the very beginning keeps all of the history readable.  Its
+# adapter is then stopped: an outage leaves the incarnation's durable hold in
+# force (silence never expires a hold), across the crash below too.
+$node->safe_psql('postgres', q{
     SELECT decoupled.acquire_hold('w', since) FROM decoupled.frontiers WHERE name = 'w'});
-my $held_at = $node->safe_psql('postgres', "SELECT frontier FROM decoupled.holds WHERE hold_id = $hold");
+$node->safe_psql('postgres', q{SELECT decoupled.stop_adapter('default')});
+my $held_at = $node->safe_psql('postgres',
+    q{SELECT frontier FROM decoupled.holds WHERE collection = 'w'});
 
 my $bg = $node->background_psql('postgres', on_error_stop => 0);
 $bg->query_until(qr/started/, "\\echo started\nCALL workload(1000000);\n");
@@ -65,7 +69,7 @@ my ($since, $upper, $bound) = split /\|/, $node->safe_psql('postgres', q{
 cmp_ok($upper, '>=', $upper_before, 'the upper survived the crash');
 cmp_ok($bound, '>=', $bound_before, 'the compaction bound survived the crash');
 cmp_ok($since, '<=', $bound, 'since stayed within the bound');
-is($node->safe_psql('postgres', "SELECT frontier FROM decoupled.holds WHERE hold_id = $hold"),
+is($node->safe_psql('postgres', q{SELECT frontier FROM decoupled.holds WHERE collection = 'w'}),
     $held_at, 'the hold survived the crash unchanged');
 is($since, $held_at, 'compaction stopped exactly at the hold');
 cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM truth'), '>=', $truth_before,

@@ -144,6 +144,17 @@ CREATE TABLE decoupled.catalog_adapters (
     PRIMARY KEY (name, deployment)
 );
 
+-- Adapters whose process is stopped on purpose (decoupled.stop_adapter):
+-- the declaration, its incarnations and their holds stay as they are.
+CREATE TABLE decoupled.catalog_adapter_stops (
+    adapter    decoupled.object_name NOT NULL,
+    deployment decoupled.object_name NOT NULL,
+    stopped_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (adapter, deployment),
+    FOREIGN KEY (adapter, deployment)
+        REFERENCES decoupled.catalog_adapters (name, deployment) ON DELETE CASCADE
+);
+
 -- Dropping an adapter removes its incarnations and, through them, exactly
 -- the holds, sessions and subscriptions they own (brief C4.3).
 CREATE TABLE decoupled.catalog_adapter_incarnations (
@@ -258,7 +269,8 @@ CREATE INDEX catalog_requirements_required_by
 
 -- Durable read holds.  The owner is an adapter incarnation, qualified by
 -- adapter and deployment (brief C4.1); a hold protects reads of the
--- collection at times >= frontier.
+-- collection at times >= frontier.  One row per owner and collection, at or
+-- below every hold the owner's sessions keep in shared memory.
 CREATE TABLE decoupled.catalog_holds (
     hold_id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     adapter     decoupled.object_name NOT NULL,
@@ -267,9 +279,8 @@ CREATE TABLE decoupled.catalog_holds (
     lifetime_id bigint NOT NULL
                 REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
     frontier    decoupled.mz_timestamp NOT NULL,
-    session_pid integer,
-    session_started timestamptz,
     acquired_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (incarnation, lifetime_id),
     FOREIGN KEY (adapter, deployment, incarnation)
         REFERENCES decoupled.catalog_adapter_incarnations (adapter, deployment, incarnation)
         ON DELETE CASCADE

@@ -141,16 +141,59 @@ END
 $$;
 
 ------------------------------------------------------------------------------
--- Holds (C4, durable part)
+-- Holds (C4)
+--
+-- A session's holds live in shared memory (extension/sessions.cpp); its
+-- adapter incarnation's durable hold on a collection is one row in
+-- catalog_holds at or below all of them.  A new or stronger hold writes that
+-- row in the acquiring transaction; a hold under established protection
+-- writes nothing durable.  Releasing writes nothing either: adapterd raises
+-- or removes the durable row at its next hold publication (lazy, coalesced
+-- weakening).  A transaction-level advisory lock per incarnation orders
+-- acquisitions against that publication: an acquisition holds it shared
+-- until its transaction ends, a publication takes it exclusively or skips
+-- the round, so a publication never lifts protection a concurrent
+-- acquisition relies on.
 ------------------------------------------------------------------------------
 
--- The live incarnation of the session's adapter (decoupled.adapter) in the
--- active deployment.  Until adapterd runs incarnations of its own, the first
--- protected operation starts one.
+CREATE FUNCTION decoupled._caller() RETURNS oid
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_caller';
+CREATE FUNCTION decoupled._caller_is_admin() RETURNS boolean
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_caller_is_admin';
+CREATE FUNCTION decoupled._caller_can_select(relation oid) RETURNS boolean
+    LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_caller_can_select';
+
+CREATE FUNCTION decoupled._session_attachment(adapter text) RETURNS bigint
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_session_attachment';
+CREATE FUNCTION decoupled._session_attach(adapter text, incarnation bigint) RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_session_attach';
+CREATE FUNCTION decoupled._hold_register(incarnation bigint, lifetime_id bigint, frontier bigint)
+    RETURNS bigint LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_hold_register';
+CREATE FUNCTION decoupled._hold_release(hold_id bigint, any_session boolean) RETURNS bigint
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_hold_release';
+CREATE FUNCTION decoupled._backend_start() RETURNS timestamptz
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_backend_start';
+CREATE FUNCTION decoupled._shared_holds()
+    RETURNS TABLE (hold_id bigint, incarnation bigint, lifetime_id bigint, frontier bigint,
+                   session_pid integer)
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_shared_holds';
+
+-- The advisory lock that orders acquisitions against hold publication.
+CREATE FUNCTION decoupled._hold_lock_key(incarnation bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT (incarnation % 2147483647)::integer
+$$;
+
+-- The session's owner (brief C7.1, C7.4): the incarnation of its adapter
+-- (decoupled.adapter) in the active deployment that it attached to at its
+-- first protected operation.  A retired one is an error, never a silent
+-- move to its successor; an undeclared or stopped adapter is an error too.
 CREATE FUNCTION decoupled._session_owner(OUT adapter text, OUT deployment text,
                                          OUT incarnation bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
+DECLARE
+    v_attached bigint;
 BEGIN
     adapter := coalesce(nullif(current_setting('decoupled.adapter', true), ''), 'default');
     deployment := decoupled._active_deployment();
@@ -162,22 +205,49 @@ BEGIN
             USING ERRCODE = 'undefined_object',
                   HINT = 'Declare it with decoupled.declare_adapter(), or set decoupled.adapter.';
     END IF;
-    INSERT INTO decoupled.catalog_adapter_incarnations (adapter, deployment, incarnation, status)
-    VALUES (_session_owner.adapter, _session_owner.deployment,
-            nextval('decoupled.incarnation_seq'), 'running')
-    ON CONFLICT (adapter, deployment) WHERE retired_at IS NULL DO NOTHING;
-    SELECT i.incarnation INTO incarnation FROM decoupled.catalog_adapter_incarnations i
-     WHERE i.adapter = _session_owner.adapter AND i.deployment = _session_owner.deployment
-       AND i.retired_at IS NULL;
+    IF EXISTS (SELECT FROM decoupled.catalog_adapter_stops s
+                WHERE s.adapter = _session_owner.adapter
+                  AND s.deployment = _session_owner.deployment) THEN
+        RAISE EXCEPTION 'adapter "%" is stopped', _session_owner.adapter
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'decoupled.start_adapter() starts it again; its holds stay meanwhile.';
+    END IF;
+    v_attached := decoupled._session_attachment(_session_owner.adapter);
+    IF v_attached IS NOT NULL THEN
+        IF NOT EXISTS (SELECT FROM decoupled.catalog_adapter_incarnations i
+                        WHERE i.incarnation = v_attached AND i.retired_at IS NULL) THEN
+            RAISE EXCEPTION 'incarnation % of adapter "%" that this session attached to was retired',
+                            v_attached, _session_owner.adapter
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = 'Its holds are released; the session cannot take protection '
+                               'from its successor.',
+                      HINT = 'Reconnect to attach to the adapter''s current incarnation.';
+        END IF;
+        incarnation := v_attached;
+        RETURN;
+    END IF;
+    -- First protected operation: attach to the live incarnation, which
+    -- adapterd registers when it starts.
+    FOR attempt IN 1 .. 500 LOOP
+        SELECT a.incarnation INTO incarnation FROM decoupled.catalog_adapter_incarnations a
+         WHERE a.adapter = _session_owner.adapter AND a.deployment = _session_owner.deployment
+           AND a.retired_at IS NULL;
+        EXIT WHEN FOUND;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    IF incarnation IS NULL THEN
+        RAISE EXCEPTION 'adapter "%" has no running incarnation', _session_owner.adapter
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Its adapterd has not started: see decoupled.supervised.';
+    END IF;
+    INSERT INTO decoupled.session_records
+           (adapter, deployment, incarnation, session_pid, connected_at, role)
+    VALUES (_session_owner.adapter, _session_owner.deployment, incarnation, pg_backend_pid(),
+            decoupled._backend_start(), session_user)
+    ON CONFLICT DO NOTHING;
+    PERFORM decoupled._session_attach(_session_owner.adapter, incarnation);
 END
 $$;
-
-CREATE FUNCTION decoupled._caller() RETURNS oid
-    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_caller';
-CREATE FUNCTION decoupled._caller_is_admin() RETURNS boolean
-    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_caller_is_admin';
-CREATE FUNCTION decoupled._caller_can_select(relation oid) RETURNS boolean
-    LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_caller_can_select';
 
 CREATE FUNCTION decoupled.acquire_hold(collection text, as_of bigint DEFAULT NULL)
 RETURNS bigint
@@ -188,6 +258,7 @@ DECLARE
     v_upper    bigint;
     v_bound    bigint;
     v_frontier bigint;
+    v_durable  bigint;
     v_owner    record;
     v_id       bigint;
 BEGIN
@@ -220,11 +291,21 @@ BEGIN
                   HINT = format('Hold at %s or later.', v_bound);
     END IF;
     v_owner := decoupled._session_owner();
-    INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier,
-                                         session_pid, session_started)
-    VALUES (v_owner.adapter, v_owner.deployment, v_owner.incarnation, o.lifetime_id, v_frontier,
-            pg_backend_pid(), pg_stat_get_backend_start(pg_backend_pid()))
-    RETURNING hold_id INTO v_id;
+    PERFORM pg_advisory_xact_lock_shared(decoupled._hold_lock_key(v_owner.incarnation));
+    v_id := decoupled._hold_register(v_owner.incarnation, o.lifetime_id, v_frontier);
+    -- Established protection (read committed: the latest committed row)
+    -- makes the hold valid with no durable write; otherwise it is written
+    -- now and valid once this transaction commits.
+    IF current_setting('transaction_isolation') = 'read committed' THEN
+        SELECT h.frontier INTO v_durable FROM decoupled.catalog_holds h
+         WHERE h.incarnation = v_owner.incarnation AND h.lifetime_id = o.lifetime_id;
+    END IF;
+    IF v_durable IS NULL OR v_durable > v_frontier THEN
+        INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier)
+        VALUES (v_owner.adapter, v_owner.deployment, v_owner.incarnation, o.lifetime_id, v_frontier)
+        ON CONFLICT (incarnation, lifetime_id) DO UPDATE
+           SET frontier = least(catalog_holds.frontier, EXCLUDED.frontier), acquired_at = now();
+    END IF;
     RETURN v_id;
 END
 $$;
@@ -234,31 +315,73 @@ COMMENT ON FUNCTION decoupled.acquire_hold(text, bigint) IS
 CREATE FUNCTION decoupled.release_hold(id bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
-DECLARE
-    v_collection bigint;
-    v_pid        integer;
-    v_started    timestamptz;
 BEGIN
-    SELECT h.lifetime_id, h.session_pid, h.session_started INTO v_collection, v_pid, v_started
-      FROM decoupled.catalog_holds h WHERE h.hold_id = release_hold.id FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'hold % does not exist', coalesce(release_hold.id::text, 'NULL')
-            USING ERRCODE = 'undefined_object';
+    IF release_hold.id IS NULL THEN
+        RAISE EXCEPTION 'hold NULL does not exist' USING ERRCODE = 'undefined_object';
     END IF;
-    -- A session is its pid and its start time: pids are reused.
-    IF (v_pid IS DISTINCT FROM pg_backend_pid()
-        OR v_started IS DISTINCT FROM pg_stat_get_backend_start(pg_backend_pid()))
-       AND NOT decoupled._caller_is_admin() THEN
-        RAISE EXCEPTION 'hold % belongs to another session', release_hold.id
-            USING ERRCODE = 'insufficient_privilege',
-                  HINT = 'Members of decoupled_admin may release any hold.';
-    END IF;
-    DELETE FROM decoupled.catalog_holds h WHERE h.hold_id = release_hold.id;
-    INSERT INTO decoupled.catalog_bound_queue VALUES (v_collection) ON CONFLICT DO NOTHING;
+    -- The durable protection is lifted lazily, at adapterd's next hold
+    -- publication (decoupled.publish_holds() runs one now).
+    PERFORM decoupled._hold_release(release_hold.id, decoupled._caller_is_admin());
 END
 $$;
 COMMENT ON FUNCTION decoupled.release_hold(bigint) IS
-    'Release a hold; compaction may then pass its frontier.';
+    'Release a hold; compaction may pass its frontier after the next hold publication.';
+
+-- Publishes the weakening of an incarnation's holds: its durable rows
+-- follow the lowest hold its sessions keep now, and go when none is left.
+-- Skips the round while an acquisition is in flight.  Returns the number of
+-- durable rows changed, or NULL when skipped.
+CREATE FUNCTION decoupled._publish_hold_weakening(incarnation bigint) RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_count integer;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(decoupled._hold_lock_key(_publish_hold_weakening.incarnation))
+    THEN
+        RETURN NULL;
+    END IF;
+    WITH kept AS (
+        SELECT s.lifetime_id, min(s.frontier) AS frontier FROM decoupled._shared_holds() s
+         WHERE s.incarnation = _publish_hold_weakening.incarnation GROUP BY s.lifetime_id),
+    gone AS (
+        DELETE FROM decoupled.catalog_holds h
+         WHERE h.incarnation = _publish_hold_weakening.incarnation
+           AND NOT EXISTS (SELECT FROM kept k WHERE k.lifetime_id = h.lifetime_id)
+        RETURNING h.lifetime_id),
+    raised AS (
+        UPDATE decoupled.catalog_holds h SET frontier = k.frontier
+          FROM kept k
+         WHERE h.incarnation = _publish_hold_weakening.incarnation
+           AND h.lifetime_id = k.lifetime_id AND h.frontier < k.frontier
+        RETURNING h.lifetime_id),
+    changed AS (SELECT lifetime_id FROM gone UNION SELECT lifetime_id FROM raised),
+    queued AS (
+        INSERT INTO decoupled.catalog_bound_queue SELECT lifetime_id FROM changed
+        ON CONFLICT DO NOTHING)
+    SELECT count(*) INTO v_count FROM changed;
+    RETURN v_count;
+END
+$$;
+
+-- One hold publication now, for the live incarnation of the session's
+-- adapter (adapterd does it every decoupled.hold_publication_interval).
+CREATE FUNCTION decoupled.publish_holds() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_incarnation bigint;
+BEGIN
+    SELECT i.incarnation INTO v_incarnation FROM decoupled.catalog_adapter_incarnations i
+     WHERE i.adapter = coalesce(nullif(current_setting('decoupled.adapter', true), ''), 'default')
+       AND i.deployment = decoupled._active_deployment() AND i.retired_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    RETURN coalesce(decoupled._publish_hold_weakening(v_incarnation), 0);
+END
+$$;
+COMMENT ON FUNCTION decoupled.publish_holds() IS
+    'Publish the weakening of the current adapter''s holds now (released holds lift their protection).';
 
 ------------------------------------------------------------------------------
 -- Dry run (C1.5)

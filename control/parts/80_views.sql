@@ -43,11 +43,17 @@ CREATE VIEW decoupled.replica_statuses AS
       JOIN decoupled.catalog_replicas r USING (replica_id)
      WHERE i.retired_at IS NULL;
 
+-- An adapter stopped on purpose shows `stopped`, with the incarnation that
+-- still owns its holds.
 CREATE VIEW decoupled.adapters AS
-    SELECT a.name::text, a.deployment::text, i.incarnation, i.pid, i.status, i.heartbeat_at
+    SELECT a.name::text, a.deployment::text, i.incarnation, i.pid,
+           CASE WHEN s.adapter IS NOT NULL THEN 'stopped' ELSE i.status END AS status,
+           i.heartbeat_at, s.stopped_at
       FROM decoupled.catalog_adapters a
       LEFT JOIN decoupled.catalog_adapter_incarnations i
-             ON i.adapter = a.name AND i.deployment = a.deployment AND i.retired_at IS NULL;
+             ON i.adapter = a.name AND i.deployment = a.deployment AND i.retired_at IS NULL
+      LEFT JOIN decoupled.catalog_adapter_stops s
+             ON s.adapter = a.name AND s.deployment = a.deployment;
 
 CREATE VIEW decoupled.objects AS
     SELECT o.name::text, o.kind, o.cluster::text, o.lifetime_id, o.created_at,
@@ -70,11 +76,21 @@ CREATE VIEW decoupled.requirements AS
       JOIN decoupled.catalog_objects r ON r.lifetime_id = q.required_by
      WHERE c.dropped_at IS NULL AND r.dropped_at IS NULL;
 
+-- Durable holds: one per owner incarnation and collection.
 CREATE VIEW decoupled.holds AS
     SELECT h.adapter::text, h.deployment::text, h.incarnation, o.name::text AS collection,
-           h.frontier::bigint, h.hold_id, h.session_pid
+           h.frontier::bigint, h.hold_id, h.acquired_at
       FROM decoupled.catalog_holds h
       JOIN decoupled.catalog_objects o USING (lifetime_id)
+     WHERE o.dropped_at IS NULL;
+
+-- Every session's holds, from shared memory.
+CREATE VIEW decoupled.session_holds AS
+    SELECT s.hold_id, s.session_pid, i.adapter::text, i.deployment::text, s.incarnation,
+           o.name::text AS collection, s.frontier
+      FROM decoupled._shared_holds() s
+      JOIN decoupled.catalog_objects o USING (lifetime_id)
+      LEFT JOIN decoupled.catalog_adapter_incarnations i USING (incarnation)
      WHERE o.dropped_at IS NULL;
 
 -- Health of every live object on every replica of its cluster.  An object

@@ -30,14 +30,16 @@ GRANT EXECUTE ON FUNCTION
     decoupled.oracle_now(), decoupled.as_of(), decoupled._history_gate(bigint),
     decoupled.acquire_hold(text, bigint), decoupled.release_hold(bigint),
     decoupled.dry_run(text), decoupled._catalog_inventory(),
-    decoupled.wait_for_upper(text, bigint, interval), decoupled.verify(text, bigint)
+    decoupled.wait_for_upper(text, bigint, interval), decoupled.verify(text, bigint),
+    decoupled._shared_holds()
 TO PUBLIC;
 
 -- Catalog changes and the write path: superuser or decoupled_admin.
 GRANT EXECUTE ON FUNCTION
     decoupled.create_cluster(text, integer, boolean), decoupled.alter_cluster(text, integer),
     decoupled.drop_cluster(text), decoupled.declare_adapter(text),
-    decoupled.drop_adapter(text),
+    decoupled.drop_adapter(text), decoupled.stop_adapter(text), decoupled.start_adapter(text),
+    decoupled.retire_incarnation(text, bigint), decoupled.publish_holds(),
     decoupled.register_table(regclass, interval), decoupled.unregister_table(regclass),
     decoupled.tick_tables(), decoupled.append(text, jsonb, bigint, bigint, text, bigint),
     decoupled.publish_bounds(), decoupled.apply_compaction(), decoupled.finalize_dropped(),

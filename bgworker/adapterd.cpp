@@ -1,0 +1,187 @@
+// adapterd: the live process of one adapter (brief C4, C7, C9.1), a dynamic
+// background worker started by the controller for one supervised slot.
+//
+// It registers a new incarnation of its adapter (retiring the older ones),
+// then every second runs one round in one transaction: heartbeat, reclaim
+// of retired predecessors and of ended sessions, and — every
+// decoupled.hold_publication_interval — the publication of its sessions'
+// hold weakening.  A failed round is logged and retried: only being fenced
+// (its incarnation retired) ends it, because a restart is a new incarnation
+// and releases what the old one protected.  SIGTERM ends it and leaves its
+// incarnation and holds in place: silence never expires a hold.
+extern "C" {
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}
+
+#include <cstring>
+
+#include "../extension/gucs.hpp"
+#include "../extension/pg_guard.hpp"
+#include "../extension/shmem.hpp"
+
+extern "C" {
+PGDLLEXPORT void decoupled_adapterd_main(Datum);
+}
+
+namespace {
+
+constexpr long kRoundMs = 1000;
+
+int my_slot = -1;
+char adapter[NAMEDATALEN];
+char deployment[NAMEDATALEN];
+
+int64 now_ms() { return GetCurrentTimestamp() / 1000; }
+
+void release_slot(int, Datum) {
+    decoupled::SharedState* s = decoupled::shared_state();
+    LWLockAcquire(s->lock, LW_EXCLUSIVE);
+    if (my_slot >= 0 && s->specs[my_slot].pid == MyProcPid) {
+        s->specs[my_slot].pid = 0;
+        s->specs[my_slot].latch = nullptr;
+    }
+    LWLockRelease(s->lock);
+    decoupled::wake_controller();
+}
+
+// Claims the slot unless a newer generation reused it or a live process
+// already holds it.
+bool claim_slot(int slot, uint32 generation) {
+    decoupled::SharedState* s = decoupled::shared_state();
+    bool claimed = false;
+    LWLockAcquire(s->lock, LW_EXCLUSIVE);
+    decoupled::SpecSlot& spec = s->specs[slot];
+    if (spec.in_use && spec.generation == generation && spec.pid == 0) {
+        spec.pid = MyProcPid;
+        spec.latch = MyLatch;
+        spec.state = decoupled::SlotState::Running;
+        strlcpy(adapter, spec.name, sizeof(adapter));
+        strlcpy(deployment, spec.deployment, sizeof(deployment));
+        claimed = true;
+    }
+    LWLockRelease(s->lock);
+    return claimed;
+}
+
+// Runs one statement returning at most one bigint, in a transaction of its
+// own.  Raises PostgreSQL errors: call it through pg_call.
+int64 run(const char* sql, int nargs, Oid* types, Datum* values) {
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    pgstat_report_activity(STATE_RUNNING, sql);
+    SPI_connect();
+    if (SPI_execute_with_args(sql, nargs, types, values, nullptr, false, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not run %s", sql);
+    int64 result = 0;
+    if (SPI_processed > 0) {
+        bool isnull;
+        Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+        if (!isnull && SPI_tuptable->tupdesc->attrs[0].atttypid == INT8OID) result = DatumGetInt64(d);
+    }
+    SPI_finish();
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+    pgstat_report_activity(STATE_IDLE, nullptr);
+    return result;
+}
+
+int64 start_incarnation() {
+    Oid types[3] = {TEXTOID, TEXTOID, INT4OID};
+    Datum values[3] = {CStringGetTextDatum(adapter), CStringGetTextDatum(deployment),
+                       Int32GetDatum(MyProcPid)};
+    return run("SELECT decoupled._adapter_start($1, $2, $3)", 3, types, values);
+}
+
+void adapter_round(int64 incarnation, bool publish_holds) {
+    Oid types[2] = {INT8OID, BOOLOID};
+    Datum values[2] = {Int64GetDatum(incarnation), BoolGetDatum(publish_holds)};
+    run("SELECT decoupled._adapter_round($1, $2) IS NULL", 2, types, values);
+}
+
+bool is_fenced(const decoupled::PgError& e) {
+    return e.data()->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE &&
+           e.data()->message && strstr(e.data()->message, "is not current") != nullptr;
+}
+
+}  // namespace
+
+void decoupled_adapterd_main(Datum arg) {
+    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGINT, SIG_IGN);
+    BackgroundWorkerUnblockSignals();
+
+    int slot = DatumGetInt32(arg);
+    uint32 generation;
+    memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
+    if (!claim_slot(slot, generation)) proc_exit(0);
+    my_slot = slot;
+    on_shmem_exit(release_slot, 0);
+
+    BackgroundWorkerInitializeConnection(decoupled::guc_database, nullptr, 0);
+    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("application_name", "pg_decoupled adapterd", PGC_USERSET, PGC_S_SESSION);
+    pgstat_report_appname("pg_decoupled adapterd");
+
+    int64 incarnation = 0;
+    int64 last_publication = now_ms();
+    int64 next_round = 0;
+    int failures = 0;
+    while (!ShutdownRequestPending) {
+        if (ConfigReloadPending) {
+            ConfigReloadPending = false;
+            ProcessConfigFile(PGC_SIGHUP);
+        }
+        // Its latch is set by every catalog change and upper advance: rounds
+        // keep their own pace.
+        if (now_ms() < next_round) {
+            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                            next_round - now_ms(), PG_WAIT_EXTENSION);
+            ResetLatch(MyLatch);
+            continue;
+        }
+        long sleep_ms = kRoundMs;
+        try {
+            if (incarnation == 0) {
+                incarnation = decoupled::pg_call([] { return start_incarnation(); });
+                ereport(LOG, (errmsg("pg_decoupled adapterd \"%s\" started incarnation " INT64_FORMAT,
+                                     adapter, incarnation)));
+            }
+            bool publish = now_ms() - last_publication >= decoupled::guc_hold_publication_interval;
+            decoupled::pg_call([&] { adapter_round(incarnation, publish); });
+            if (publish) last_publication = now_ms();
+            failures = 0;
+        } catch (const decoupled::PgError& e) {
+            AbortCurrentTransaction();
+            pgstat_report_activity(STATE_IDLE, nullptr);
+            if (incarnation != 0 && is_fenced(e)) {
+                ereport(LOG, (errmsg("pg_decoupled adapterd \"%s\" stops: %s", adapter, e.what()),
+                              errdetail("Its incarnation was retired.")));
+                proc_exit(1);
+            }
+            ereport(LOG, (errmsg("pg_decoupled adapterd \"%s\": %s", adapter, e.what())));
+            FreeErrorData(e.data());
+            // Not yet started (stopped, undeclared): the controller decides.
+            if (incarnation == 0) proc_exit(1);
+            sleep_ms = std::min<long>(kRoundMs << std::min(++failures, 5), 30000);
+        }
+        next_round = now_ms() + sleep_ms;
+    }
+    proc_exit(0);
+}

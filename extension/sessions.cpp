@@ -1,0 +1,262 @@
+// Sessions and their holds (brief C4, C7.1, C7.4).
+//
+// A session attaches to the live incarnation of its adapter at its first
+// protected operation and stays attached to that incarnation: once it is
+// retired, the session's next protected operation fails instead of
+// silently moving to a successor.  The attachment is backend-local; one
+// made by a transaction that aborts is forgotten.
+//
+// Holds live in shared memory, one slot per hold, tagged with the session
+// (pid and backend start) and the owner incarnation.  The durable part is
+// one row per (incarnation, collection) in decoupled.catalog_holds at or
+// below every session hold of that owner: acquire_hold writes it only when
+// a hold is new or stronger, adapterd raises or removes it lazily (the
+// coalesced weakening).  Holds registered by a (sub)transaction that aborts
+// are removed; a session's holds end with the session.
+//
+// No C++ objects live here: every function may longjmp.
+extern "C" {
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+}
+
+#include <cstring>
+
+#include "gucs.hpp"
+#include "shmem.hpp"
+
+extern "C" {
+PG_FUNCTION_INFO_V1(decoupled_session_attachment);
+PG_FUNCTION_INFO_V1(decoupled_session_attach);
+PG_FUNCTION_INFO_V1(decoupled_hold_register);
+PG_FUNCTION_INFO_V1(decoupled_hold_release);
+PG_FUNCTION_INFO_V1(decoupled_shared_holds);
+PG_FUNCTION_INFO_V1(decoupled_backend_start);
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// The session's attachment
+// ---------------------------------------------------------------------------
+
+char attached_adapter[NAMEDATALEN];
+int64 attached_incarnation = 0;
+bool attached_in_xact = false;  // made by the current transaction: undone if it aborts
+
+// ---------------------------------------------------------------------------
+// Holds registered by the current transaction, with the subtransaction
+// that registered them, so that an abort removes exactly those.
+// ---------------------------------------------------------------------------
+
+struct PendingHold {
+    int64 hold_id;
+    SubTransactionId subxact;
+};
+
+PendingHold* pending = nullptr;
+int npending = 0;
+int pending_capacity = 0;
+bool callbacks_registered = false;
+bool exit_callback_registered = false;
+
+void remember_pending(int64 hold_id) {
+    if (npending == pending_capacity) {
+        int capacity = pending_capacity ? pending_capacity * 2 : 16;
+        Size size = sizeof(PendingHold) * capacity;
+        pending = static_cast<PendingHold*>(
+            pending ? repalloc(pending, size) : MemoryContextAlloc(TopMemoryContext, size));
+        pending_capacity = capacity;
+    }
+    pending[npending++] = {hold_id, GetCurrentSubTransactionId()};
+}
+
+// Frees the slots of holds matching `match`; returns how many.
+template <typename Match>
+int free_slots(Match match) {
+    decoupled::SharedState* s = decoupled::shared_state();
+    int freed = 0;
+    LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
+    for (int i = 0; i < decoupled::guc_max_holds; ++i) {
+        decoupled::HoldSlot& h = s->holds[i];
+        if (h.in_use && match(h)) {
+            h.in_use = false;
+            freed++;
+        }
+    }
+    LWLockRelease(s->holds_lock);
+    return freed;
+}
+
+void drop_pending(SubTransactionId subxact, bool all) {
+    int kept = 0;
+    for (int i = 0; i < npending; ++i) {
+        if (all || pending[i].subxact == subxact) {
+            int64 id = pending[i].hold_id;
+            free_slots([id](const decoupled::HoldSlot& h) { return h.hold_id == id; });
+        } else {
+            pending[kept++] = pending[i];
+        }
+    }
+    npending = kept;
+}
+
+void on_xact(XactEvent event, void*) {
+    switch (event) {
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+        case XACT_EVENT_PREPARE:
+            npending = 0;
+            attached_in_xact = false;
+            break;
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_ABORT:
+            drop_pending(InvalidSubTransactionId, true);
+            if (attached_in_xact) attached_incarnation = 0;
+            attached_in_xact = false;
+            break;
+        default:
+            break;
+    }
+}
+
+void on_subxact(SubXactEvent event, SubTransactionId mine, SubTransactionId parent, void*) {
+    if (event == SUBXACT_EVENT_ABORT_SUB) {
+        drop_pending(mine, false);
+    } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+        for (int i = 0; i < npending; ++i)
+            if (pending[i].subxact == mine) pending[i].subxact = parent;
+    }
+}
+
+void ensure_callbacks() {
+    if (callbacks_registered) return;
+    RegisterXactCallback(on_xact, nullptr);
+    RegisterSubXactCallback(on_subxact, nullptr);
+    callbacks_registered = true;
+}
+
+// A session's holds end with it.
+void release_session_holds(int, Datum) {
+    pid_t pid = MyProcPid;
+    free_slots([pid](const decoupled::HoldSlot& h) { return h.pid == pid; });
+}
+
+}  // namespace
+
+// decoupled._session_attachment(adapter text) -> bigint: the incarnation of
+// `adapter` this session is attached to, or NULL.
+Datum decoupled_session_attachment(PG_FUNCTION_ARGS) {
+    char* adapter = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    if (attached_incarnation == 0 || strcmp(adapter, attached_adapter) != 0) PG_RETURN_NULL();
+    PG_RETURN_INT64(attached_incarnation);
+}
+
+// decoupled._session_attach(adapter text, incarnation bigint)
+Datum decoupled_session_attach(PG_FUNCTION_ARGS) {
+    ensure_callbacks();
+    char* adapter = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    strlcpy(attached_adapter, adapter, sizeof(attached_adapter));
+    attached_incarnation = PG_GETARG_INT64(1);
+    attached_in_xact = true;
+    PG_RETURN_VOID();
+}
+
+// decoupled._hold_register(incarnation, lifetime_id, frontier) -> hold id
+Datum decoupled_hold_register(PG_FUNCTION_ARGS) {
+    ensure_callbacks();
+    if (!exit_callback_registered) {
+        before_shmem_exit(release_session_holds, 0);
+        exit_callback_registered = true;
+    }
+    decoupled::SharedState* s = decoupled::shared_state();
+    int64 id = 0;
+    LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
+    for (int i = 0; i < decoupled::guc_max_holds; ++i) {
+        decoupled::HoldSlot& h = s->holds[i];
+        if (h.in_use) continue;
+        id = s->next_hold_id++;
+        h.in_use = true;
+        h.hold_id = id;
+        h.incarnation = PG_GETARG_INT64(0);
+        h.lifetime_id = PG_GETARG_INT64(1);
+        h.frontier = PG_GETARG_INT64(2);
+        h.pid = MyProcPid;
+        h.backend_start = MyStartTimestamp;
+        break;
+    }
+    LWLockRelease(s->holds_lock);
+    if (id == 0)
+        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                        errmsg("too many holds"),
+                        errdetail("All %d session hold slots are in use.",
+                                  decoupled::guc_max_holds),
+                        errhint("Release holds, or raise decoupled.max_holds and restart.")));
+    remember_pending(id);
+    PG_RETURN_INT64(id);
+}
+
+// decoupled._hold_release(hold_id bigint, any_session boolean) -> bigint:
+// the collection it held.  Only the session that acquired a hold may
+// release it, unless any_session.
+Datum decoupled_hold_release(PG_FUNCTION_ARGS) {
+    int64 id = PG_GETARG_INT64(0);
+    bool any_session = PG_GETARG_BOOL(1);
+    decoupled::SharedState* s = decoupled::shared_state();
+    int64 lifetime_id = 0;
+    bool found = false, foreign = false;
+    LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
+    for (int i = 0; i < decoupled::guc_max_holds && !found; ++i) {
+        decoupled::HoldSlot& h = s->holds[i];
+        if (!h.in_use || h.hold_id != id) continue;
+        found = true;
+        foreign = h.pid != MyProcPid || h.backend_start != MyStartTimestamp;
+        if (!foreign || any_session) {
+            lifetime_id = h.lifetime_id;
+            h.in_use = false;
+        }
+    }
+    LWLockRelease(s->holds_lock);
+    if (!found)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("hold " INT64_FORMAT
+                                                                  " does not exist", id)));
+    if (foreign && !any_session)
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                        errmsg("hold " INT64_FORMAT " belongs to another session", id),
+                        errhint("Members of decoupled_admin may release any hold.")));
+    PG_RETURN_INT64(lifetime_id);
+}
+
+// decoupled._shared_holds() -> (hold_id, incarnation, lifetime_id, frontier,
+// session_pid): every session hold now.
+Datum decoupled_shared_holds(PG_FUNCTION_ARGS) {
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    InitMaterializedSRF(fcinfo, 0);
+    decoupled::SharedState* s = decoupled::shared_state();
+    LWLockAcquire(s->holds_lock, LW_SHARED);
+    for (int i = 0; i < decoupled::guc_max_holds; ++i) {
+        const decoupled::HoldSlot& h = s->holds[i];
+        if (!h.in_use) continue;
+        Datum values[5] = {Int64GetDatum(h.hold_id), Int64GetDatum(h.incarnation),
+                           Int64GetDatum(h.lifetime_id), Int64GetDatum(h.frontier),
+                           Int32GetDatum(h.pid)};
+        bool nulls[5] = {false, false, false, false, false};
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+    LWLockRelease(s->holds_lock);
+    return (Datum)0;
+}
+
+// decoupled._backend_start() -> timestamptz: with the pid, what identifies
+// this session (pg_stat_activity.backend_start).
+Datum decoupled_backend_start(PG_FUNCTION_ARGS) { PG_RETURN_TIMESTAMPTZ(MyStartTimestamp); }
