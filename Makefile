@@ -49,6 +49,7 @@ OBJS = \
 	extension/wait_functions.o \
 	extension/written_plan.o \
 	extension/sessions.o \
+	extension/subscribe.o \
 	bgworker/adapterd.o \
 	bgworker/controller.o \
 	bgworker/replica_engine.o \
@@ -60,7 +61,7 @@ DATA_built = control/pg_decoupled--1.0.sql
 EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
-REGRESS = catalog ddl privileges collections permission sources materialized_views sinks
+REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race
 
 PG_CONFIG ?= pg_config

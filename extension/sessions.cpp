@@ -42,6 +42,7 @@ PG_FUNCTION_INFO_V1(decoupled_hold_register);
 PG_FUNCTION_INFO_V1(decoupled_hold_release);
 PG_FUNCTION_INFO_V1(decoupled_shared_holds);
 PG_FUNCTION_INFO_V1(decoupled_backend_start);
+PG_FUNCTION_INFO_V1(decoupled_hold_advance);
 }
 
 namespace {
@@ -172,7 +173,8 @@ Datum decoupled_session_attach(PG_FUNCTION_ARGS) {
     PG_RETURN_VOID();
 }
 
-// decoupled._hold_register(incarnation, lifetime_id, frontier) -> hold id
+// decoupled._hold_register(incarnation, lifetime_id, frontier, subscription)
+// -> hold id
 Datum decoupled_hold_register(PG_FUNCTION_ARGS) {
     ensure_callbacks();
     if (!exit_callback_registered) {
@@ -193,6 +195,7 @@ Datum decoupled_hold_register(PG_FUNCTION_ARGS) {
         h.frontier = PG_GETARG_INT64(2);
         h.pid = MyProcPid;
         h.backend_start = MyStartTimestamp;
+        h.subscription = PG_GETARG_BOOL(3);
         break;
     }
     LWLockRelease(s->holds_lock);
@@ -238,7 +241,7 @@ Datum decoupled_hold_release(PG_FUNCTION_ARGS) {
 }
 
 // decoupled._shared_holds() -> (hold_id, incarnation, lifetime_id, frontier,
-// session_pid): every session hold now.
+// session_pid, subscription): every session hold now.
 Datum decoupled_shared_holds(PG_FUNCTION_ARGS) {
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     InitMaterializedSRF(fcinfo, 0);
@@ -247,10 +250,10 @@ Datum decoupled_shared_holds(PG_FUNCTION_ARGS) {
     for (int i = 0; i < decoupled::guc_max_holds; ++i) {
         const decoupled::HoldSlot& h = s->holds[i];
         if (!h.in_use) continue;
-        Datum values[5] = {Int64GetDatum(h.hold_id), Int64GetDatum(h.incarnation),
+        Datum values[6] = {Int64GetDatum(h.hold_id), Int64GetDatum(h.incarnation),
                            Int64GetDatum(h.lifetime_id), Int64GetDatum(h.frontier),
-                           Int32GetDatum(h.pid)};
-        bool nulls[5] = {false, false, false, false, false};
+                           Int32GetDatum(h.pid), BoolGetDatum(h.subscription)};
+        bool nulls[6] = {false, false, false, false, false, false};
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }
     LWLockRelease(s->holds_lock);
@@ -260,3 +263,34 @@ Datum decoupled_shared_holds(PG_FUNCTION_ARGS) {
 // decoupled._backend_start() -> timestamptz: with the pid, what identifies
 // this session (pg_stat_activity.backend_start).
 Datum decoupled_backend_start(PG_FUNCTION_ARGS) { PG_RETURN_TIMESTAMPTZ(MyStartTimestamp); }
+
+namespace decoupled {
+
+// Moves this session's hold `hold_id` up to `frontier` (never down): the
+// weakening is published lazily, like a release.  Also called directly by
+// subscribe().
+void advance_hold(int64 hold_id, int64 frontier) {
+    SharedState* s = shared_state();
+    LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
+    for (int i = 0; i < guc_max_holds; ++i) {
+        HoldSlot& h = s->holds[i];
+        if (h.in_use && h.hold_id == hold_id && h.pid == MyProcPid) {
+            if (frontier > h.frontier) h.frontier = frontier;
+            break;
+        }
+    }
+    LWLockRelease(s->holds_lock);
+}
+
+// Frees this session's hold `hold_id`, if it still exists.
+void forget_hold(int64 hold_id) {
+    free_slots([hold_id](const HoldSlot& h) { return h.hold_id == hold_id && h.pid == MyProcPid; });
+}
+
+}  // namespace decoupled
+
+// decoupled._hold_advance(hold_id bigint, frontier bigint)
+Datum decoupled_hold_advance(PG_FUNCTION_ARGS) {
+    decoupled::advance_hold(PG_GETARG_INT64(0), PG_GETARG_INT64(1));
+    PG_RETURN_VOID();
+}

@@ -69,6 +69,7 @@ struct HoldSlot {
     int64 frontier;
     pid_t pid;
     TimestampTz backend_start;  // with pid: the session (pids are reused)
+    bool subscription;          // held by a running decoupled.subscribe()
 };
 
 struct SharedState {
@@ -116,5 +117,10 @@ void wake_controller();
 
 // Wake every supervised worker (after a catalog change): also a hint.
 void wake_workers();
+
+// Session holds (sessions.cpp): move one of this session's holds up, or
+// forget it.
+void advance_hold(int64 hold_id, int64 frontier);
+void forget_hold(int64 hold_id);
 
 }  // namespace decoupled

@@ -337,21 +337,6 @@ CREATE TABLE decoupled.session_records (
         ON DELETE CASCADE
 );
 
-CREATE TABLE decoupled.subscription_records (
-    subscription_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    adapter         decoupled.object_name NOT NULL,
-    deployment      decoupled.object_name NOT NULL,
-    incarnation     bigint NOT NULL,
-    session_pid     integer NOT NULL CHECK (session_pid > 0),
-    connected_at    timestamptz NOT NULL,
-    lifetime_id     bigint NOT NULL
-                    REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
-    frontier        decoupled.mz_timestamp NOT NULL,
-    FOREIGN KEY (adapter, deployment, incarnation, session_pid, connected_at)
-        REFERENCES decoupled.session_records
-            (adapter, deployment, incarnation, session_pid, connected_at)
-        ON DELETE CASCADE
-);
 
 ------------------------------------------------------------------------------
 -- Fresh-install defaults (brief C1.1).  This script runs once per catalog;

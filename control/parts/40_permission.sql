@@ -167,7 +167,8 @@ CREATE FUNCTION decoupled._session_attachment(adapter text) RETURNS bigint
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_session_attachment';
 CREATE FUNCTION decoupled._session_attach(adapter text, incarnation bigint) RETURNS void
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_session_attach';
-CREATE FUNCTION decoupled._hold_register(incarnation bigint, lifetime_id bigint, frontier bigint)
+CREATE FUNCTION decoupled._hold_register(incarnation bigint, lifetime_id bigint, frontier bigint,
+                                         subscription boolean DEFAULT false)
     RETURNS bigint LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_hold_register';
 CREATE FUNCTION decoupled._hold_release(hold_id bigint, any_session boolean) RETURNS bigint
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_hold_release';
@@ -175,7 +176,7 @@ CREATE FUNCTION decoupled._backend_start() RETURNS timestamptz
     LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_backend_start';
 CREATE FUNCTION decoupled._shared_holds()
     RETURNS TABLE (hold_id bigint, incarnation bigint, lifetime_id bigint, frontier bigint,
-                   session_pid integer)
+                   session_pid integer, subscription boolean)
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_shared_holds';
 
 -- The advisory lock that orders acquisitions against hold publication.
@@ -249,6 +250,39 @@ BEGIN
 END
 $$;
 
+-- Registers a session hold at `frontier` under the session's owner and
+-- makes sure the owner's durable hold covers it (C4.2).
+CREATE FUNCTION decoupled._protect(lifetime_id bigint, frontier bigint, subscription boolean)
+RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_owner   record;
+    v_id      bigint;
+    v_durable bigint;
+BEGIN
+    v_owner := decoupled._session_owner();
+    PERFORM pg_advisory_xact_lock_shared(decoupled._hold_lock_key(v_owner.incarnation));
+    v_id := decoupled._hold_register(v_owner.incarnation, _protect.lifetime_id, _protect.frontier,
+                                     _protect.subscription);
+    -- Established protection (read committed: the latest committed row)
+    -- makes the hold valid with no durable write; otherwise it is written
+    -- now and valid once this transaction commits.
+    IF current_setting('transaction_isolation') = 'read committed' THEN
+        SELECT h.frontier INTO v_durable FROM decoupled.catalog_holds h
+         WHERE h.incarnation = v_owner.incarnation AND h.lifetime_id = _protect.lifetime_id;
+    END IF;
+    IF v_durable IS NULL OR v_durable > _protect.frontier THEN
+        INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier)
+        VALUES (v_owner.adapter, v_owner.deployment, v_owner.incarnation, _protect.lifetime_id,
+                _protect.frontier)
+        ON CONFLICT (incarnation, lifetime_id) DO UPDATE
+           SET frontier = least(catalog_holds.frontier, EXCLUDED.frontier), acquired_at = now();
+    END IF;
+    RETURN v_id;
+END
+$$;
+
 CREATE FUNCTION decoupled.acquire_hold(collection text, as_of bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -258,9 +292,6 @@ DECLARE
     v_upper    bigint;
     v_bound    bigint;
     v_frontier bigint;
-    v_durable  bigint;
-    v_owner    record;
-    v_id       bigint;
 BEGIN
     o := decoupled._collection(collection);
     IF o.kind = 'sink' THEN
@@ -290,23 +321,7 @@ BEGIN
                                   'may already be compacted.', v_frontier, v_bound),
                   HINT = format('Hold at %s or later.', v_bound);
     END IF;
-    v_owner := decoupled._session_owner();
-    PERFORM pg_advisory_xact_lock_shared(decoupled._hold_lock_key(v_owner.incarnation));
-    v_id := decoupled._hold_register(v_owner.incarnation, o.lifetime_id, v_frontier);
-    -- Established protection (read committed: the latest committed row)
-    -- makes the hold valid with no durable write; otherwise it is written
-    -- now and valid once this transaction commits.
-    IF current_setting('transaction_isolation') = 'read committed' THEN
-        SELECT h.frontier INTO v_durable FROM decoupled.catalog_holds h
-         WHERE h.incarnation = v_owner.incarnation AND h.lifetime_id = o.lifetime_id;
-    END IF;
-    IF v_durable IS NULL OR v_durable > v_frontier THEN
-        INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier)
-        VALUES (v_owner.adapter, v_owner.deployment, v_owner.incarnation, o.lifetime_id, v_frontier)
-        ON CONFLICT (incarnation, lifetime_id) DO UPDATE
-           SET frontier = least(catalog_holds.frontier, EXCLUDED.frontier), acquired_at = now();
-    END IF;
-    RETURN v_id;
+    RETURN decoupled._protect(o.lifetime_id, v_frontier, false);
 END
 $$;
 COMMENT ON FUNCTION decoupled.acquire_hold(text, bigint) IS

@@ -84,10 +84,10 @@ CREATE VIEW decoupled.holds AS
       JOIN decoupled.catalog_objects o USING (lifetime_id)
      WHERE o.dropped_at IS NULL;
 
--- Every session's holds, from shared memory.
+-- Every session's holds, from shared memory (subscriptions' included).
 CREATE VIEW decoupled.session_holds AS
     SELECT s.hold_id, s.session_pid, i.adapter::text, i.deployment::text, s.incarnation,
-           o.name::text AS collection, s.frontier
+           o.name::text AS collection, s.frontier, s.subscription
       FROM decoupled._shared_holds() s
       JOIN decoupled.catalog_objects o USING (lifetime_id)
       LEFT JOIN decoupled.catalog_adapter_incarnations i USING (incarnation)
@@ -136,11 +136,13 @@ CREATE VIEW decoupled.sessions AS
       JOIN decoupled.catalog_adapter_incarnations i USING (adapter, deployment, incarnation)
      WHERE i.retired_at IS NULL;
 
+-- Running subscriptions (C7.2), from shared memory: each holds its
+-- collection at its frontier, owned by its session's live incarnation.
 CREATE VIEW decoupled.subscriptions AS
-    SELECT s.adapter::text, s.incarnation, s.session_pid, o.name::text AS collection,
-           s.frontier::bigint, s.deployment::text, s.subscription_id
-      FROM decoupled.subscription_records s
-      JOIN decoupled.catalog_adapter_incarnations i USING (adapter, deployment, incarnation)
+    SELECT i.adapter::text, s.incarnation, s.session_pid, o.name::text AS collection,
+           s.frontier, i.deployment::text, s.hold_id AS subscription_id
+      FROM decoupled._shared_holds() s
+      JOIN decoupled.catalog_adapter_incarnations i USING (incarnation)
       JOIN decoupled.catalog_objects o USING (lifetime_id)
-     WHERE i.retired_at IS NULL;
+     WHERE s.subscription AND i.retired_at IS NULL;
 

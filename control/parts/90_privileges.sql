@@ -31,7 +31,9 @@ GRANT EXECUTE ON FUNCTION
     decoupled.acquire_hold(text, bigint), decoupled.release_hold(bigint),
     decoupled.dry_run(text), decoupled._catalog_inventory(),
     decoupled.wait_for_upper(text, bigint, interval), decoupled.verify(text, bigint),
-    decoupled._shared_holds()
+    decoupled._shared_holds(), decoupled.subscribe(text, bigint, bigint),
+    decoupled._subscribe_start(text, bigint, bigint), decoupled._subscribe_upper(bigint),
+    decoupled._subscribe_batch(bigint, bigint, bigint, bigint)
 TO PUBLIC;
 
 -- Catalog changes and the write path: superuser or decoupled_admin.

@@ -1,0 +1,83 @@
+-- SUBSCRIBE (C7.2, C7.3): a collection's state at as_of, then every change
+-- in time order; bounded by up_to, or streaming inside a cursor; listed in
+-- decoupled.subscriptions and held at its frontier; a dropped collection
+-- ends it with 42704; every bad input.
+\set SHOW_CONTEXT never
+CREATE TABLE items (id int, label text);
+INSERT INTO items VALUES (1, 'a'), (2, 'b'), (2, 'b');
+SELECT decoupled.register_table('items', retain_history => '1 hour') > 0 AS registered;
+SELECT upper - 1 AS t0 FROM decoupled.frontiers WHERE name = 'items' \gset
+UPDATE items SET label = 'c' WHERE id = 1;
+SELECT decoupled.tick_tables() AS ticked;
+DELETE FROM items WHERE id = 2;
+INSERT INTO items VALUES (3, 'd');
+SELECT decoupled.tick_tables() AS ticked;
+SELECT upper AS u FROM decoupled.frontiers WHERE name = 'items' \gset
+
+-- The snapshot at as_of (identical rows consolidated), then each change.
+SELECT dense_rank() OVER (ORDER BY mz_timestamp) AS tick, mz_diff, data
+  FROM decoupled.subscribe('items', :t0, :u) ORDER BY mz_timestamp, data;
+-- up_to bounds it: only the snapshot here.
+SELECT mz_timestamp = :t0 AS at_as_of, mz_diff, data
+  FROM decoupled.subscribe('items', :t0, :t0 + 1) ORDER BY data;
+-- Without as_of it starts at the latest readable time.
+SELECT mz_timestamp = :u - 1 AS at_latest, mz_diff, data
+  FROM decoupled.subscribe('items', up_to => :u) ORDER BY data;
+
+-- Unbounded, it streams from the select list of a cursor, row by row, and
+-- holds its collection at its frontier while it runs.
+BEGIN;
+DECLARE feed CURSOR FOR
+    SELECT (s).mz_timestamp > :t0 AS later, (s).mz_diff, (s).data
+      FROM (SELECT decoupled.subscribe('items', :t0) AS s) x;
+FETCH 2 FROM feed;
+SELECT collection, frontier >= :t0 AS held, session_pid = pg_backend_pid() AS mine
+  FROM decoupled.subscriptions;
+SELECT h.frontier <= s.frontier AS durable_hold_covers_it
+  FROM decoupled.holds h JOIN decoupled.subscriptions s USING (collection);
+FETCH 3 FROM feed;
+CLOSE feed;
+SELECT count(*) AS subscriptions_after_close FROM decoupled.subscriptions;
+COMMIT;
+
+-- A dropped collection ends a running subscription.
+BEGIN;
+DECLARE feed CURSOR FOR
+    SELECT (s).mz_timestamp > :t0 AS later, (s).mz_diff, (s).data
+      FROM (SELECT decoupled.subscribe('items', :t0) AS s) x;
+FETCH 1 FROM feed;
+SELECT decoupled.drop('items');
+SELECT regress_try('FETCH 10 FROM feed') AS outcome;
+ROLLBACK;
+
+-- Bad input.
+CREATE TABLE sink_source (x int);
+SELECT decoupled.register_table('sink_source') > 0 AS registered;
+SELECT decoupled.create_sink('a_sink', 'sink_source', 'a_sink_table') > 0 AS created;
+SELECT s AS statement, regexp_replace(regress_try(s), '\d{10,}', 'T', 'g') AS outcome FROM (VALUES
+    ($$SELECT * FROM decoupled.subscribe('nothing', up_to => 1)$$),
+    ($$SELECT * FROM decoupled.subscribe(NULL, up_to => 1)$$),
+    ($$SELECT * FROM decoupled.subscribe('items', -1, 5)$$),
+    ($$SELECT * FROM decoupled.subscribe('items', 1, 5)$$),
+    ($$SELECT * FROM decoupled.subscribe('a_sink', up_to => 1)$$),
+    ($$SELECT * FROM decoupled.subscribe('items')$$)
+) AS t(s);
+SELECT regexp_replace(regress_try(format($$SELECT * FROM decoupled.subscribe('items', %s, %s)$$,
+                                         :t0 + 5, :t0 + 5)), '\d{10,}', 'T', 'g') AS empty_range;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT regress_try($$SELECT decoupled.subscribe('items')$$) AS repeatable_read;
+ROLLBACK;
+CREATE ROLE sub_stranger;
+SET ROLE sub_stranger;
+SELECT regress_try($$SELECT * FROM decoupled.subscribe('items', up_to => 1)$$) AS unprivileged;
+RESET ROLE;
+SELECT decoupled.stop_adapter('default');
+SELECT regress_try(format($$SELECT * FROM decoupled.subscribe('items', up_to => %s)$$, :u + 1000))
+    AS stopped_adapter;
+SELECT decoupled.start_adapter('default');
+DROP ROLE sub_stranger;
+
+SELECT decoupled.drop('items');
+SELECT decoupled.drop('sink_source', cascade => true);
+DROP TABLE items, sink_source, a_sink_table;
+SELECT decoupled.finalize_dropped() >= 0 AS finalized;
