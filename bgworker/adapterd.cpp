@@ -22,7 +22,9 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -108,10 +110,65 @@ int64 start_incarnation() {
     return run("SELECT decoupled._adapter_start($1, $2, $3)", 3, types, values);
 }
 
-void adapter_round(int64 incarnation, bool publish_holds) {
-    Oid types[2] = {INT8OID, BOOLOID};
-    Datum values[2] = {Int64GetDatum(incarnation), BoolGetDatum(publish_holds)};
-    run("SELECT decoupled._adapter_round($1, $2) IS NULL", 2, types, values);
+Datum int8_array(const int64* values, int n) {
+    Datum* elems = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));
+    for (int i = 0; i < n; ++i) elems[i] = Int64GetDatum(values[i]);
+    return PointerGetDatum(construct_array(elems, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+// One round: heartbeat and reclaim; durable protection for the holds its
+// sessions wait on; when `publish`, the weakening of the others.  The
+// sessions' holds are snapshotted before the transaction and confirmed only
+// after it committed.
+void adapter_round(int64 incarnation, bool publish) {
+    int n = 0;
+    decoupled::HeldCollection* held = decoupled::snapshot_holds(my_slot, incarnation, publish, &n);
+    int64* lids = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+    int64* mins = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+    int64* pending = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
+    for (int i = 0; i < n; ++i) {
+        lids[i] = held[i].lifetime_id;
+        mins[i] = held[i].min_frontier;
+        pending[i] = held[i].min_pending;
+    }
+
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    pgstat_report_activity(STATE_RUNNING, "pg_decoupled adapterd round");
+    SPI_connect();
+    Oid round_types[1] = {INT8OID};
+    Datum round_values[1] = {Int64GetDatum(incarnation)};
+    if (SPI_execute_with_args("SELECT decoupled._adapter_round($1) IS NULL", 1, round_types,
+                              round_values, nullptr, false, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not run the adapterd round");
+    Oid types[5] = {INT8OID, INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, BOOLOID};
+    Datum values[5] = {Int64GetDatum(incarnation), int8_array(lids, n), int8_array(mins, n),
+                       int8_array(pending, n), BoolGetDatum(publish)};
+    if (SPI_execute_with_args("SELECT decoupled._adapter_apply($1, $2, $3, $4, $5)", 5, types,
+                              values, nullptr, false, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not apply the sessions' holds");
+    // Collections whose waiting holds fell below their bound.
+    int nfailed = 0;
+    int64* failed = nullptr;
+    bool isnull;
+    Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    if (!isnull) {
+        ArrayType* arr = DatumGetArrayTypeP(d);
+        Datum* elems;
+        bool* nulls;
+        deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls,
+                          &nfailed);
+        failed = static_cast<int64*>(MemoryContextAlloc(TopMemoryContext,
+                                                        sizeof(int64) * (nfailed + 1)));
+        for (int i = 0; i < nfailed; ++i) failed[i] = DatumGetInt64(elems[i]);
+    }
+    SPI_finish();
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+    pgstat_report_activity(STATE_IDLE, nullptr);
+    decoupled::confirm_holds(my_slot, incarnation, publish, held, n, failed, nfailed);
+    if (failed) pfree(failed);
 }
 
 bool is_fenced(const decoupled::PgError& e) {
@@ -149,8 +206,10 @@ void decoupled_adapterd_main(Datum arg) {
             ProcessConfigFile(PGC_SIGHUP);
         }
         // Its latch is set by every catalog change and upper advance: rounds
-        // keep their own pace.
-        if (now_ms() < next_round) {
+        // keep their own pace, unless a session waits for protection.
+        bool urgent = incarnation != 0 && (decoupled::holds_pending(incarnation) ||
+                                           decoupled::publication_requested(my_slot));
+        if (now_ms() < next_round && !urgent) {
             (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
                             next_round - now_ms(), PG_WAIT_EXTENSION);
             ResetLatch(MyLatch);
@@ -163,7 +222,8 @@ void decoupled_adapterd_main(Datum arg) {
                 ereport(LOG, (errmsg("pg_decoupled adapterd \"%s\" started incarnation " INT64_FORMAT,
                                      adapter, incarnation)));
             }
-            bool publish = now_ms() - last_publication >= decoupled::guc_hold_publication_interval;
+            bool publish = now_ms() - last_publication >= decoupled::guc_hold_publication_interval ||
+                           decoupled::publication_requested(my_slot);
             decoupled::pg_call([&] { adapter_round(incarnation, publish); });
             if (publish) last_publication = now_ms();
             failures = 0;

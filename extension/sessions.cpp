@@ -27,6 +27,9 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "pgstat.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
 #include "utils/tuplestore.h"
 }
 
@@ -43,6 +46,9 @@ PG_FUNCTION_INFO_V1(decoupled_hold_release);
 PG_FUNCTION_INFO_V1(decoupled_shared_holds);
 PG_FUNCTION_INFO_V1(decoupled_backend_start);
 PG_FUNCTION_INFO_V1(decoupled_hold_advance);
+PG_FUNCTION_INFO_V1(decoupled_publication_in_flight);
+PG_FUNCTION_INFO_V1(decoupled_hold_confirm);
+PG_FUNCTION_INFO_V1(decoupled_request_hold_publication);
 }
 
 namespace {
@@ -196,6 +202,8 @@ Datum decoupled_hold_register(PG_FUNCTION_ARGS) {
         h.pid = MyProcPid;
         h.backend_start = MyStartTimestamp;
         h.subscription = PG_GETARG_BOOL(3);
+        h.pending = false;
+        h.failed = false;
         break;
     }
     LWLockRelease(s->holds_lock);
@@ -294,3 +302,214 @@ Datum decoupled_hold_advance(PG_FUNCTION_ARGS) {
     decoupled::advance_hold(PG_GETARG_INT64(0), PG_GETARG_INT64(1));
     PG_RETURN_VOID();
 }
+
+// ---------------------------------------------------------------------------
+// Durable protection through adapterd
+//
+// adapterd is the one writer of its incarnation's durable holds.  A session
+// whose hold is not covered by the committed durable hold marks it pending
+// and waits until adapterd has committed protection for it; adapterd also
+// publishes the weakening.  A publication raises durable holds to the lowest
+// session hold it saw: a session that registers while one is in flight
+// cannot trust the durable row it reads and asks for confirmation instead.
+// ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr long kConfirmTimeoutMs = 10000;
+
+// adapterd's slot for `incarnation`, or -1.  Caller holds holds_lock.
+int adapterd_slot(decoupled::SharedState* s, int64 incarnation) {
+    for (int i = 0; i < s->nspecs; ++i) {
+        const decoupled::SpecSlot& spec = s->specs[i];
+        if (spec.in_use && spec.incarnation == incarnation && strcmp(spec.kind, "adapterd") == 0)
+            return i;
+    }
+    return -1;
+}
+
+void wake_adapterd(decoupled::SharedState* s, int64 incarnation) {
+    LWLockAcquire(s->lock, LW_SHARED);
+    int slot = adapterd_slot(s, incarnation);
+    if (slot >= 0 && s->specs[slot].latch) SetLatch(s->specs[slot].latch);
+    LWLockRelease(s->lock);
+}
+
+[[noreturn]] void not_confirmed(int64 incarnation) {
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("adapter incarnation " INT64_FORMAT " did not protect the hold in time",
+                           incarnation),
+                    errdetail("A new or stronger hold is durable only once its adapterd has "
+                              "committed it."),
+                    errhint("Check decoupled.adapters and decoupled.supervised.")));
+    pg_unreachable();
+}
+
+}  // namespace
+
+// decoupled._publication_in_flight(incarnation) -> boolean
+Datum decoupled_publication_in_flight(PG_FUNCTION_ARGS) {
+    decoupled::SharedState* s = decoupled::shared_state();
+    int64 incarnation = PG_GETARG_INT64(0);
+    LWLockAcquire(s->holds_lock, LW_SHARED);
+    int slot = adapterd_slot(s, incarnation);
+    bool in_flight = slot >= 0 && s->specs[slot].pub_started != s->specs[slot].pub_committed;
+    LWLockRelease(s->holds_lock);
+    PG_RETURN_BOOL(in_flight);
+}
+
+// decoupled._hold_confirm(hold_id bigint, incarnation bigint): waits until
+// adapterd committed durable protection for the hold.
+Datum decoupled_hold_confirm(PG_FUNCTION_ARGS) {
+    int64 id = PG_GETARG_INT64(0);
+    int64 incarnation = PG_GETARG_INT64(1);
+    decoupled::SharedState* s = decoupled::shared_state();
+    auto find = [&]() -> decoupled::HoldSlot* {
+        for (int i = 0; i < decoupled::guc_max_holds; ++i)
+            if (s->holds[i].in_use && s->holds[i].hold_id == id) return &s->holds[i];
+        return nullptr;
+    };
+    LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
+    decoupled::HoldSlot* h = find();
+    if (h) {
+        h->pending = true;
+        h->failed = false;
+    }
+    LWLockRelease(s->holds_lock);
+    if (!h) elog(ERROR, "hold " INT64_FORMAT " vanished", id);
+    wake_adapterd(s, incarnation);
+
+    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kConfirmTimeoutMs);
+    ConditionVariablePrepareToSleep(&s->holds_cv);
+    for (;;) {
+        LWLockAcquire(s->holds_lock, LW_SHARED);
+        h = find();
+        bool pending = h && h->pending;
+        bool failed = h && h->failed;
+        LWLockRelease(s->holds_lock);
+        if (!pending) {
+            ConditionVariableCancelSleep();
+            if (failed)
+                ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION),
+                                errmsg("hold " INT64_FORMAT " is below its collection's compaction "
+                                       "bound", id),
+                                errdetail("History before the bound may already be compacted."),
+                                errhint("Hold a later time.")));
+            break;
+        }
+        long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+        if (remaining <= 0) {
+            ConditionVariableCancelSleep();
+            not_confirmed(incarnation);
+        }
+        (void)ConditionVariableTimedSleep(&s->holds_cv, Min(remaining, 100L), PG_WAIT_EXTENSION);
+    }
+    PG_RETURN_VOID();
+}
+
+// decoupled._request_hold_publication(incarnation bigint) -> boolean: asks
+// adapterd for a hold publication now and waits for it; false when no
+// adapterd runs that incarnation.
+Datum decoupled_request_hold_publication(PG_FUNCTION_ARGS) {
+    int64 incarnation = PG_GETARG_INT64(0);
+    decoupled::SharedState* s = decoupled::shared_state();
+    LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
+    int slot = adapterd_slot(s, incarnation);
+    uint64 target = 0;
+    if (slot >= 0) {
+        s->specs[slot].publish_requested = true;
+        target = s->specs[slot].pub_started + 1;
+    }
+    LWLockRelease(s->holds_lock);
+    if (slot < 0) PG_RETURN_BOOL(false);
+    wake_adapterd(s, incarnation);
+    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kConfirmTimeoutMs);
+    ConditionVariablePrepareToSleep(&s->holds_cv);
+    for (;;) {
+        LWLockAcquire(s->holds_lock, LW_SHARED);
+        bool done = s->specs[slot].incarnation != incarnation ||
+                    s->specs[slot].pub_committed >= target;
+        LWLockRelease(s->holds_lock);
+        if (done) break;
+        long remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+        if (remaining <= 0) {
+            ConditionVariableCancelSleep();
+            not_confirmed(incarnation);
+        }
+        (void)ConditionVariableTimedSleep(&s->holds_cv, Min(remaining, 100L), PG_WAIT_EXTENSION);
+    }
+    ConditionVariableCancelSleep();
+    PG_RETURN_BOOL(true);
+}
+
+namespace decoupled {
+
+HeldCollection* snapshot_holds(int slot, int64 incarnation, bool publish, int* count) {
+    SharedState* s = shared_state();
+    HeldCollection* held =
+        static_cast<HeldCollection*>(palloc(sizeof(HeldCollection) * (guc_max_holds + 1)));
+    int n = 0;
+    LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
+    s->specs[slot].incarnation = incarnation;
+    if (publish) {
+        s->specs[slot].pub_started++;
+        s->specs[slot].publish_requested = false;
+    }
+    for (int i = 0; i < guc_max_holds; ++i) {
+        const HoldSlot& h = s->holds[i];
+        if (!h.in_use || h.incarnation != incarnation) continue;
+        int j = 0;
+        while (j < n && held[j].lifetime_id != h.lifetime_id) ++j;
+        if (j == n) held[n++] = {h.lifetime_id, h.frontier, -1};
+        held[j].min_frontier = Min(held[j].min_frontier, h.frontier);
+        if (h.pending)
+            held[j].min_pending =
+                held[j].min_pending < 0 ? h.frontier : Min(held[j].min_pending, h.frontier);
+    }
+    LWLockRelease(s->holds_lock);
+    *count = n;
+    return held;
+}
+
+void confirm_holds(int slot, int64 incarnation, bool published, const HeldCollection* held,
+                   int count, const int64* failed, int nfailed) {
+    SharedState* s = shared_state();
+    LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
+    if (published) s->specs[slot].pub_committed = s->specs[slot].pub_started;
+    for (int i = 0; i < guc_max_holds; ++i) {
+        HoldSlot& h = s->holds[i];
+        if (!h.in_use || !h.pending || h.incarnation != incarnation) continue;
+        // Only what the committed round covered: a hold registered since,
+        // or stronger than what was written, waits for the next round.
+        for (int j = 0; j < count; ++j) {
+            if (held[j].lifetime_id != h.lifetime_id || held[j].min_pending < 0 ||
+                h.frontier < held[j].min_pending)
+                continue;
+            h.pending = false;
+            for (int k = 0; k < nfailed; ++k)
+                if (failed[k] == h.lifetime_id) h.failed = true;
+        }
+    }
+    LWLockRelease(s->holds_lock);
+    ConditionVariableBroadcast(&s->holds_cv);
+}
+
+bool publication_requested(int slot) {
+    SharedState* s = shared_state();
+    LWLockAcquire(s->holds_lock, LW_SHARED);
+    bool requested = s->specs[slot].publish_requested;
+    LWLockRelease(s->holds_lock);
+    return requested;
+}
+
+bool holds_pending(int64 incarnation) {
+    SharedState* s = shared_state();
+    bool any = false;
+    LWLockAcquire(s->holds_lock, LW_SHARED);
+    for (int i = 0; i < guc_max_holds && !any; ++i)
+        any = s->holds[i].in_use && s->holds[i].pending && s->holds[i].incarnation == incarnation;
+    LWLockRelease(s->holds_lock);
+    return any;
+}
+
+}  // namespace decoupled

@@ -44,6 +44,7 @@ void startup_shmem() {
         state->next_hold_id = 1;
         ConditionVariableInit(&state->observed_cv);
         ConditionVariableInit(&state->upper_cv);
+        ConditionVariableInit(&state->holds_cv);
         pg_atomic_init_u64(&state->catalog_epoch, 0);
         SpinLockInit(&state->oracle_mutex);
         state->state = ControllerState::NotRunning;

@@ -57,6 +57,12 @@ struct SpecSlot {
     char cluster[NAMEDATALEN];
     char deployment[NAMEDATALEN];
     int64 replica_id;
+    // adapterd only, under holds_lock: the incarnation it runs, and its
+    // hold publications (started != committed: one is in flight).
+    int64 incarnation;
+    uint64 pub_started;
+    uint64 pub_committed;
+    bool publish_requested;
 };
 
 // One hold of one session (brief C4.1): sessions aggregate their holds here,
@@ -70,6 +76,8 @@ struct HoldSlot {
     pid_t pid;
     TimestampTz backend_start;  // with pid: the session (pids are reused)
     bool subscription;          // held by a running decoupled.subscribe()
+    bool pending;               // waits for adapterd to commit its durable protection
+    bool failed;                // adapterd could not protect it (below the bound)
 };
 
 struct SharedState {
@@ -89,6 +97,7 @@ struct SharedState {
 
     ConditionVariable observed_cv;  // broadcast after each publication
     ConditionVariable upper_cv;     // broadcast after a commit that advanced an upper
+    ConditionVariable holds_cv;     // broadcast by adapterd after it committed holds
 
     // The controller process, if any.
     pid_t controller_pid;
@@ -122,5 +131,25 @@ void wake_workers();
 // forget it.
 void advance_hold(int64 hold_id, int64 frontier);
 void forget_hold(int64 hold_id);
+
+// adapterd's side (sessions.cpp).  One entry per collection its sessions
+// hold: the lowest hold, and the lowest hold still waiting for durable
+// protection (-1: none).
+struct HeldCollection {
+    int64 lifetime_id;
+    int64 min_frontier;
+    int64 min_pending;
+};
+// Snapshots the holds of `incarnation` (palloc'd array); with `publish`
+// marks a publication as started.  `slot` is adapterd's supervision slot.
+HeldCollection* snapshot_holds(int slot, int64 incarnation, bool publish, int* count);
+// After the snapshot's transaction committed: confirms the pending holds it
+// covered (failing those of `failed` collections) and wakes their sessions.
+void confirm_holds(int slot, int64 incarnation, bool published, const HeldCollection* held,
+                   int count, const int64* failed, int nfailed);
+// Whether adapterd of `slot` was asked for a publication now, and whether
+// sessions wait for it.
+bool publication_requested(int slot);
+bool holds_pending(int64 incarnation);
 
 }  // namespace decoupled

@@ -145,15 +145,14 @@ $$;
 --
 -- A session's holds live in shared memory (extension/sessions.cpp); its
 -- adapter incarnation's durable hold on a collection is one row in
--- catalog_holds at or below all of them.  A new or stronger hold writes that
--- row in the acquiring transaction; a hold under established protection
--- writes nothing durable.  Releasing writes nothing either: adapterd raises
--- or removes the durable row at its next hold publication (lazy, coalesced
--- weakening).  A transaction-level advisory lock per incarnation orders
--- acquisitions against that publication: an acquisition holds it shared
--- until its transaction ends, a publication takes it exclusively or skips
--- the round, so a publication never lifts protection a concurrent
--- acquisition relies on.
+-- catalog_holds at or below all of them, written only by that incarnation's
+-- adapterd, in transactions of its own.  A hold under established
+-- protection (the committed durable hold already covers it) writes nothing
+-- durable; a new or stronger one waits until adapterd has committed
+-- protection for it, so it is durable before use whatever the session's
+-- transaction does.  Releasing writes nothing either: adapterd raises or
+-- removes durable holds at its next publication (lazy, coalesced
+-- weakening).
 ------------------------------------------------------------------------------
 
 CREATE FUNCTION decoupled._caller() RETURNS oid
@@ -179,11 +178,14 @@ CREATE FUNCTION decoupled._shared_holds()
                    session_pid integer, subscription boolean)
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_shared_holds';
 
--- The advisory lock that orders acquisitions against hold publication.
-CREATE FUNCTION decoupled._hold_lock_key(incarnation bigint) RETURNS integer
-LANGUAGE sql IMMUTABLE STRICT AS $$
-    SELECT (incarnation % 2147483647)::integer
-$$;
+CREATE FUNCTION decoupled._publication_in_flight(incarnation bigint) RETURNS boolean
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_publication_in_flight';
+CREATE FUNCTION decoupled._hold_confirm(hold_id bigint, incarnation bigint) RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_hold_confirm';
+CREATE FUNCTION decoupled._request_hold_publication(incarnation bigint) RETURNS boolean
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_request_hold_publication';
+CREATE FUNCTION decoupled._hold_advance(hold_id bigint, frontier bigint) RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_hold_advance';
 
 -- The session's owner (brief C7.1, C7.4): the incarnation of its adapter
 -- (decoupled.adapter) in the active deployment that it attached to at its
@@ -251,7 +253,7 @@ END
 $$;
 
 -- Registers a session hold at `frontier` under the session's owner and
--- makes sure the owner's durable hold covers it (C4.2).
+-- makes sure the owner's committed durable hold covers it (C4.2).
 CREATE FUNCTION decoupled._protect(lifetime_id bigint, frontier bigint, subscription boolean)
 RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -262,22 +264,18 @@ DECLARE
     v_durable bigint;
 BEGIN
     v_owner := decoupled._session_owner();
-    PERFORM pg_advisory_xact_lock_shared(decoupled._hold_lock_key(v_owner.incarnation));
     v_id := decoupled._hold_register(v_owner.incarnation, _protect.lifetime_id, _protect.frontier,
                                      _protect.subscription);
-    -- Established protection (read committed: the latest committed row)
-    -- makes the hold valid with no durable write; otherwise it is written
-    -- now and valid once this transaction commits.
-    IF current_setting('transaction_isolation') = 'read committed' THEN
+    -- Registered first: a publication that starts from now on sees this
+    -- hold; one in flight may still raise the durable hold past it.  Only
+    -- under read committed does the next statement see the latest commit.
+    IF NOT decoupled._publication_in_flight(v_owner.incarnation)
+       AND current_setting('transaction_isolation') = 'read committed' THEN
         SELECT h.frontier INTO v_durable FROM decoupled.catalog_holds h
          WHERE h.incarnation = v_owner.incarnation AND h.lifetime_id = _protect.lifetime_id;
     END IF;
     IF v_durable IS NULL OR v_durable > _protect.frontier THEN
-        INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier)
-        VALUES (v_owner.adapter, v_owner.deployment, v_owner.incarnation, _protect.lifetime_id,
-                _protect.frontier)
-        ON CONFLICT (incarnation, lifetime_id) DO UPDATE
-           SET frontier = least(catalog_holds.frontier, EXCLUDED.frontier), acquired_at = now();
+        PERFORM decoupled._hold_confirm(v_id, v_owner.incarnation);
     END IF;
     RETURN v_id;
 END
@@ -342,46 +340,67 @@ $$;
 COMMENT ON FUNCTION decoupled.release_hold(bigint) IS
     'Release a hold; compaction may pass its frontier after the next hold publication.';
 
--- Publishes the weakening of an incarnation's holds: its durable rows
--- follow the lowest hold its sessions keep now, and go when none is left.
--- Skips the round while an acquisition is in flight.  Returns the number of
--- durable rows changed, or NULL when skipped.
-CREATE FUNCTION decoupled._publish_hold_weakening(incarnation bigint) RETURNS integer
+-- adapterd's side of a round (bgworker/adapterd.cpp): `lids` are the
+-- collections its sessions hold, with the lowest hold of each (`mins`) and
+-- the lowest one waiting for durable protection (`pending`, -1: none).
+-- Lowers or creates the durable holds the waiting ones need and, with
+-- `publish`, raises the others to the lowest session hold and removes
+-- those no session holds.  Returns the collections whose waiting holds are
+-- below their compaction bound (refused, not written).
+CREATE FUNCTION decoupled._adapter_apply(incarnation bigint, lids bigint[], mins bigint[],
+                                         pending bigint[], publish boolean) RETURNS bigint[]
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
-    v_count integer;
+    i        decoupled.catalog_adapter_incarnations;
+    v_failed bigint[] := '{}';
+    v_bound  bigint;
+    k        integer;
 BEGIN
-    IF NOT pg_try_advisory_xact_lock(decoupled._hold_lock_key(_publish_hold_weakening.incarnation))
-    THEN
-        RETURN NULL;
+    SELECT * INTO i FROM decoupled.catalog_adapter_incarnations a
+     WHERE a.incarnation = _adapter_apply.incarnation;
+    FOR k IN 1 .. coalesce(cardinality(lids), 0) LOOP
+        CONTINUE WHEN pending[k] < 0;
+        SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b
+          JOIN decoupled.catalog_objects o USING (lifetime_id)
+         WHERE b.lifetime_id = lids[k] AND o.dropped_at IS NULL
+           FOR SHARE OF b;
+        -- (The bound row lock orders this against a publication of bounds.)
+        IF NOT FOUND OR pending[k] < v_bound THEN
+            v_failed := v_failed || lids[k];
+            CONTINUE;
+        END IF;
+        INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier)
+        VALUES (i.adapter, i.deployment, i.incarnation, lids[k], pending[k])
+        ON CONFLICT (incarnation, lifetime_id) DO UPDATE
+           SET frontier = least(catalog_holds.frontier, EXCLUDED.frontier), acquired_at = now()
+         WHERE catalog_holds.frontier > EXCLUDED.frontier;
+    END LOOP;
+    IF publish THEN
+        WITH kept AS (SELECT * FROM unnest(lids, mins) AS k(lifetime_id, frontier)),
+        gone AS (
+            DELETE FROM decoupled.catalog_holds h
+             WHERE h.incarnation = _adapter_apply.incarnation
+               AND NOT EXISTS (SELECT FROM kept k WHERE k.lifetime_id = h.lifetime_id)
+            RETURNING h.lifetime_id),
+        raised AS (
+            UPDATE decoupled.catalog_holds h SET frontier = k.frontier
+              FROM kept k
+             WHERE h.incarnation = _adapter_apply.incarnation
+               AND h.lifetime_id = k.lifetime_id AND h.frontier < k.frontier
+            RETURNING h.lifetime_id)
+        INSERT INTO decoupled.catalog_bound_queue
+        SELECT lifetime_id FROM gone UNION SELECT lifetime_id FROM raised
+        ON CONFLICT DO NOTHING;
     END IF;
-    WITH kept AS (
-        SELECT s.lifetime_id, min(s.frontier) AS frontier FROM decoupled._shared_holds() s
-         WHERE s.incarnation = _publish_hold_weakening.incarnation GROUP BY s.lifetime_id),
-    gone AS (
-        DELETE FROM decoupled.catalog_holds h
-         WHERE h.incarnation = _publish_hold_weakening.incarnation
-           AND NOT EXISTS (SELECT FROM kept k WHERE k.lifetime_id = h.lifetime_id)
-        RETURNING h.lifetime_id),
-    raised AS (
-        UPDATE decoupled.catalog_holds h SET frontier = k.frontier
-          FROM kept k
-         WHERE h.incarnation = _publish_hold_weakening.incarnation
-           AND h.lifetime_id = k.lifetime_id AND h.frontier < k.frontier
-        RETURNING h.lifetime_id),
-    changed AS (SELECT lifetime_id FROM gone UNION SELECT lifetime_id FROM raised),
-    queued AS (
-        INSERT INTO decoupled.catalog_bound_queue SELECT lifetime_id FROM changed
-        ON CONFLICT DO NOTHING)
-    SELECT count(*) INTO v_count FROM changed;
-    RETURN v_count;
+    RETURN v_failed;
 END
 $$;
 
--- One hold publication now, for the live incarnation of the session's
--- adapter (adapterd does it every decoupled.hold_publication_interval).
-CREATE FUNCTION decoupled.publish_holds() RETURNS integer
+-- One hold publication now, by the adapterd of the session's adapter
+-- (adapterd does it every decoupled.hold_publication_interval).  Returns
+-- false when that adapter has no running adapterd.
+CREATE FUNCTION decoupled.publish_holds() RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_incarnation bigint;
@@ -390,9 +409,9 @@ BEGIN
      WHERE i.adapter = coalesce(nullif(current_setting('decoupled.adapter', true), ''), 'default')
        AND i.deployment = decoupled._active_deployment() AND i.retired_at IS NULL;
     IF NOT FOUND THEN
-        RETURN 0;
+        RETURN false;
     END IF;
-    RETURN coalesce(decoupled._publish_hold_weakening(v_incarnation), 0);
+    RETURN decoupled._request_hold_publication(v_incarnation);
 END
 $$;
 COMMENT ON FUNCTION decoupled.publish_holds() IS

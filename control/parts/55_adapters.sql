@@ -18,7 +18,7 @@ BEGIN
     PERFORM decoupled._begin_catalog_change();
     deployment := decoupled._active_deployment();
     PERFORM FROM decoupled.catalog_adapters a
-     WHERE a.name = _adapter_change.adapter AND a.deployment = _adapter_change.deployment FOR UPDATE;
+     WHERE a.name = _adapter_change.adapter AND a.deployment = _adapter_change.deployment FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'adapter "%" does not exist in deployment "%"', adapter, deployment
             USING ERRCODE = 'undefined_object';
@@ -80,7 +80,7 @@ BEGIN
     PERFORM decoupled._check_name('adapter', adapter);
     PERFORM FROM decoupled.catalog_adapter_incarnations i
      WHERE i.adapter = retire_incarnation.adapter AND i.incarnation = retire_incarnation.incarnation
-       FOR UPDATE;
+       FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'adapter "%" has no incarnation %', adapter,
                         coalesce(retire_incarnation.incarnation::text, 'NULL')
@@ -125,11 +125,11 @@ BEGIN
 END
 $$;
 
--- One adapterd round: heartbeat (fenced: a retired incarnation is told to
--- stop), reclaim retired predecessors and the rows of ended sessions, and,
--- when due, publish the weakening of the sessions' holds — in one
--- transaction.
-CREATE FUNCTION decoupled._adapter_round(incarnation bigint, publish_holds boolean)
+-- The start of every adapterd round: heartbeat (fenced: a retired
+-- incarnation is told to stop), reclaim retired predecessors and the rows
+-- of ended sessions.  The sessions' holds follow in the same transaction
+-- (_adapter_apply).
+CREATE FUNCTION decoupled._adapter_round(incarnation bigint)
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -138,7 +138,7 @@ DECLARE
     r bigint;
 BEGIN
     SELECT * INTO i FROM decoupled.catalog_adapter_incarnations a
-     WHERE a.incarnation = _adapter_round.incarnation AND a.retired_at IS NULL FOR UPDATE;
+     WHERE a.incarnation = _adapter_round.incarnation AND a.retired_at IS NULL FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'adapter incarnation % is not current', _adapter_round.incarnation
             USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -156,8 +156,5 @@ BEGIN
      WHERE s.incarnation = _adapter_round.incarnation
        AND NOT EXISTS (SELECT FROM pg_stat_activity a
                         WHERE a.pid = s.session_pid AND a.backend_start = s.connected_at);
-    IF publish_holds THEN
-        PERFORM decoupled._publish_hold_weakening(_adapter_round.incarnation);
-    END IF;
 END
 $$;
