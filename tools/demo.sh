@@ -163,6 +163,25 @@ psql_demo -c "SELECT * FROM seller_totals ORDER BY total DESC, seller LIMIT 5" \
     -c "SELECT count(*) AS changes_written, count(DISTINCT mz_timestamp) AS times,
                sum(mz_diff) AS net_rows FROM seller_changes"
 
+step "SUBSCRIBE: seller_totals' state at its first time, then every change (bounded by up_to here)"
+psql_demo -c "SELECT s.mz_timestamp - f.since AS ms_after_start, s.mz_diff, s.data
+                FROM decoupled.frontiers f,
+                     decoupled.subscribe('seller_totals', f.since, f.upper) s
+               WHERE f.name = 'seller_totals'
+               ORDER BY s.mz_timestamp, s.data LIMIT 8"
+
+step "An adapter outage on purpose: adapterd stops, nothing maintained does, its holds stay"
+psql_demo -c "SELECT decoupled.acquire_hold('winning_bids') > 0 AS held" \
+    -c "SELECT decoupled.stop_adapter('default')" \
+    -c "SELECT name, incarnation, status FROM decoupled.adapters"
+psql_demo -At -c "SELECT decoupled.wait_for_upper('seller_feed', decoupled.oracle_now() + 1000) IS NULL" >/dev/null
+show_pipeline
+psql_demo -c "SELECT h.adapter, h.incarnation, h.collection,
+                     h.frontier >= f.compaction_bound AS still_protected
+                FROM decoupled.holds h JOIN decoupled.frontiers f ON f.name = h.collection"
+psql_demo -c "SELECT decoupled.start_adapter('default')" \
+    -c "SELECT decoupled.wait_for_controller(decoupled.catalog_version()) IS NOT NULL AS followed"
+
 step "Stop the replica abruptly: the controller starts a new incarnation, which resumes from durable progress"
 replica_pid=$(psql_demo -At -c "SELECT pid FROM decoupled.cluster_replicas WHERE cluster = 'default'")
 kill -TERM "$replica_pid"
