@@ -25,6 +25,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -121,6 +122,14 @@ Datum int8_array(const int64* values, int n) {
 // sessions' holds are snapshotted before the transaction and confirmed only
 // after it committed.
 void adapter_round(int64 incarnation, bool publish) {
+    // The snapshot lives across the transaction: in a context of its own,
+    // emptied every round.
+    static MemoryContext round_context = nullptr;
+    if (!round_context)
+        round_context = AllocSetContextCreate(TopMemoryContext, "pg_decoupled adapterd round",
+                                              ALLOCSET_DEFAULT_SIZES);
+    MemoryContextReset(round_context);
+    MemoryContext caller = MemoryContextSwitchTo(round_context);
     int n = 0;
     decoupled::HeldCollection* held = decoupled::snapshot_holds(my_slot, incarnation, publish, &n);
     int64* lids = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
@@ -131,6 +140,7 @@ void adapter_round(int64 incarnation, bool publish) {
         mins[i] = held[i].min_frontier;
         pending[i] = held[i].min_pending;
     }
+    MemoryContextSwitchTo(caller);
 
     SetCurrentStatementStartTimestamp();
     StartTransactionCommand();
@@ -159,7 +169,7 @@ void adapter_round(int64 incarnation, bool publish) {
         bool* nulls;
         deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls,
                           &nfailed);
-        failed = static_cast<int64*>(MemoryContextAlloc(TopMemoryContext,
+        failed = static_cast<int64*>(MemoryContextAlloc(round_context,
                                                         sizeof(int64) * (nfailed + 1)));
         for (int i = 0; i < nfailed; ++i) failed[i] = DatumGetInt64(elems[i]);
     }
@@ -168,7 +178,6 @@ void adapter_round(int64 incarnation, bool publish) {
     CommitTransactionCommand();
     pgstat_report_activity(STATE_IDLE, nullptr);
     decoupled::confirm_holds(my_slot, incarnation, publish, held, n, failed, nfailed);
-    if (failed) pfree(failed);
 }
 
 bool is_fenced(const decoupled::PgError& e) {
