@@ -216,11 +216,14 @@ void decoupled_adapterd_main(Datum arg) {
         }
         // Its latch is set by every catalog change and upper advance: rounds
         // keep their own pace, unless a session waits for protection.
-        bool urgent = incarnation != 0 && (decoupled::holds_pending(incarnation) ||
-                                           decoupled::publication_requested(my_slot));
-        if (now_ms() < next_round && !urgent) {
-            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-                            next_round - now_ms(), PG_WAIT_EXTENSION);
+        // (After a failure, the backoff holds even then.)
+        bool urgent = incarnation != 0 && failures == 0 &&
+                      (decoupled::holds_pending(incarnation) ||
+                       decoupled::publication_requested(my_slot));
+        int64 left = next_round - now_ms();
+        if (left > 0 && !urgent) {
+            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left,
+                            PG_WAIT_EXTENSION);
             ResetLatch(MyLatch);
             continue;
         }

@@ -451,10 +451,7 @@ HeldCollection* snapshot_holds(int slot, int64 incarnation, bool publish, int* c
     int n = 0;
     LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
     s->specs[slot].incarnation = incarnation;
-    if (publish) {
-        s->specs[slot].pub_started++;
-        s->specs[slot].publish_requested = false;
-    }
+    if (publish) s->specs[slot].pub_started++;
     for (int i = 0; i < guc_max_holds; ++i) {
         const HoldSlot& h = s->holds[i];
         if (!h.in_use || h.incarnation != incarnation) continue;
@@ -475,7 +472,10 @@ void confirm_holds(int slot, int64 incarnation, bool published, const HeldCollec
                    int count, const int64* failed, int nfailed) {
     SharedState* s = shared_state();
     LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
-    if (published) s->specs[slot].pub_committed = s->specs[slot].pub_started;
+    if (published) {
+        s->specs[slot].pub_committed = s->specs[slot].pub_started;
+        s->specs[slot].publish_requested = false;  // only once it is committed
+    }
     for (int i = 0; i < guc_max_holds; ++i) {
         HoldSlot& h = s->holds[i];
         if (!h.in_use || !h.pending || h.incarnation != incarnation) continue;

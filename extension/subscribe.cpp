@@ -48,7 +48,8 @@ struct Subscription {
     int64 next;       // every change at a time < next has been fetched
     bool snapshot_pending;
     int64 hold_id;
-    // The current batch.
+    // The current batch, in a context of its own emptied for the next one.
+    MemoryContext batch_context;
     int nrows;
     int pos;
     int64* ts;
@@ -118,13 +119,11 @@ bool fetch(Subscription* sub, MemoryContext context) {
                               4, types, values, nulls, false, 0) != SPI_OK_SELECT)
         elog(ERROR, "could not read the subscription's changes");
     int n = static_cast<int>(SPI_processed);
-    MemoryContext old = MemoryContextSwitchTo(context);
-    if (sub->ts) {
-        for (int i = 0; i < sub->nrows; ++i) pfree(DatumGetPointer(sub->data[i]));
-        pfree(sub->ts);
-        pfree(sub->diff);
-        pfree(sub->data);
-    }
+    if (!sub->batch_context)
+        sub->batch_context = AllocSetContextCreate(context, "pg_decoupled subscription batch",
+                                                   ALLOCSET_DEFAULT_SIZES);
+    MemoryContextReset(sub->batch_context);
+    MemoryContext old = MemoryContextSwitchTo(sub->batch_context);
     sub->ts = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
     sub->diff = static_cast<int64*>(palloc(sizeof(int64) * (n + 1)));
     sub->data = static_cast<Datum*>(palloc(sizeof(Datum) * (n + 1)));

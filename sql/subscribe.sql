@@ -64,6 +64,16 @@ SELECT s AS statement, regexp_replace(regress_try(s), '\d{10,}', 'T', 'g') AS ou
 ) AS t(s);
 SELECT regexp_replace(regress_try(format($$SELECT * FROM decoupled.subscribe('items', %s, %s)$$,
                                          :t0 + 5, :t0 + 5)), '\d{10,}', 'T', 'g') AS empty_range;
+-- Rows become JSON with the extension's rights: user-defined column types
+-- (whose owners could add casts) are refused.
+CREATE TYPE mood AS ENUM ('ok', 'meh');
+CREATE TABLE moods (m mood);
+SELECT decoupled.register_table('moods') > 0 AS registered;
+SELECT regress_try($$SELECT * FROM decoupled.subscribe('moods', up_to => 1)$$) AS user_type;
+SELECT decoupled.drop('moods');
+DROP TABLE moods;
+SELECT decoupled.finalize_dropped() >= 1 AS finalized;
+DROP TYPE mood;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT regress_try($$SELECT decoupled.subscribe('items')$$) AS repeatable_read;
 ROLLBACK;

@@ -740,17 +740,24 @@ BEGIN
                   HINT = 'Unregister it with decoupled.unregister_table() instead.';
     END IF;
     -- What this command dropped: registered tables, the written plans of
-    -- views (DROP ... CASCADE reached them) and sinks' tables.
-    SELECT array_agg(o.lifetime_id), bool_or(o.kind = 'materialized view') INTO v_roots, v_cascade
-      FROM pg_event_trigger_dropped_objects() d
-      JOIN decoupled.catalog_objects o
-        ON o.dropped_at IS NULL
-       AND ((o.kind IN ('table', 'sink') AND o.relation = d.objid)
-            OR (o.kind = 'materialized view' AND (o.definition->>'plan')::oid = d.objid))
-     WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0;
-    IF v_roots IS NULL THEN
-        RETURN;
-    END IF;
+    -- views (DROP ... CASCADE reached them) and sinks' tables.  Probed,
+    -- then read again under the catalog lock, so that no object created
+    -- meanwhile on top of them is missed.
+    FOR attempt IN 1 .. 2 LOOP
+        SELECT array_agg(o.lifetime_id), bool_or(o.kind = 'materialized view')
+          INTO v_roots, v_cascade
+          FROM pg_event_trigger_dropped_objects() d
+          JOIN decoupled.catalog_objects o
+            ON o.dropped_at IS NULL
+           AND ((o.kind IN ('table', 'sink') AND o.relation = d.objid)
+                OR (o.kind = 'materialized view' AND (o.definition->>'plan')::oid = d.objid))
+         WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0;
+        IF v_roots IS NULL THEN
+            RETURN;
+        END IF;
+        EXIT WHEN v_version IS NOT NULL;
+        v_version := decoupled._begin_catalog_change();
+    END LOOP;
     -- PostgreSQL cascaded only through relations; the collections built on
     -- what went go too if the command cascaded, else it is refused.
     v_deps := decoupled._dependents(v_roots);
@@ -760,7 +767,6 @@ BEGIN
                FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (v_roots)),
             v_roots);
     END IF;
-    v_version := decoupled._begin_catalog_change();
     FOR v_victim IN SELECT * FROM decoupled.catalog_objects o
                      WHERE o.lifetime_id = ANY (v_roots || v_deps)
                      ORDER BY o.lifetime_id DESC

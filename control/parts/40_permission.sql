@@ -359,13 +359,17 @@ DECLARE
 BEGIN
     SELECT * INTO i FROM decoupled.catalog_adapter_incarnations a
      WHERE a.incarnation = _adapter_apply.incarnation;
+    -- The bounds of the collections waited on, in the one lock order of
+    -- everyone who locks several bound rows: publication cannot pass them
+    -- before this commits.
+    PERFORM FROM decoupled.catalog_bounds b
+     WHERE b.lifetime_id IN (SELECT l FROM unnest(lids, pending) AS p(l, w) WHERE w >= 0)
+     ORDER BY b.lifetime_id FOR SHARE;
     FOR k IN 1 .. coalesce(cardinality(lids), 0) LOOP
         CONTINUE WHEN pending[k] < 0;
         SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b
           JOIN decoupled.catalog_objects o USING (lifetime_id)
-         WHERE b.lifetime_id = lids[k] AND o.dropped_at IS NULL
-           FOR SHARE OF b;
-        -- (The bound row lock orders this against a publication of bounds.)
+         WHERE b.lifetime_id = lids[k] AND o.dropped_at IS NULL;
         IF NOT FOUND OR pending[k] < v_bound THEN
             v_failed := v_failed || lids[k];
             CONTINUE;

@@ -178,7 +178,10 @@ BEGIN
     -- The written plan: analyzed once, in the caller's search_path.
     PERFORM set_config('search_path', caller_path, true);
     BEGIN
-        EXECUTE format('CREATE VIEW %s AS %s', decoupled._storage(v_id, 'plan'), v_sql);
+        -- security_invoker: the relations it reads are checked, row-level
+        -- security included, as whoever computes it — the view's owner.
+        EXECUTE format('CREATE VIEW %s WITH (security_invoker = true) AS %s',
+                       decoupled._storage(v_id, 'plan'), v_sql);
     EXCEPTION WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
                                 v_hint = PG_EXCEPTION_HINT, v_state = RETURNED_SQLSTATE;

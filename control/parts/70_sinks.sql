@@ -164,6 +164,21 @@ BEGIN
     v_input := (o.definition->>'input')::bigint;
     v_as_of := (o.definition->>'as_of')::bigint;
     SELECT f.upper INTO v_target FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_input;
+    -- The owner must still be allowed to read the input (a revoked
+    -- privilege stalls the sink), and the table must still be the sink's
+    -- own: the extension's, addressed by OID, so no trigger runs here.
+    IF NOT coalesce((SELECT has_table_privilege((o.definition->>'owner')::oid, i.relation, 'SELECT')
+                       FROM decoupled.catalog_objects i
+                      WHERE i.lifetime_id = v_input AND i.relation IS NOT NULL), true) THEN
+        RAISE EXCEPTION 'permission denied for the input of sink "%"', o.name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its owner can no longer read it.';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_class c JOIN pg_extension e ON e.extowner = c.relowner
+                    WHERE c.oid = o.relation AND e.extname = 'pg_decoupled') THEN
+        RAISE EXCEPTION 'the table of sink "%" is gone or no longer the extension''s', o.name
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
     caught_up := true;
     IF v_target <= upper THEN
         RETURN;
@@ -192,7 +207,7 @@ BEGIN
     -- Consolidated per (time, row): a row's copies become one line.  The
     -- mz_ names are reserved, so they cannot clash with the columns.
     EXECUTE format(
-        'INSERT INTO %1$I.%2$I (mz_timestamp, mz_diff, %3$s) '
+        'INSERT INTO %1$s (mz_timestamp, mz_diff, %3$s) '
         'SELECT mz_ts, mz_net, %3$s FROM ( '
         '  SELECT DISTINCT ON (mz_ts, mz_key) *, '
         '         sum(mz_diff) OVER (PARTITION BY mz_ts, mz_key) AS mz_net '
@@ -200,8 +215,7 @@ BEGIN
         '            FROM (%5$s) c(mz_ts, mz_diff, %3$s)) x '
         '   ORDER BY mz_ts, mz_key) y '
         ' WHERE mz_net <> 0 ORDER BY mz_ts, mz_key',
-        o.definition->>'schema', o.definition->>'table', v_cols,
-        decoupled._cols(v_input, 'c.'), v_sql)
+        o.relation::regclass, NULL, v_cols, decoupled._cols(v_input, 'c.'), v_sql)
         USING v_from, v_target, v_as_of;
     UPDATE decoupled.catalog_frontiers f SET upper = v_target, changed_at = now()
      WHERE f.lifetime_id = id;

@@ -16,6 +16,21 @@ RETURNS TABLE (mz_timestamp bigint, mz_diff bigint, data jsonb)
 COMMENT ON FUNCTION decoupled.subscribe(text, bigint, bigint) IS
     'Every change of a collection in [as_of, up_to): its state at as_of, then each change; with up_to NULL it keeps streaming (in the select list of a cursor).';
 
+-- Whether every column type is built in (pg_catalog), looking through
+-- domains and arrays.
+CREATE FUNCTION decoupled._builtin_types(columns jsonb) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE types(oid) AS (
+        SELECT (c->>'type')::regtype::oid FROM jsonb_array_elements(columns) c
+        UNION
+        SELECT CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.typelem END
+          FROM types x JOIN pg_type t ON t.oid = x.oid
+         WHERE t.typtype = 'd' OR (t.typcategory = 'A' AND t.typelem <> 0))
+    SELECT NOT EXISTS (SELECT FROM types x JOIN pg_type t ON t.oid = x.oid
+                        WHERE t.typnamespace <> 'pg_catalog'::regnamespace
+                          AND t.typtype <> 'd')
+$$;
+
 -- Starts a subscription: resolves and checks it, protects as_of.
 CREATE FUNCTION decoupled._subscribe_start(collection text, as_of bigint, up_to bigint,
                                            OUT lifetime_id bigint, OUT start_at bigint,
@@ -36,6 +51,14 @@ BEGIN
     IF o.relation IS NOT NULL AND NOT decoupled._caller_can_select(o.relation) THEN
         RAISE EXCEPTION 'permission denied for % "%"', o.kind, o.name
             USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- Rows become JSON with the extension's rights: only through built-in
+    -- conversions (a user's cast from their own type would run there).
+    IF NOT decoupled._builtin_types(o.definition->'columns') THEN
+        RAISE EXCEPTION 'cannot subscribe to % "%": it has columns of user-defined types', o.kind,
+                        o.name
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Subscribe to a materialized view that casts them to built-in types.';
     END IF;
     IF as_of < 0 THEN
         RAISE EXCEPTION 'as_of must not be negative, got %', as_of
@@ -126,5 +149,14 @@ BEGIN
         '    FROM (%s) c(mz_ts, mz_diff, %s)) x '
         ' GROUP BY mz_ts, mz_row HAVING sum(mz_diff) <> 0 ORDER BY mz_ts, mz_row', v_sql, v_cols)
         USING from_ts, to_ts, snapshot_at;
+    -- Read first, checked after: since only grows, and history goes in the
+    -- transaction that moves it.  A subscription that lost its protection
+    -- (its incarnation was retired) fails instead of missing changes.
+    IF (SELECT f.since FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = id)
+       > coalesce(snapshot_at, from_ts - 1) THEN
+        RAISE EXCEPTION 'collection % was compacted past the subscription''s frontier', id
+            USING ERRCODE = 'snapshot_too_old',
+                  HINT = 'Its hold was released (its adapter incarnation was retired); subscribe again.';
+    END IF;
 END
 $$;
