@@ -160,6 +160,20 @@ SELECT regress_try($$SELECT decoupled.create_materialized_view('bad', 'SELECT 1'
 SELECT regress_try($$SELECT decoupled.create_materialized_view('bad', NULL)$$) AS null_query;
 SELECT regress_try($$SELECT decoupled.verify('orders')$$) AS verify_a_table;
 SELECT regress_try($$SELECT decoupled.verify('nothing')$$) AS verify_unknown;
+-- History is written with the extension's rights: no domain whose checks
+-- an ordinary role wrote, no column named like the storage's own.
+CREATE ROLE dom_owner;
+CREATE DOMAIN positive AS int CHECK (VALUE > 0);
+ALTER DOMAIN positive OWNER TO dom_owner;
+CREATE TABLE dom_t (p positive);
+CREATE TABLE mz_t (mz_ts int);
+SELECT regress_try($$SELECT decoupled.register_table('dom_t')$$) AS untrusted_domain;
+SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
+    'SELECT 1::positive AS p')$$) AS untrusted_domain_in_view;
+SELECT regress_try($$SELECT decoupled.register_table('mz_t')$$) AS reserved_in_table;
+DROP TABLE dom_t, mz_t;
+DROP DOMAIN positive;
+DROP ROLE dom_owner;
 SET ROLE mv_reader;
 SELECT regress_try($$SELECT decoupled.create_materialized_view('bad', 'SELECT 1')$$)
     AS unprivileged;

@@ -502,6 +502,9 @@ BEGIN
       FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
      WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped
     RETURNING lifetime_id INTO v_id;
+    PERFORM decoupled._check_columns('table', r.relname,
+                                     (SELECT o.definition->'columns' FROM decoupled.catalog_objects o
+                                       WHERE o.lifetime_id = v_id));
 
     PERFORM decoupled._create_storage(v_id);
     v_pending := decoupled._storage(v_id, 'pending');

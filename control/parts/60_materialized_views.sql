@@ -16,19 +16,57 @@ CREATE FUNCTION decoupled._mv_relations(plan regclass) RETURNS oid[]
 CREATE FUNCTION decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass)
     RETURNS bigint LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_stage_plan';
 
--- Names that storage, staging and sinks use for themselves.
+-- Every type a column list uses, looking through domains, arrays and
+-- composite types.
+CREATE FUNCTION decoupled._column_types(columns jsonb) RETURNS SETOF oid
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE types(oid) AS (
+        SELECT regexp_replace(c->>'type', ' COLLATE .*$', '')::regtype::oid
+          FROM jsonb_array_elements(columns) c
+        UNION
+        SELECT n.oid
+          FROM types x JOIN pg_type t ON t.oid = x.oid,
+               LATERAL (SELECT t.typbasetype WHERE t.typtype = 'd'
+                        UNION ALL
+                        SELECT t.typelem WHERE t.typcategory = 'A' AND t.typelem <> 0
+                        UNION ALL
+                        SELECT a.atttypid FROM pg_attribute a
+                         WHERE t.typrelid <> 0 AND a.attrelid = t.typrelid AND a.attnum > 0
+                           AND NOT a.attisdropped) n(oid))
+    SELECT oid FROM types
+$$;
+
+-- Columns of collections and sinks: no name that storage, staging and
+-- sinks use for themselves, and no domain whose checks an ordinary role
+-- wrote — they would run with the extension's rights whenever history is
+-- written.
 CREATE FUNCTION decoupled._check_columns(what text, name text, columns jsonb) RETURNS void
-LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_bad text;
+    v_bad  text;
+    v_type regtype;
 BEGIN
     SELECT c->>'name' INTO v_bad FROM jsonb_array_elements(columns) c
      WHERE c->>'name' IN ('mz_rowid', 'mz_ts', 'mz_hash', 'mz_diff', 'mz_key', 'mz_timestamp',
-                          'valid_from', 'valid_to')
+                          'valid_from', 'valid_to', 'mz_net', 'mz_row')
      LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'column name "%" of % "%" is reserved', v_bad, what, name
-            USING ERRCODE = 'reserved_name', HINT = 'Rename the column with AS.';
+            USING ERRCODE = 'reserved_name', HINT = 'Rename the column.';
+    END IF;
+    SELECT t.oid::regtype INTO v_type
+      FROM decoupled._column_types(columns) x(oid)
+      JOIN pg_type t ON t.oid = x.oid
+      JOIN pg_roles r ON r.oid = t.typowner
+     WHERE t.typtype = 'd' AND NOT r.rolsuper
+       AND EXISTS (SELECT FROM pg_constraint c WHERE c.contypid = t.oid)
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot use domain % in % "%"', v_type, what, name
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its constraints were written by a role that is not a superuser and '
+                           'would run with the extension''s rights when history is written.',
+                  HINT = 'Use its base type, or a domain owned by a superuser.';
     END IF;
 END
 $$;

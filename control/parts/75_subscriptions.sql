@@ -20,13 +20,8 @@ COMMENT ON FUNCTION decoupled.subscribe(text, bigint, bigint) IS
 -- domains and arrays.
 CREATE FUNCTION decoupled._builtin_types(columns jsonb) RETURNS boolean
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    WITH RECURSIVE types(oid) AS (
-        SELECT (c->>'type')::regtype::oid FROM jsonb_array_elements(columns) c
-        UNION
-        SELECT CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.typelem END
-          FROM types x JOIN pg_type t ON t.oid = x.oid
-         WHERE t.typtype = 'd' OR (t.typcategory = 'A' AND t.typelem <> 0))
-    SELECT NOT EXISTS (SELECT FROM types x JOIN pg_type t ON t.oid = x.oid
+    SELECT NOT EXISTS (SELECT FROM decoupled._column_types(columns) x(oid)
+                         JOIN pg_type t ON t.oid = x.oid
                         WHERE t.typnamespace <> 'pg_catalog'::regnamespace
                           AND t.typtype <> 'd')
 $$;
