@@ -158,7 +158,7 @@ void adapter_round(int64 incarnation, bool publish) {
     if (SPI_execute_with_args("SELECT decoupled._adapter_apply($1, $2, $3, $4, $5)", 5, types,
                               values, nullptr, false, 1) != SPI_OK_SELECT)
         elog(ERROR, "could not apply the sessions' holds");
-    // Collections whose waiting holds fell below their bound.
+    // (collection, bound) pairs: waiting holds below the bound are refused.
     int nfailed = 0;
     int64* failed = nullptr;
     bool isnull;
@@ -172,6 +172,7 @@ void adapter_round(int64 incarnation, bool publish) {
         failed = static_cast<int64*>(MemoryContextAlloc(round_context,
                                                         sizeof(int64) * (nfailed + 1)));
         for (int i = 0; i < nfailed; ++i) failed[i] = DatumGetInt64(elems[i]);
+        nfailed /= 2;  // (collection, bound) pairs
     }
     SPI_finish();
     PopActiveSnapshot();

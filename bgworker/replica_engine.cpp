@@ -183,10 +183,20 @@ struct ReplicaEngine::Impl {
                               : "SELECT upper, caught_up FROM decoupled.replica_maintain($1, $2, $3)";
         pqxx::work tx(conn);
         auto row = tx.exec_params(sql, incarnation, m.id, m.upper)[0];
+        bool caught_up = row[1].as<bool>();
+        bool hydrated = caught_up || m.hydrated;
+        // Reported in the step's transaction: whoever sees the new upper
+        // sees the health that goes with it.
+        bool changed = m.reported != "running" || m.hydrated != hydrated;
+        if (changed)
+            tx.exec_params("SELECT decoupled.replica_report($1, $2, 'running', NULL, NULL, $3)",
+                           incarnation, m.id, hydrated);
         tx.commit();
         m.upper = row[0].as<int64_t>();
-        bool caught_up = row[1].as<bool>();
-        if (caught_up || m.reported != "running") report(m, "running", "", caught_up || m.hydrated);
+        if (changed) {
+            m.reported = "running";
+            m.hydrated = hydrated;
+        }
         return caught_up;
     }
 

@@ -487,7 +487,8 @@ void confirm_holds(int slot, int64 incarnation, bool published, const HeldCollec
                 continue;
             h.pending = false;
             for (int k = 0; k < nfailed; ++k)
-                if (failed[k] == h.lifetime_id) h.failed = true;
+                if (failed[2 * k] == h.lifetime_id && h.frontier < failed[2 * k + 1])
+                    h.failed = true;
         }
     }
     LWLockRelease(s->holds_lock);

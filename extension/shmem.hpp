@@ -144,7 +144,8 @@ struct HeldCollection {
 // marks a publication as started.  `slot` is adapterd's supervision slot.
 HeldCollection* snapshot_holds(int slot, int64 incarnation, bool publish, int* count);
 // After the snapshot's transaction committed: confirms the pending holds it
-// covered (failing those of `failed` collections) and wakes their sessions.
+// covered — failing those below the bound of `failed`, (collection, bound)
+// pairs — and wakes their sessions.
 void confirm_holds(int slot, int64 incarnation, bool published, const HeldCollection* held,
                    int count, const int64* failed, int nfailed);
 // Whether adapterd of `slot` was asked for a publication now, and whether

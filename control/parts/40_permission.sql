@@ -345,8 +345,9 @@ COMMENT ON FUNCTION decoupled.release_hold(bigint) IS
 -- the lowest one waiting for durable protection (`pending`, -1: none).
 -- Lowers or creates the durable holds the waiting ones need and, with
 -- `publish`, raises the others to the lowest session hold and removes
--- those no session holds.  Returns the collections whose waiting holds are
--- below their compaction bound (refused, not written).
+-- those no session holds.  Returns (collection, bound) pairs, flattened,
+-- for collections with waiting holds below their compaction bound: those
+-- holds are refused.
 CREATE FUNCTION decoupled._adapter_apply(incarnation bigint, lids bigint[], mins bigint[],
                                          pending bigint[], publish boolean) RETURNS bigint[]
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -370,12 +371,16 @@ BEGIN
         SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b
           JOIN decoupled.catalog_objects o USING (lifetime_id)
          WHERE b.lifetime_id = lids[k] AND o.dropped_at IS NULL;
-        IF NOT FOUND OR pending[k] < v_bound THEN
-            v_failed := v_failed || lids[k];
+        IF NOT FOUND THEN
+            v_failed := v_failed || ARRAY[lids[k], 9223372036854775807];  -- dropped
             CONTINUE;
         END IF;
+        -- Holds below the bound are refused; those at or above it protected.
+        IF pending[k] < v_bound THEN
+            v_failed := v_failed || ARRAY[lids[k], v_bound];
+        END IF;
         INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier)
-        VALUES (i.adapter, i.deployment, i.incarnation, lids[k], pending[k])
+        VALUES (i.adapter, i.deployment, i.incarnation, lids[k], greatest(pending[k], v_bound))
         ON CONFLICT (incarnation, lifetime_id) DO UPDATE
            SET frontier = least(catalog_holds.frontier, EXCLUDED.frontier), acquired_at = now()
          WHERE catalog_holds.frontier > EXCLUDED.frontier;
