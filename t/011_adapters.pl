@@ -187,10 +187,11 @@ $sub->query_safe(q{BEGIN});
 $sub->query_safe(q{DECLARE feed CURSOR FOR
     SELECT (s).mz_diff FROM (SELECT decoupled.subscribe('stock') AS s) x});
 $sub->query_safe(q{FETCH 1 FROM feed});
-# An old hold of 'other', kept while 'default' moves on.
-my $old = $node->safe_psql('postgres', q{SELECT since FROM decoupled.frontiers WHERE name = 'stock'});
-$node->safe_psql('postgres', qq{SET decoupled.adapter = 'other';
-                                SELECT decoupled.acquire_hold('stock', $old)});
+# A hold of 'other', kept at its (soon old) time while 'default' moves on.
+$node->safe_psql('postgres', q{SET decoupled.adapter = 'other';
+                               SELECT decoupled.acquire_hold('stock')});
+my $old = $node->safe_psql('postgres',
+    q{SELECT frontier FROM decoupled.holds WHERE adapter = 'other' AND collection = 'stock'});
 my $other_inc = $node->safe_psql('postgres',
     q{SELECT incarnation FROM decoupled.adapters WHERE name = 'other'});
 for my $round (1 .. 3) {
@@ -239,8 +240,9 @@ is($node->safe_psql('postgres',
     'and the views verify');
 $node->safe_psql('postgres', q{SELECT decoupled.declare_adapter('fresh')});
 is($node->safe_psql('postgres', q{SET decoupled.adapter = 'fresh';
-    SELECT count(*) > 0 FROM decoupled.subscribe('stock',
-        up_to => (SELECT upper FROM decoupled.frontiers WHERE name = 'stock'))}), 't',
+    SELECT count(*) > 0 FROM decoupled.frontiers f,
+                             decoupled.subscribe('stock', f.upper - 1, f.upper) s
+     WHERE f.name = 'stock'}), 't',
     'a newly declared adapter serves queries');
 
 $node->stop;
