@@ -41,3 +41,7 @@ bench_psql -c 'CREATE EXTENSION pg_decoupled' >/dev/null
 
 # median of the numbers on stdin
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+# the p-quantile (nearest rank) of the numbers on stdin; $1: p in (0, 1]
+percentile() {
+    sort -g | awk -v p="$1" '{a[NR]=$1} END {i = int(p * NR + 0.999999); if (i < 1) i = 1; print a[i]}'
+}

@@ -29,10 +29,6 @@ PARTS=("$@")
 bench_psql >/dev/null -c "ALTER SYSTEM SET decoupled.table_tick_interval = 0" \
     -c "SELECT pg_reload_conf()"
 
-percentile() {  # $1: fraction; numbers on stdin
-    sort -g | awk -v p="$1" '{a[NR]=$1} END {i = int(p * NR + 0.999999); if (i < 1) i = 1; print a[i]}'
-}
-
 freshness() {
     bench_psql >/dev/null <<SQL
 CREATE TABLE fresh (k int, v int);

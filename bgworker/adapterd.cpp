@@ -51,36 +51,6 @@ char deployment[NAMEDATALEN];
 
 int64 now_ms() { return GetCurrentTimestamp() / 1000; }
 
-void release_slot(int, Datum) {
-    decoupled::SharedState* s = decoupled::shared_state();
-    LWLockAcquire(s->lock, LW_EXCLUSIVE);
-    if (my_slot >= 0 && s->specs[my_slot].pid == MyProcPid) {
-        s->specs[my_slot].pid = 0;
-        s->specs[my_slot].latch = nullptr;
-    }
-    LWLockRelease(s->lock);
-    decoupled::wake_controller();
-}
-
-// Claims the slot unless a newer generation reused it or a live process
-// already holds it.
-bool claim_slot(int slot, uint32 generation) {
-    decoupled::SharedState* s = decoupled::shared_state();
-    bool claimed = false;
-    LWLockAcquire(s->lock, LW_EXCLUSIVE);
-    decoupled::SpecSlot& spec = s->specs[slot];
-    if (spec.in_use && spec.generation == generation && spec.pid == 0) {
-        spec.pid = MyProcPid;
-        spec.latch = MyLatch;
-        spec.state = decoupled::SlotState::Running;
-        strlcpy(adapter, spec.name, sizeof(adapter));
-        strlcpy(deployment, spec.deployment, sizeof(deployment));
-        claimed = true;
-    }
-    LWLockRelease(s->lock);
-    return claimed;
-}
-
 // Runs one statement returning at most one bigint, in a transaction of its
 // own.  Raises PostgreSQL errors: call it through pg_call.
 int64 run(const char* sql, int nargs, Oid* types, Datum* values) {
@@ -197,9 +167,11 @@ void decoupled_adapterd_main(Datum arg) {
     int slot = DatumGetInt32(arg);
     uint32 generation;
     memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
-    if (!claim_slot(slot, generation)) proc_exit(0);
+    decoupled::SpecSlot spec;
+    if (!decoupled::claim_slot(slot, generation, &spec)) proc_exit(0);
     my_slot = slot;
-    on_shmem_exit(release_slot, 0);
+    strlcpy(adapter, spec.name, sizeof(adapter));
+    strlcpy(deployment, spec.deployment, sizeof(deployment));
 
     BackgroundWorkerInitializeConnection(decoupled::guc_database, nullptr, 0);
     SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);

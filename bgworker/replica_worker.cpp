@@ -34,8 +34,6 @@ PGDLLEXPORT void decoupled_replica_main(Datum);
 
 namespace {
 
-int my_slot = -1;
-
 class WorkerHost : public decoupled::EngineHost {
   public:
     bool stop_requested() override {
@@ -54,38 +52,6 @@ class WorkerHost : public decoupled::EngineHost {
         decoupled::pg_call([&] { ereport(LOG, (errmsg("%s", message.c_str()))); });
     }
 };
-
-void release_slot(int, Datum) {
-    decoupled::SharedState* s = decoupled::shared_state();
-    LWLockAcquire(s->lock, LW_EXCLUSIVE);
-    if (my_slot >= 0 && s->specs[my_slot].pid == MyProcPid) {
-        s->specs[my_slot].pid = 0;
-        s->specs[my_slot].latch = nullptr;
-    }
-    LWLockRelease(s->lock);
-    decoupled::wake_controller();
-}
-
-// Claims the slot unless a newer generation reused it or a live process
-// already holds it (a duplicate start after a controller restart).
-bool claim_slot(int slot, uint32 generation, decoupled::ReplicaIdentity* identity,
-                char* label, size_t label_size) {
-    decoupled::SharedState* s = decoupled::shared_state();
-    bool claimed = false;
-    LWLockAcquire(s->lock, LW_EXCLUSIVE);
-    decoupled::SpecSlot& spec = s->specs[slot];
-    if (spec.in_use && spec.generation == generation && spec.pid == 0) {
-        spec.pid = MyProcPid;
-        spec.latch = MyLatch;
-        spec.state = decoupled::SlotState::Running;
-        identity->replica_id = spec.replica_id;
-        identity->deployment = spec.deployment;
-        snprintf(label, label_size, "%s.%s", spec.cluster, spec.name);
-        claimed = true;
-    }
-    LWLockRelease(s->lock);
-    return claimed;
-}
 
 // The first Unix socket directory, the server's port and the catalog
 // database; decoupled.replica_conninfo overrides it.
@@ -122,11 +88,13 @@ void decoupled_replica_main(Datum arg) {
     int slot = DatumGetInt32(arg);
     uint32 generation;
     memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
+    decoupled::SpecSlot spec;
+    if (!decoupled::claim_slot(slot, generation, &spec)) proc_exit(0);
     decoupled::ReplicaIdentity identity;
+    identity.replica_id = spec.replica_id;
+    identity.deployment = spec.deployment;
     char label[2 * NAMEDATALEN + 2];
-    if (!claim_slot(slot, generation, &identity, label, sizeof(label))) proc_exit(0);
-    my_slot = slot;
-    on_shmem_exit(release_slot, 0);
+    snprintf(label, sizeof(label), "%s.%s", spec.cluster, spec.name);
     identity.pid = MyProcPid;
     identity.host = "in-server";
 

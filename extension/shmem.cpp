@@ -105,6 +105,43 @@ void wake_workers() {
     LWLockRelease(s->lock);
 }
 
+namespace {
+
+int claimed_slot = -1;
+
+void release_claimed_slot(int, Datum) {
+    SharedState* s = shared_state();
+    LWLockAcquire(s->lock, LW_EXCLUSIVE);
+    if (claimed_slot >= 0 && s->specs[claimed_slot].pid == MyProcPid) {
+        s->specs[claimed_slot].pid = 0;
+        s->specs[claimed_slot].latch = nullptr;
+    }
+    LWLockRelease(s->lock);
+    wake_controller();
+}
+
+}  // namespace
+
+bool claim_slot(int slot, uint32 generation, SpecSlot* spec) {
+    SharedState* s = shared_state();
+    bool claimed = false;
+    LWLockAcquire(s->lock, LW_EXCLUSIVE);
+    SpecSlot& mine = s->specs[slot];
+    if (mine.in_use && mine.generation == generation && mine.pid == 0) {
+        mine.pid = MyProcPid;
+        mine.latch = MyLatch;
+        mine.state = SlotState::Running;
+        *spec = mine;
+        claimed = true;
+    }
+    LWLockRelease(s->lock);
+    if (claimed) {
+        claimed_slot = slot;
+        on_shmem_exit(release_claimed_slot, 0);
+    }
+    return claimed;
+}
+
 void wake_controller() {
     SharedState* s = shared_state();
     LWLockAcquire(s->lock, LW_SHARED);

@@ -127,6 +127,13 @@ void wake_controller();
 // Wake every supervised worker (after a catalog change): also a hint.
 void wake_workers();
 
+// A supervised worker's side of its slot.  claim_slot records this
+// process in slot `slot` unless a newer generation reused it or a live
+// process holds it (a duplicate start after a controller restart), copies
+// the slot into *spec, and arranges for release at exit, which wakes the
+// controller.
+bool claim_slot(int slot, uint32 generation, SpecSlot* spec);
+
 // Session holds (sessions.cpp): move one of this session's holds up, or
 // forget it.
 void advance_hold(int64 hold_id, int64 frontier);

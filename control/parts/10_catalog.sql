@@ -403,6 +403,57 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION decoupled._check_retention(retain interval) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF retain IS NULL OR retain < interval '0' THEN
+        RAISE EXCEPTION 'retain_history must not be negative, got %', coalesce(retain::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+-- The caller may create what an object puts in `schema` (`what` says what).
+CREATE FUNCTION decoupled._check_create_in(schema text, what text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF schema IS NULL OR NOT has_schema_privilege(decoupled._caller(), quote_ident(schema),
+                                                  'CREATE') THEN
+        RAISE EXCEPTION 'permission denied for schema %', coalesce(schema, 'NULL')
+            USING ERRCODE = 'insufficient_privilege', DETAIL = what;
+    END IF;
+END
+$$;
+
+-- Locks the cluster an object is placed on, for the catalog transaction.
+CREATE FUNCTION decoupled._lock_cluster(cluster_name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM FROM decoupled.catalog_clusters c WHERE c.name = cluster_name FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cluster "%" does not exist', coalesce(cluster_name, 'NULL')
+            USING ERRCODE = 'undefined_object';
+    END IF;
+END
+$$;
+
+-- A new object named `name` whose relation will be schema.relname: both
+-- names must be free.
+CREATE FUNCTION decoupled._check_free(name text, schema text, relname text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                WHERE o.name = _check_free.name AND o.dropped_at IS NULL) THEN
+        RAISE EXCEPTION 'a collection or sink named "%" already exists', name
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    IF to_regclass(format('%I.%I', schema, relname)) IS NOT NULL THEN
+        RAISE EXCEPTION 'relation "%" already exists in schema "%"', relname, schema
+            USING ERRCODE = 'duplicate_table';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION decoupled._active_deployment() RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT name::text FROM decoupled.catalog_deployments WHERE state = 'active'

@@ -405,6 +405,21 @@ BEGIN
 END
 $$;
 
+-- A relation's columns as stored in a collection's definition: name and
+-- type (with a collation other than the type's).
+CREATE FUNCTION decoupled._relation_columns(rel regclass) RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT jsonb_agg(jsonb_build_object(
+               'name', a.attname,
+               'type', format_type(a.atttypid, a.atttypmod)
+                       || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
+                               THEN ' COLLATE ' || a.attcollation::regcollation::text
+                               ELSE '' END)
+               ORDER BY a.attnum)
+      FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+     WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+$$;
+
 CREATE FUNCTION decoupled.register_table(tbl regclass, retain_history interval DEFAULT '1 second')
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -412,6 +427,7 @@ SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
 AS $$
 DECLARE
+    v_columns jsonb;
     r         record;
     v_version bigint;
     v_id      bigint;
@@ -421,11 +437,7 @@ BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF retain_history IS NULL OR retain_history < interval '0' THEN
-        RAISE EXCEPTION 'retain_history must not be negative, got %',
-                        coalesce(retain_history::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM decoupled._check_retention(retain_history);
     -- The snapshot below must see every write committed before capture
     -- starts: only a fresh snapshot per statement does.
     IF current_setting('transaction_isolation') <> 'read committed' THEN
@@ -487,24 +499,14 @@ BEGIN
             USING ERRCODE = 'duplicate_object';
     END IF;
 
+    v_columns := decoupled._relation_columns(tbl);
+    PERFORM decoupled._check_columns('table', r.relname, v_columns);
     INSERT INTO decoupled.catalog_objects
            (name, kind, relation, definition, retain_history, created_in_version)
-    SELECT r.relname, 'table', tbl,
-           jsonb_build_object('schema', r.nspname, 'columns',
-               jsonb_agg(jsonb_build_object(
-                   'name', a.attname,
-                   'type', format_type(a.atttypid, a.atttypmod)
-                           || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
-                                   THEN ' COLLATE ' || a.attcollation::regcollation::text
-                                   ELSE '' END)
-                   ORDER BY a.attnum)),
-           retain_history, v_version
-      FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-     WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped
+    VALUES (r.relname, 'table', tbl,
+            jsonb_build_object('schema', r.nspname, 'columns', v_columns),
+            retain_history, v_version)
     RETURNING lifetime_id INTO v_id;
-    PERFORM decoupled._check_columns('table', r.relname,
-                                     (SELECT o.definition->'columns' FROM decoupled.catalog_objects o
-                                       WHERE o.lifetime_id = v_id));
 
     PERFORM decoupled._create_storage(v_id);
     v_pending := decoupled._storage(v_id, 'pending');

@@ -281,45 +281,53 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION decoupled.acquire_hold(collection text, as_of bigint DEFAULT NULL)
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    o          decoupled.catalog_objects;
-    v_since    bigint;
-    v_upper    bigint;
-    v_bound    bigint;
-    v_frontier bigint;
+-- What a hold or a subscription (`verb`: "held", "subscribed to") starts
+-- from: the collection, checked and read with its frontiers, and the time
+-- asked for (NULL: the latest readable time, or since while nothing is).
+CREATE FUNCTION decoupled._protection_request(collection text, as_of bigint, verb text,
+                                              OUT o decoupled.catalog_objects,
+                                              OUT frontier bigint, OUT since bigint,
+                                              OUT upper bigint, OUT bound bigint)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
 BEGIN
     o := decoupled._collection(collection);
     IF o.kind = 'sink' THEN
-        RAISE EXCEPTION '"%" is a sink; only collections can be held', o.name
+        RAISE EXCEPTION '"%" is a sink; only collections can be %', o.name, verb
             USING ERRCODE = 'wrong_object_type';
     END IF;
     IF o.relation IS NOT NULL AND NOT decoupled._caller_can_select(o.relation) THEN
         RAISE EXCEPTION 'permission denied for % "%"', o.kind, o.name
             USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'Holding history needs the privilege to read it.';
+                  DETAIL = 'Protecting history needs the privilege to read it.';
     END IF;
     IF as_of < 0 THEN
         RAISE EXCEPTION 'as_of must not be negative, got %', as_of
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT f.since, f.upper INTO v_since, v_upper FROM decoupled.catalog_frontiers f
-     WHERE f.lifetime_id = o.lifetime_id;
-    SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b WHERE b.lifetime_id = o.lifetime_id;
-    -- NULL: the latest readable time, or since while nothing is readable.
-    v_frontier := coalesce(as_of, greatest(v_since, v_upper - 1));
-    -- Checked again, authoritatively, at commit (C3.2); this only reports
-    -- the common case early.
-    IF v_frontier < v_bound THEN
-        RAISE EXCEPTION 'hold on "%" is below its compaction bound', o.name
+    SELECT f.since, f.upper INTO since, upper FROM decoupled.catalog_frontiers f
+     WHERE f.lifetime_id = (o).lifetime_id;
+    SELECT b.bound INTO bound FROM decoupled.catalog_bounds b WHERE b.lifetime_id = (o).lifetime_id;
+    frontier := coalesce(as_of, greatest(since, upper - 1));
+END
+$$;
+
+CREATE FUNCTION decoupled.acquire_hold(collection text, as_of bigint DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r record := decoupled._protection_request(collection, as_of, 'held');
+BEGIN
+    -- Checked again, authoritatively, when adapterd writes the durable hold
+    -- and at commit (C3.2); this only reports the common case early.
+    IF r.frontier < r.bound THEN
+        RAISE EXCEPTION 'hold on "%" is below its compaction bound', (r.o).name
             USING ERRCODE = 'check_violation',
                   DETAIL = format('The hold would be at %s; the bound is %s and history before it '
-                                  'may already be compacted.', v_frontier, v_bound),
-                  HINT = format('Hold at %s or later.', v_bound);
+                                  'may already be compacted.', r.frontier, r.bound),
+                  HINT = format('Hold at %s or later.', r.bound);
     END IF;
-    RETURN decoupled._protect(o.lifetime_id, v_frontier, false);
+    RETURN decoupled._protect((r.o).lifetime_id, r.frontier, false);
 END
 $$;
 COMMENT ON FUNCTION decoupled.acquire_hold(text, bigint) IS

@@ -168,35 +168,14 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value', HINT = 'Sources accept: tick.';
     END IF;
     v_tick := decoupled._tick_ms(options);
-    IF retain_history IS NULL OR retain_history < interval '0' THEN
-        RAISE EXCEPTION 'retain_history must not be negative, got %',
-                        coalesce(retain_history::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-
-    IF schema IS NULL OR NOT has_schema_privilege(decoupled._caller(), schema, 'CREATE') THEN
-        RAISE EXCEPTION 'permission denied for schema %', coalesce(schema, 'NULL')
-            USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'A source''s relations are created in the current schema.';
-    END IF;
+    PERFORM decoupled._check_retention(retain_history);
+    PERFORM decoupled._check_create_in(schema, 'A source''s relations are created in the current schema.');
     v_version := decoupled._begin_catalog_change();
-    PERFORM FROM decoupled.catalog_clusters c WHERE c.name = _create_source.cluster FOR SHARE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cluster "%" does not exist', coalesce(_create_source.cluster, 'NULL')
-            USING ERRCODE = 'undefined_object';
-    END IF;
+    PERFORM decoupled._lock_cluster(_create_source.cluster);
     FOR v_out IN SELECT * FROM decoupled._generator_outputs(generator) LOOP
         v_name := _create_source.name || CASE WHEN v_out.role = '' THEN '' ELSE '_' || v_out.role END;
         PERFORM decoupled._check_name('source', v_name);
-        IF EXISTS (SELECT FROM decoupled.catalog_objects o
-                    WHERE o.name = v_name AND o.dropped_at IS NULL) THEN
-            RAISE EXCEPTION 'a collection named "%" already exists', v_name
-                USING ERRCODE = 'duplicate_object';
-        END IF;
-        IF to_regclass(format('%I.%I', schema, v_name)) IS NOT NULL THEN
-            RAISE EXCEPTION 'relation "%" already exists in schema "%"', v_name, schema
-                USING ERRCODE = 'duplicate_table';
-        END IF;
+        PERFORM decoupled._check_free(v_name, schema, v_name);
     END LOOP;
 
     -- Ticks fall on multiples of the tick: every replica agrees on them.

@@ -172,39 +172,18 @@ BEGIN
     IF query IS NULL THEN
         RAISE EXCEPTION 'query must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF retain_history IS NULL OR retain_history < interval '0' THEN
-        RAISE EXCEPTION 'retain_history must not be negative, got %',
-                        coalesce(retain_history::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM decoupled._check_retention(retain_history);
     IF as_of < 0 THEN
         RAISE EXCEPTION 'as_of must not be negative, got %', as_of
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF schema IS NULL OR NOT has_schema_privilege(v_owner, schema, 'CREATE') THEN
-        RAISE EXCEPTION 'permission denied for schema %', coalesce(schema, 'NULL')
-            USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'A materialized view''s relation is created in the current schema.';
-    END IF;
+    PERFORM decoupled._check_create_in(schema,
+        'A materialized view''s relation is created in the current schema.');
     v_sql := decoupled._mv_check_sql(query);
 
     v_version := decoupled._begin_catalog_change();
-    PERFORM FROM decoupled.catalog_clusters c WHERE c.name = _create_materialized_view.cluster
-       FOR SHARE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cluster "%" does not exist',
-                        coalesce(_create_materialized_view.cluster, 'NULL')
-            USING ERRCODE = 'undefined_object';
-    END IF;
-    IF EXISTS (SELECT FROM decoupled.catalog_objects o
-                WHERE o.name = v_name AND o.dropped_at IS NULL) THEN
-        RAISE EXCEPTION 'a collection named "%" already exists', v_name
-            USING ERRCODE = 'duplicate_object';
-    END IF;
-    IF to_regclass(format('%I.%I', schema, v_name)) IS NOT NULL THEN
-        RAISE EXCEPTION 'relation "%" already exists in schema "%"', v_name, schema
-            USING ERRCODE = 'duplicate_table';
-    END IF;
+    PERFORM decoupled._lock_cluster(_create_materialized_view.cluster);
+    PERFORM decoupled._check_free(v_name, schema, v_name);
 
     INSERT INTO decoupled.catalog_objects
            (name, kind, cluster, definition, written_plan, retain_history, created_in_version)
@@ -240,16 +219,7 @@ BEGIN
                   DETAIL = format('Materialized view "%s" reads it.', v_name);
     END IF;
 
-    SELECT jsonb_agg(jsonb_build_object(
-               'name', a.attname,
-               'type', format_type(a.atttypid, a.atttypmod)
-                       || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
-                               THEN ' COLLATE ' || a.attcollation::regcollation::text
-                               ELSE '' END)
-               ORDER BY a.attnum)
-      INTO v_cols
-      FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-     WHERE a.attrelid = v_plan AND a.attnum > 0 AND NOT a.attisdropped;
+    v_cols := decoupled._relation_columns(v_plan);
     PERFORM decoupled._check_columns('materialized view', v_name, v_cols);
 
     -- Admission (C3.2, C3.3): the first computation reads every input at
@@ -360,6 +330,52 @@ BEGIN
 END
 $$;
 
+-- The start of every replica step on an output (a view or a sink): fenced
+-- by the incarnation, write authority checked, the output's frontier row
+-- locked, its upper returned.  An output dropped meanwhile is 42704.
+CREATE FUNCTION decoupled._lock_output(incarnation bigint, lifetime_id bigint, kind text)
+RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    i       decoupled.catalog_replica_incarnations;
+    v_upper bigint;
+BEGIN
+    i := decoupled._live_incarnation(_lock_output.incarnation);
+    PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
+    SELECT f.upper INTO v_upper FROM decoupled.catalog_frontiers f
+      JOIN decoupled.catalog_objects c USING (lifetime_id)
+     WHERE f.lifetime_id = _lock_output.lifetime_id AND c.dropped_at IS NULL
+       AND c.kind = _lock_output.kind
+       FOR UPDATE OF f;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '% % was dropped', kind, lifetime_id USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN v_upper;
+END
+$$;
+
+-- The SQL of a collection's changes as (mz_ts, mz_diff, columns...): rows
+-- inserted (cur.mz_ts, dead.valid_from) and retracted (dead.valid_to) at
+-- times in [$1, $2), preceded, `with_snapshot`, by its state at $3 as
+-- insertions at $3.  Unconsolidated; used by sinks and subscriptions.
+CREATE FUNCTION decoupled._changes_sql(lifetime_id bigint, with_snapshot boolean) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN with_snapshot THEN format(
+               'SELECT $3, 1, %1$s FROM %2$s WHERE mz_ts <= $3 '
+               'UNION ALL SELECT $3, 1, %1$s FROM %3$s WHERE valid_from <= $3 AND valid_to > $3 '
+               'UNION ALL ', c.cols, c.cur, c.dead) ELSE '' END
+           || format(
+               'SELECT mz_ts, 1, %1$s FROM %2$s WHERE mz_ts >= $1 AND mz_ts < $2 '
+               'UNION ALL SELECT valid_from, 1, %1$s FROM %3$s '
+               ' WHERE valid_to >= $1 AND valid_from >= $1 AND valid_from < $2 '
+               'UNION ALL SELECT valid_to, -1, %1$s FROM %3$s WHERE valid_to >= $1 AND valid_to < $2',
+               c.cols, c.cur, c.dead)
+      FROM (SELECT decoupled._cols(lifetime_id) AS cols,
+                   decoupled._storage(lifetime_id, 'cur') AS cur,
+                   decoupled._storage(lifetime_id, 'dead') AS dead) c
+$$;
+
 -- One maintenance step of a materialized view by a replica (C5.3): compare
 -- (upper = expected_upper) and, for each time t at which an input changed
 -- below every input's upper, append the difference between the plan at t
@@ -377,7 +393,6 @@ AS $$
 DECLARE
     -- Computations per call: a view far behind catches up in bounded steps.
     c_max_steps constant integer := 16;
-    i        decoupled.catalog_replica_incarnations;
     o        decoupled.catalog_objects;
     id       bigint := replica_maintain.lifetime_id;
     v_inputs bigint[];
@@ -387,15 +402,7 @@ DECLARE
     v_t      bigint;
     v_bad    regclass;
 BEGIN
-    i := decoupled._live_incarnation(replica_maintain.incarnation);
-    PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
-    SELECT f.upper INTO upper FROM decoupled.catalog_frontiers f
-      JOIN decoupled.catalog_objects c USING (lifetime_id)
-     WHERE f.lifetime_id = id AND c.dropped_at IS NULL AND c.kind = 'materialized view'
-       FOR UPDATE OF f;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'materialized view % was dropped', id USING ERRCODE = 'undefined_object';
-    END IF;
+    upper := decoupled._lock_output(replica_maintain.incarnation, id, 'materialized view');
     caught_up := false;
     IF upper <> expected_upper THEN
         RETURN;

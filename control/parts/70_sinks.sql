@@ -62,18 +62,10 @@ BEGIN
         RAISE EXCEPTION 'schema "%" does not exist', coalesce(v_schema, 'NULL')
             USING ERRCODE = 'invalid_schema_name';
     END IF;
-    IF NOT has_schema_privilege(v_owner, quote_ident(v_schema), 'CREATE') THEN
-        RAISE EXCEPTION 'permission denied for schema %', coalesce(v_schema, 'NULL')
-            USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'A sink creates its table.';
-    END IF;
+    PERFORM decoupled._check_create_in(v_schema, 'A sink creates its table.');
 
     v_version := decoupled._begin_catalog_change();
-    PERFORM FROM decoupled.catalog_clusters c WHERE c.name = _create_sink.cluster FOR SHARE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'cluster "%" does not exist', coalesce(_create_sink.cluster, 'NULL')
-            USING ERRCODE = 'undefined_object';
-    END IF;
+    PERFORM decoupled._lock_cluster(_create_sink.cluster);
     v_input := decoupled._collection(from_collection);
     IF v_input.kind = 'sink' THEN
         RAISE EXCEPTION '"%" is a sink; a sink reads a collection', v_input.name
@@ -84,15 +76,7 @@ BEGIN
         RAISE EXCEPTION 'permission denied for % "%"', v_input.kind, v_input.name
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF EXISTS (SELECT FROM decoupled.catalog_objects o
-                WHERE o.name = v_name AND o.dropped_at IS NULL) THEN
-        RAISE EXCEPTION 'a collection or sink named "%" already exists', v_name
-            USING ERRCODE = 'duplicate_object';
-    END IF;
-    IF to_regclass(format('%I.%I', v_schema, v_table)) IS NOT NULL THEN
-        RAISE EXCEPTION 'relation "%" already exists in schema "%"', v_table, v_schema
-            USING ERRCODE = 'duplicate_table', HINT = 'A sink creates its own table.';
-    END IF;
+    PERFORM decoupled._check_free(v_name, v_schema, v_table);
     PERFORM decoupled._check_columns(v_input.kind, v_input.name, v_input.definition->'columns');
 
     -- Start at the latest time the input serves that its permission allows;
@@ -135,7 +119,6 @@ SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
 AS $$
 #variable_conflict use_column
 DECLARE
-    i        decoupled.catalog_replica_incarnations;
     o        decoupled.catalog_objects;
     id       bigint := replica_sink.lifetime_id;
     v_input  bigint;
@@ -143,19 +126,9 @@ DECLARE
     v_target bigint;
     v_from   bigint;
     v_cols   text;
-    v_cur    text;
-    v_dead   text;
     v_sql    text;
 BEGIN
-    i := decoupled._live_incarnation(replica_sink.incarnation);
-    PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
-    SELECT f.upper INTO upper FROM decoupled.catalog_frontiers f
-      JOIN decoupled.catalog_objects c USING (lifetime_id)
-     WHERE f.lifetime_id = id AND c.dropped_at IS NULL AND c.kind = 'sink'
-       FOR UPDATE OF f;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'sink % was dropped', id USING ERRCODE = 'undefined_object';
-    END IF;
+    upper := decoupled._lock_output(replica_sink.incarnation, id, 'sink');
     caught_up := false;
     IF upper <> expected_upper THEN
         RETURN;
@@ -185,25 +158,12 @@ BEGIN
     END IF;
 
     v_cols := decoupled._cols(v_input);
-    v_cur := decoupled._storage(v_input, 'cur');
-    v_dead := decoupled._storage(v_input, 'dead');
     v_from := upper;
-    v_sql := '';
     IF upper = v_as_of THEN
-        IF (o.definition->>'snapshot')::boolean THEN
-            v_sql := format('SELECT $3 AS ts, 1 AS diff, %1$s FROM %2$s WHERE mz_ts <= $3 '
-                            'UNION ALL SELECT $3, 1, %1$s FROM %3$s '
-                            ' WHERE valid_from <= $3 AND valid_to > $3 UNION ALL ',
-                            v_cols, v_cur, v_dead);
-        END IF;
         v_from := v_as_of + 1;  -- later changes only: the state at as_of is the snapshot
     END IF;
-    v_sql := v_sql || format(
-        'SELECT mz_ts, 1, %1$s FROM %2$s WHERE mz_ts >= $1 AND mz_ts < $2 '
-        'UNION ALL SELECT valid_from, 1, %1$s FROM %3$s '
-        ' WHERE valid_to >= $1 AND valid_from >= $1 AND valid_from < $2 '
-        'UNION ALL SELECT valid_to, -1, %1$s FROM %3$s WHERE valid_to >= $1 AND valid_to < $2',
-        v_cols, v_cur, v_dead);
+    v_sql := decoupled._changes_sql(v_input,
+                                    upper = v_as_of AND (o.definition->>'snapshot')::boolean);
     -- Consolidated per (time, row): a row's copies become one line.  The
     -- mz_ names are reserved, so they cannot clash with the columns.
     EXECUTE format(

@@ -33,55 +33,36 @@ CREATE FUNCTION decoupled._subscribe_start(collection text, as_of bigint, up_to 
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
-    o       decoupled.catalog_objects;
-    v_since bigint;
-    v_upper bigint;
-    v_bound bigint;
+    r record := decoupled._protection_request(collection, as_of, 'subscribed to');
 BEGIN
-    o := decoupled._collection(collection);
-    IF o.kind = 'sink' THEN
-        RAISE EXCEPTION '"%" is a sink; only collections can be subscribed to', o.name
-            USING ERRCODE = 'wrong_object_type';
-    END IF;
-    IF o.relation IS NOT NULL AND NOT decoupled._caller_can_select(o.relation) THEN
-        RAISE EXCEPTION 'permission denied for % "%"', o.kind, o.name
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
     -- Rows become JSON with the extension's rights: only through built-in
     -- conversions (a user's cast from their own type would run there).
-    IF NOT decoupled._builtin_types(o.definition->'columns') THEN
-        RAISE EXCEPTION 'cannot subscribe to % "%": it has columns of user-defined types', o.kind,
-                        o.name
+    IF NOT decoupled._builtin_types((r.o).definition->'columns') THEN
+        RAISE EXCEPTION 'cannot subscribe to % "%": it has columns of user-defined types',
+                        (r.o).kind, (r.o).name
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Subscribe to a materialized view that casts them to built-in types.';
     END IF;
-    IF as_of < 0 THEN
-        RAISE EXCEPTION 'as_of must not be negative, got %', as_of
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT f.since, f.upper INTO v_since, v_upper FROM decoupled.catalog_frontiers f
-     WHERE f.lifetime_id = o.lifetime_id;
-    SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b WHERE b.lifetime_id = o.lifetime_id;
-    start_at := coalesce(as_of, greatest(v_since, v_upper - 1));
-    IF start_at < greatest(v_since, v_bound) THEN
+    start_at := r.frontier;
+    IF start_at < greatest(r.since, r.bound) THEN
         RAISE EXCEPTION '% "%" cannot be subscribed to from %: its history there is compacted',
-                        o.kind, o.name, start_at
+                        (r.o).kind, (r.o).name, start_at
             USING ERRCODE = 'snapshot_too_old',
-                  DETAIL = format('Its compaction bound is %s.', greatest(v_since, v_bound));
+                  DETAIL = format('Its compaction bound is %s.', greatest(r.since, r.bound));
     END IF;
     IF up_to <= start_at THEN
         RAISE EXCEPTION 'up_to must be beyond as_of'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('as_of is %s, up_to %s.', start_at, up_to);
     END IF;
-    IF (up_to IS NULL OR up_to > v_upper)
+    IF (up_to IS NULL OR up_to > r.upper)
        AND current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'a subscription that waits for new changes needs READ COMMITTED'
             USING ERRCODE = 'invalid_transaction_state',
                   HINT = 'Its transaction''s snapshot would never show them.';
     END IF;
-    lifetime_id := o.lifetime_id;
-    hold_id := decoupled._protect(o.lifetime_id, start_at, true);
+    lifetime_id := (r.o).lifetime_id;
+    hold_id := decoupled._protect(lifetime_id, start_at, true);
 END
 $$;
 
@@ -115,9 +96,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     id     bigint := _subscribe_batch.lifetime_id;
     v_cols text := decoupled._cols(id);
-    v_cur  text := decoupled._storage(id, 'cur');
-    v_dead text := decoupled._storage(id, 'dead');
-    v_sql  text := '';
+    v_sql  text;
     v_rel  oid;
 BEGIN
     -- Callable by anyone: it checks what _subscribe_start checked.
@@ -126,18 +105,7 @@ BEGIN
         RAISE EXCEPTION 'permission denied for collection %', id
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF snapshot_at IS NOT NULL THEN
-        v_sql := format('SELECT $3 AS ts, 1 AS diff, %1$s FROM %2$s WHERE mz_ts <= $3 '
-                        'UNION ALL SELECT $3, 1, %1$s FROM %3$s '
-                        ' WHERE valid_from <= $3 AND valid_to > $3 UNION ALL ',
-                        v_cols, v_cur, v_dead);
-    END IF;
-    v_sql := v_sql || format(
-        'SELECT mz_ts, 1, %1$s FROM %2$s WHERE mz_ts >= $1 AND mz_ts < $2 '
-        'UNION ALL SELECT valid_from, 1, %1$s FROM %3$s '
-        ' WHERE valid_to >= $1 AND valid_from >= $1 AND valid_from < $2 '
-        'UNION ALL SELECT valid_to, -1, %1$s FROM %3$s WHERE valid_to >= $1 AND valid_to < $2',
-        v_cols, v_cur, v_dead);
+    v_sql := decoupled._changes_sql(id, snapshot_at IS NOT NULL);
     RETURN QUERY EXECUTE format(
         'SELECT mz_ts, sum(mz_diff)::bigint, mz_row FROM ( '
         '  SELECT c.mz_ts, c.mz_diff, to_jsonb(c) - ''mz_ts'' - ''mz_diff'' AS mz_row '
