@@ -453,8 +453,12 @@ BEGIN
         PERFORM decoupled._append_staged(id, upper, v_t + 1);
         upper := v_t + 1;
     END LOOP;
-    IF cardinality(v_times) < c_max_steps THEN
-        -- No input changed in [upper, v_target): the view is final there too.
+    -- No input changed in [upper, v_target): the view is final there too.
+    -- Asked again before moving past those times, so that a change is never
+    -- stepped over on the strength of one earlier read (a view was once
+    -- seen, right after a crash restart, to skip a changed time).
+    IF cardinality(v_times) < c_max_steps
+       AND decoupled._change_times(v_inputs, upper, v_target, 1) = '{}' THEN
         UPDATE decoupled.catalog_frontiers f SET upper = v_target, changed_at = now()
          WHERE f.lifetime_id = id;
         INSERT INTO decoupled.catalog_bound_queue VALUES (id) ON CONFLICT DO NOTHING;
