@@ -197,6 +197,10 @@ BEGIN
         END IF;
         PERFORM decoupled._create_storage(v_out_id);
         PERFORM decoupled._create_public_view(v_out_id, schema, v_name);
+        -- Its public view is the relation whose privileges gate every path
+        -- to its history (AS OF reads, holds, subscriptions, sinks).
+        UPDATE decoupled.catalog_objects o SET relation = format('%I.%I', schema, v_name)::regclass
+         WHERE o.lifetime_id = v_out_id;
         INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper)
             VALUES (v_out_id, v_epoch, v_epoch);
         INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_out_id, v_epoch);
