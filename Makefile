@@ -44,6 +44,7 @@ OBJS = \
 	extension/controller_functions.o \
 	extension/oracle.o \
 	extension/as_of.o \
+	extension/caller.o \
 	extension/permission.o \
 	extension/read_rewrite.o \
 	extension/wait_functions.o \
@@ -61,7 +62,7 @@ DATA_built = control/pg_decoupled--1.0.sql
 EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
-REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe
+REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe security
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race
 
 PG_CONFIG ?= pg_config

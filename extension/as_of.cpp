@@ -14,12 +14,10 @@ extern "C" {
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
-#include "catalog/pg_authid.h"
-#include "utils/acl.h"
-#include "utils/builtins.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 }
 
 #include <cerrno>
@@ -118,9 +116,11 @@ Datum decoupled_history_gate(PG_FUNCTION_ARGS) {
     if (dropped || since_null || upper_null)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("%s \"%s\" was dropped", kind, name)));
-    // History is read with the extension's rights: the reader must be allowed
-    // to read the collection itself.
-    if (!rel_null && OidIsValid(relation) &&
+    // History is read with the extension's rights: the reader — the
+    // effective user, as whom this function runs — must be allowed to read
+    // the collection's own relation, which gates every path to its history.
+    if (rel_null || !OidIsValid(relation) ||
+        !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relation)) ||
         pg_class_aclcheck(relation, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
         aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, name);
 
@@ -148,31 +148,4 @@ Datum decoupled_history_gate(PG_FUNCTION_ARGS) {
                              "retry later.")));
     }
     PG_RETURN_BOOL(true);
-}
-
-extern "C" {
-PG_FUNCTION_INFO_V1(decoupled_caller);
-PG_FUNCTION_INFO_V1(decoupled_caller_is_admin);
-PG_FUNCTION_INFO_V1(decoupled_caller_can_select);
-}
-
-// Inside SECURITY DEFINER functions current_user is the definer; the outer
-// user is the role that called in (after SET ROLE).
-static bool outer_user_is_admin() {
-    Oid caller = GetOuterUserId();
-    if (superuser_arg(caller)) return true;
-    Oid admin = get_role_oid("decoupled_admin", true);
-    return OidIsValid(admin) && has_privs_of_role(caller, admin);
-}
-
-// decoupled._caller() -> the role that called in.
-Datum decoupled_caller(PG_FUNCTION_ARGS) { PG_RETURN_OID(GetOuterUserId()); }
-
-// decoupled._caller_is_admin() -> superuser or member of decoupled_admin.
-Datum decoupled_caller_is_admin(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(outer_user_is_admin()); }
-
-// decoupled._caller_can_select(relation oid) -> may the caller read it.
-Datum decoupled_caller_can_select(PG_FUNCTION_ARGS) {
-    Oid relation = PG_GETARG_OID(0);
-    PG_RETURN_BOOL(pg_class_aclcheck(relation, GetOuterUserId(), ACL_SELECT) == ACLCHECK_OK);
 }

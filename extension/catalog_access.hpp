@@ -46,7 +46,7 @@ inline SavedUser become_catalog_reader() {
 
 inline void restore_user(SavedUser saved) {
     SetUserIdAndSecContext(saved.userid, saved.sec_context);
-    if (saved.guc_level >= 0) AtEOXact_GUC(true, saved.guc_level);
+    if (saved.guc_level >= 0) AtEOXact_GUC(false, saved.guc_level);
 }
 
 }  // namespace decoupled

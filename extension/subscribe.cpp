@@ -31,6 +31,8 @@ extern "C" {
 #include "utils/memutils.h"
 }
 
+#include "caller.hpp"
+#include "catalog_access.hpp"
 #include "shmem.hpp"
 
 extern "C" {
@@ -72,11 +74,39 @@ int64 fetch_int8(const char* sql, int nargs, Oid* types, Datum* values) {
     return isnull ? -1 : DatumGetInt64(d);
 }
 
-void start(Subscription* sub, Datum collection, bool as_of_null, int64 as_of, bool up_to_null,
-           int64 up_to) {
+// The helpers (75_subscriptions.sql) read the private catalog and storage
+// with the extension's rights, and nobody else may call them: they run as
+// the catalog reader, and check the caller recorded here, as the caller,
+// in a frame of its own (extension/caller.cpp).
+using Step = void (*)(Subscription*, void*);
+
+void as_extension(Step step, Subscription* sub, void* arg) {
+    auto* frame = static_cast<decoupled::CallerFrame*>(palloc0(sizeof(decoupled::CallerFrame)));
+    decoupled::push_caller_frame(frame);
+    PG_TRY();
+    {
+        decoupled::SavedUser saved = decoupled::become_catalog_reader();
+        step(sub, arg);
+        decoupled::restore_user(saved);
+    }
+    PG_FINALLY();
+    {
+        decoupled::pop_caller_frame(frame);
+    }
+    PG_END_TRY();
+}
+
+struct StartRequest {
+    Datum collection;
+    bool as_of_null, up_to_null;
+    int64 as_of, up_to;
+};
+
+void start_step(Subscription* sub, void* arg) {
+    auto* r = static_cast<StartRequest*>(arg);
     Oid types[3] = {TEXTOID, INT8OID, INT8OID};
-    Datum values[3] = {collection, Int64GetDatum(as_of), Int64GetDatum(up_to)};
-    char nulls[3] = {' ', as_of_null ? 'n' : ' ', up_to_null ? 'n' : ' '};
+    Datum values[3] = {r->collection, Int64GetDatum(r->as_of), Int64GetDatum(r->up_to)};
+    char nulls[3] = {' ', r->as_of_null ? 'n' : ' ', r->up_to_null ? 'n' : ' '};
     SPI_connect();
     if (SPI_execute_with_args("SELECT lifetime_id, start_at, hold_id "
                               "  FROM decoupled._subscribe_start($1, $2, $3)",
@@ -90,14 +120,26 @@ void start(Subscription* sub, Datum collection, bool as_of_null, int64 as_of, bo
     sub->as_of = DatumGetInt64(SPI_getbinval(row, desc, 2, &isnull));
     sub->hold_id = DatumGetInt64(SPI_getbinval(row, desc, 3, &isnull));
     SPI_finish();
+}
+
+void start(Subscription* sub, Datum collection, bool as_of_null, int64 as_of, bool up_to_null,
+           int64 up_to) {
+    StartRequest request{collection, as_of_null, up_to_null, as_of, up_to};
+    as_extension(start_step, sub, &request);
     sub->up_to = up_to_null ? -1 : up_to;
     sub->next = sub->as_of + 1;  // the snapshot covers everything up to as_of
     sub->snapshot_pending = true;
 }
 
-// Fetches the next batch into `sub` (in `context`); returns false when there
-// is nothing new yet.
-bool fetch(Subscription* sub, MemoryContext context) {
+struct FetchRequest {
+    MemoryContext context;
+    bool got;
+};
+
+void fetch_step(Subscription* sub, void* arg) {
+    auto* r = static_cast<FetchRequest*>(arg);
+    MemoryContext context = r->context;
+    r->got = false;
     SPI_connect();
     Oid id_type[1] = {INT8OID};
     Datum id_value[1] = {Int64GetDatum(sub->lifetime_id)};
@@ -108,7 +150,7 @@ bool fetch(Subscription* sub, MemoryContext context) {
     sub->nrows = sub->pos = 0;
     if (!ready) {
         SPI_finish();
-        return false;
+        return;
     }
     Oid types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
     Datum values[4] = {Int64GetDatum(sub->lifetime_id), Int64GetDatum(sub->next),
@@ -140,9 +182,17 @@ bool fetch(Subscription* sub, MemoryContext context) {
     sub->snapshot_pending = false;
     sub->next = target;
     SPI_finish();
-    // Changes before `target` are emitted: history through target - 1 may go.
-    decoupled::advance_hold(sub->hold_id, Max(sub->as_of, target - 1));
-    return true;
+    r->got = true;
+}
+
+// Fetches the next batch into `sub` (in `context`); returns false when there
+// is nothing new yet.
+bool fetch(Subscription* sub, MemoryContext context) {
+    FetchRequest request{context, false};
+    as_extension(fetch_step, sub, &request);
+    // Changes before `next` are emitted: history through next - 1 may go.
+    if (request.got) decoupled::advance_hold(sub->hold_id, Max(sub->as_of, sub->next - 1));
+    return request.got;
 }
 
 bool finished(const Subscription* sub) {

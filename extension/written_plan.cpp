@@ -310,8 +310,11 @@ Datum decoupled_stage_plan(PG_FUNCTION_ARGS) {
     if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "could not compute written plan %s: %d", plan_name, rc);
     SPI_finish();
 
+    // Every setting the computation changed goes back, set_config(..., false)
+    // too, as after REFRESH MATERIALIZED VIEW: the owner's code must leave no
+    // trace in the replica's or verify()'s caller's session.
     SetUserIdAndSecContext(saved_user, saved_context);
-    AtEOXact_GUC(true, guc_level);
+    AtEOXact_GUC(false, guc_level);
 
     FreeBulkInsertState(receiver.bistate);
     ExecDropSingleTupleTableSlot(receiver.slot);

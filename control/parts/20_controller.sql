@@ -2,8 +2,9 @@
 -- Controller observation and waiting
 ------------------------------------------------------------------------------
 
+-- Everyone may read it (catalog_meta is private).
 CREATE FUNCTION decoupled.catalog_version() RETURNS bigint
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT catalog_version FROM decoupled.catalog_meta
 $$;
 COMMENT ON FUNCTION decoupled.catalog_version() IS

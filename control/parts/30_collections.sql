@@ -51,7 +51,7 @@ CREATE FUNCTION decoupled._compacted_since(since bigint, bound bigint, upper big
 ------------------------------------------------------------------------------
 
 CREATE FUNCTION decoupled._storage(lifetime_id bigint, part text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT AS $$
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
     SELECT 'decoupled_storage.c' || lifetime_id || '_' || part
 $$;
 
@@ -89,7 +89,7 @@ END
 $$;
 
 CREATE FUNCTION decoupled._retain_ms(retain interval) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT AS $$
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
     SELECT (floor(extract(epoch FROM retain) * 1000))::bigint
 $$;
 
@@ -421,6 +421,8 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 CREATE FUNCTION decoupled.register_table(tbl regclass, retain_history interval DEFAULT '1 second')
+RETURNS bigint LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._register_table(tbl regclass, retain_history interval)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'

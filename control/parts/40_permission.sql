@@ -155,12 +155,19 @@ $$;
 -- weakening).
 ------------------------------------------------------------------------------
 
+-- Who called the entry point (extension/caller.cpp): public functions that
+-- act on a caller's behalf are C entry points that record their caller and
+-- call the SECURITY DEFINER implementation of the same name with a leading
+-- underscore, which nobody may call directly.  Volatile: each call reads
+-- the innermost caller frame at that moment.
 CREATE FUNCTION decoupled._caller() RETURNS oid
-    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_caller';
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_caller';
 CREATE FUNCTION decoupled._caller_is_admin() RETURNS boolean
-    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_caller_is_admin';
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_caller_is_admin';
 CREATE FUNCTION decoupled._caller_can_select(relation oid) RETURNS boolean
-    LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_caller_can_select';
+    LANGUAGE C VOLATILE STRICT AS 'MODULE_PATHNAME', 'decoupled_caller_can_select';
+CREATE FUNCTION decoupled._caller_schema() RETURNS text
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_caller_schema';
 
 CREATE FUNCTION decoupled._session_attachment(adapter text) RETURNS bigint
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_session_attachment';
@@ -296,7 +303,7 @@ BEGIN
         RAISE EXCEPTION '"%" is a sink; only collections can be %', o.name, verb
             USING ERRCODE = 'wrong_object_type';
     END IF;
-    IF o.relation IS NOT NULL AND NOT decoupled._caller_can_select(o.relation) THEN
+    IF o.relation IS NULL OR NOT decoupled._caller_can_select(o.relation) THEN
         RAISE EXCEPTION 'permission denied for % "%"', o.kind, o.name
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'Protecting history needs the privilege to read it.';
@@ -313,6 +320,8 @@ END
 $$;
 
 CREATE FUNCTION decoupled.acquire_hold(collection text, as_of bigint DEFAULT NULL)
+RETURNS bigint LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._acquire_hold(collection text, as_of bigint)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -334,15 +343,17 @@ COMMENT ON FUNCTION decoupled.acquire_hold(text, bigint) IS
     'Protect reads of a collection at times >= as_of (NULL: the latest readable time); returns the hold id.';
 
 CREATE FUNCTION decoupled.release_hold(id bigint) RETURNS void
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._release_hold(id bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
-    IF release_hold.id IS NULL THEN
+    IF _release_hold.id IS NULL THEN
         RAISE EXCEPTION 'hold NULL does not exist' USING ERRCODE = 'undefined_object';
     END IF;
     -- The durable protection is lifted lazily, at adapterd's next hold
     -- publication (decoupled.publish_holds() runs one now).
-    PERFORM decoupled._hold_release(release_hold.id, decoupled._caller_is_admin());
+    PERFORM decoupled._hold_release(_release_hold.id, decoupled._caller_is_admin());
 END
 $$;
 COMMENT ON FUNCTION decoupled.release_hold(bigint) IS

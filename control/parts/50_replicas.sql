@@ -78,7 +78,7 @@ COMMENT ON FUNCTION decoupled.drop_replica(text, text) IS
 -- Output collections of each generator: role, columns.
 CREATE FUNCTION decoupled._generator_outputs(generator text)
 RETURNS TABLE (role text, columns jsonb)
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT g.role, g.columns FROM (VALUES
         ('counter', '', '[{"name": "n", "type": "bigint"}]'::jsonb),
         ('auction', 'auctions',
@@ -128,20 +128,17 @@ BEGIN
 END
 $$;
 
--- The public entry point runs with the caller's search_path, to place the
--- source's relations in the caller's current schema.
+-- The entry point records its caller (extension/caller.cpp): the source's
+-- relations are created in the caller's current schema.
 CREATE FUNCTION decoupled.create_source(name text, generator text, cluster text DEFAULT 'default',
                                         options jsonb DEFAULT '{}',
                                         retain_history interval DEFAULT '1 second')
-RETURNS bigint LANGUAGE sql AS $$
-    SELECT decoupled._create_source(name, generator, cluster, options, retain_history,
-                                    current_schema())
-$$;
+RETURNS bigint LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
 COMMENT ON FUNCTION decoupled.create_source(text, text, text, jsonb, interval) IS
     'Create a load-generator source (counter, auction) maintained by the cluster''s replicas.';
 
 CREATE FUNCTION decoupled._create_source(name text, generator text, cluster text, options jsonb,
-                                         retain_history interval, schema text)
+                                         retain_history interval)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -153,6 +150,7 @@ DECLARE
     v_out     record;
     v_name    text;
     v_out_id  bigint;
+    schema    text := decoupled._caller_schema();
 BEGIN
     PERFORM decoupled._check_name('source', _create_source.name);
     IF generator IS NULL OR NOT EXISTS (SELECT FROM decoupled._generator_outputs(generator)) THEN

@@ -131,28 +131,29 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
      WHERE w.ev_class = plan AND d.refobjid <> plan
 $$;
 
--- The public entry point runs with the caller's search_path: the query is
--- analyzed there, and the view's relation is created in the current schema.
+-- The entry point records its caller (extension/caller.cpp): the view is
+-- owned by the caller, its relation created in the caller's current schema,
+-- and its query analyzed in the caller's search_path — and nothing else.
 CREATE FUNCTION decoupled.create_materialized_view(name text, query text,
                                                    cluster text DEFAULT 'default',
                                                    retain_history interval DEFAULT '1 second',
                                                    as_of bigint DEFAULT NULL)
-RETURNS bigint LANGUAGE sql AS $$
-    SELECT decoupled._create_materialized_view(name, query, cluster, retain_history, as_of,
-                                               current_schema(), current_setting('search_path'))
-$$;
+RETURNS bigint LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
 COMMENT ON FUNCTION decoupled.create_materialized_view(text, text, text, interval, bigint) IS
     'Create a materialized view of a query over collections, maintained by the cluster''s replicas.';
 
+CREATE FUNCTION decoupled._create_plan_view(plan text, query text) RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_create_plan_view';
+
 CREATE FUNCTION decoupled._create_materialized_view(name text, query text, cluster text,
-                                                    retain_history interval, as_of bigint,
-                                                    schema text, caller_path text)
+                                                    retain_history interval, as_of bigint)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     v_name    text := _create_materialized_view.name;
     v_owner   oid := decoupled._caller();
+    schema    text := decoupled._caller_schema();
     v_sql     text;
     v_version bigint;
     v_id      bigint;
@@ -192,20 +193,18 @@ BEGIN
             '', retain_history, v_version)
     RETURNING lifetime_id INTO v_id;
 
-    -- The written plan: analyzed once, in the caller's search_path.
-    PERFORM set_config('search_path', caller_path, true);
+    -- The written plan: analyzed once, in the caller's search_path, which
+    -- is in force for that parse analysis only.  security_invoker: the
+    -- relations it reads are checked, row-level security included, as
+    -- whoever computes it — the view's owner.
     BEGIN
-        -- security_invoker: the relations it reads are checked, row-level
-        -- security included, as whoever computes it — the view's owner.
-        EXECUTE format('CREATE VIEW %s WITH (security_invoker = true) AS %s',
-                       decoupled._storage(v_id, 'plan'), v_sql);
+        PERFORM decoupled._create_plan_view(decoupled._storage(v_id, 'plan'), v_sql);
     EXCEPTION WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
                                 v_hint = PG_EXCEPTION_HINT, v_state = RETURNED_SQLSTATE;
         RAISE EXCEPTION 'invalid query for materialized view "%": %', v_name, v_message
             USING ERRCODE = v_state, DETAIL = v_detail, HINT = v_hint;
     END;
-    PERFORM set_config('search_path', 'pg_catalog, pg_temp', true);
     v_plan := decoupled._storage(v_id, 'plan')::regclass;
 
     v_inputs := decoupled._plan_inputs(v_name, v_plan);
@@ -284,7 +283,7 @@ $$;
 -- there, so history through upper - 1 stays (and all of it before the
 -- first computation at as_of).
 CREATE FUNCTION decoupled._required_frontier(as_of bigint, upper bigint) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT AS $$
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
     SELECT greatest(as_of, upper - 1)
 $$;
 
@@ -471,6 +470,8 @@ $$;
 -- Recomputes a materialized view from its inputs at one time (default: the
 -- latest readable one) and compares it with the view's own history there.
 CREATE FUNCTION decoupled.verify(name text, as_of bigint DEFAULT NULL) RETURNS boolean
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._verify(name text, as_of bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
@@ -482,7 +483,7 @@ DECLARE
     v_before  text := current_setting('decoupled.as_of');
     v_differs boolean;
 BEGIN
-    o := decoupled._collection(verify.name);
+    o := decoupled._collection(_verify.name);
     IF o.kind <> 'materialized view' THEN
         RAISE EXCEPTION '"%" is not a materialized view', o.name USING ERRCODE = 'wrong_object_type';
     END IF;
@@ -490,9 +491,9 @@ BEGIN
         RAISE EXCEPTION 'permission denied for materialized view "%"', o.name
             USING ERRCODE = 'insufficient_privilege';
     END IF;
-    SELECT coalesce(verify.as_of, f.upper - 1) INTO v_t FROM decoupled.catalog_frontiers f
+    SELECT coalesce(_verify.as_of, f.upper - 1) INTO v_t FROM decoupled.catalog_frontiers f
      WHERE f.lifetime_id = o.lifetime_id;
-    IF verify.as_of IS NULL AND NOT EXISTS (SELECT FROM decoupled.catalog_frontiers f
+    IF _verify.as_of IS NULL AND NOT EXISTS (SELECT FROM decoupled.catalog_frontiers f
                                              WHERE f.lifetime_id = o.lifetime_id
                                                AND f.since < f.upper) THEN
         RAISE EXCEPTION 'materialized view "%" has no readable time yet', o.name

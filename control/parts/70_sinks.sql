@@ -17,15 +17,13 @@
 CREATE FUNCTION decoupled.create_sink(name text, from_collection text, into_table text,
                                       cluster text DEFAULT 'default',
                                       snapshot boolean DEFAULT true)
-RETURNS bigint LANGUAGE sql AS $$
-    SELECT decoupled._create_sink(name, from_collection, into_table, cluster, snapshot,
-                                  current_schema())
-$$;
+RETURNS bigint LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
 COMMENT ON FUNCTION decoupled.create_sink(text, text, text, text, boolean) IS
     'Write a collection''s changes (mz_timestamp, mz_diff, columns...) into a new table, exactly once.';
 
+-- An unqualified into_table is created in the caller's current schema.
 CREATE FUNCTION decoupled._create_sink(name text, from_collection text, into_table text,
-                                       cluster text, snapshot boolean, schema text)
+                                       cluster text, snapshot boolean)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
@@ -39,6 +37,7 @@ DECLARE
     v_version bigint;
     v_id      bigint;
     v_as_of   bigint;
+    schema    text := decoupled._caller_schema();
 BEGIN
     PERFORM decoupled._check_name('sink', v_name);
     IF snapshot IS NULL THEN
@@ -71,8 +70,7 @@ BEGIN
         RAISE EXCEPTION '"%" is a sink; a sink reads a collection', v_input.name
             USING ERRCODE = 'wrong_object_type';
     END IF;
-    IF v_input.relation IS NOT NULL AND NOT has_table_privilege(v_owner, v_input.relation, 'SELECT')
-    THEN
+    IF v_input.relation IS NULL OR NOT decoupled._caller_can_select(v_input.relation) THEN
         RAISE EXCEPTION 'permission denied for % "%"', v_input.kind, v_input.name
             USING ERRCODE = 'insufficient_privilege';
     END IF;
@@ -142,7 +140,7 @@ BEGIN
     -- own: the extension's, addressed by OID, so no trigger runs here.
     IF NOT coalesce((SELECT has_table_privilege((o.definition->>'owner')::oid, i.relation, 'SELECT')
                        FROM decoupled.catalog_objects i
-                      WHERE i.lifetime_id = v_input AND i.relation IS NOT NULL), true) THEN
+                      WHERE i.lifetime_id = v_input), false) THEN
         RAISE EXCEPTION 'permission denied for the input of sink "%"', o.name
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = 'Its owner can no longer read it.';

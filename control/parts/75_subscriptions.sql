@@ -3,7 +3,8 @@
 --
 -- decoupled.subscribe() (extension/subscribe.cpp) streams a collection's
 -- changes; these helpers do its catalog and storage work with the
--- extension's rights.  A running subscription is a session hold flagged as
+-- extension's rights.  Only subscribe() calls them (nobody is granted
+-- EXECUTE), with its caller recorded in a caller frame (caller.cpp).  A running subscription is a session hold flagged as
 -- such: it appears in decoupled.subscriptions and protects the collection
 -- at its frontier, which follows what it has emitted.
 ------------------------------------------------------------------------------
@@ -98,11 +99,15 @@ DECLARE
     v_cols text := decoupled._cols(id);
     v_sql  text;
     v_rel  oid;
+    v_kind text;
+    v_name text;
 BEGIN
-    -- Callable by anyone: it checks what _subscribe_start checked.
-    SELECT o.relation INTO v_rel FROM decoupled.catalog_objects o WHERE o.lifetime_id = id;
-    IF v_rel IS NOT NULL AND NOT decoupled._caller_can_select(v_rel) THEN
-        RAISE EXCEPTION 'permission denied for collection %', id
+    -- Called only by subscribe(), whose caller may have lost the privilege
+    -- since the subscription started.
+    SELECT o.relation, o.kind, o.name INTO v_rel, v_kind, v_name
+      FROM decoupled.catalog_objects o WHERE o.lifetime_id = id;
+    IF v_rel IS NULL OR NOT decoupled._caller_can_select(v_rel) THEN
+        RAISE EXCEPTION 'permission denied for % "%"', v_kind, v_name
             USING ERRCODE = 'insufficient_privilege';
     END IF;
     v_sql := decoupled._changes_sql(id, snapshot_at IS NOT NULL);

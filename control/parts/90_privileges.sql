@@ -31,10 +31,11 @@ GRANT EXECUTE ON FUNCTION
     decoupled.acquire_hold(text, bigint), decoupled.release_hold(bigint),
     decoupled.dry_run(text), decoupled._catalog_inventory(),
     decoupled.wait_for_upper(text, bigint, interval), decoupled.verify(text, bigint),
-    decoupled._shared_holds(), decoupled.subscribe(text, bigint, bigint),
-    decoupled._subscribe_start(text, bigint, bigint), decoupled._subscribe_upper(bigint),
-    decoupled._subscribe_batch(bigint, bigint, bigint, bigint)
+    decoupled._shared_holds(), decoupled.subscribe(text, bigint, bigint)
 TO PUBLIC;
+-- Implementations of entry points (decoupled._acquire_hold, ...) and the
+-- subscription helpers are granted to nobody: their entry points call them
+-- (extension/caller.cpp, subscribe.cpp), after recording who called.
 
 -- Catalog changes and the write path: superuser or decoupled_admin.
 GRANT EXECUTE ON FUNCTION
@@ -46,12 +47,9 @@ GRANT EXECUTE ON FUNCTION
     decoupled.tick_tables(), decoupled.append(text, jsonb, bigint, bigint, text, bigint),
     decoupled.publish_bounds(), decoupled.apply_compaction(), decoupled.finalize_dropped(),
     decoupled.create_source(text, text, text, jsonb, interval),
-    decoupled._create_source(text, text, text, jsonb, interval, text),
     decoupled.drop(text, boolean),
     decoupled.create_materialized_view(text, text, text, interval, bigint),
-    decoupled._create_materialized_view(text, text, text, interval, bigint, text, text),
     decoupled.create_sink(text, text, text, text, boolean),
-    decoupled._create_sink(text, text, text, text, boolean, text),
     decoupled.create_replica(text, text, boolean), decoupled.drop_replica(text, text),
     decoupled.prune_status_history(interval)
 TO decoupled_admin;
