@@ -8,8 +8,9 @@
 //    objects depend on is refused with the catalog's own error (2BP01,
 //    naming the dependent views and sinks, hinting decoupled.drop()), not
 //    with PostgreSQL's, whose detail would name a private written plan.
-//  * ALTER TYPE ... RENAME VALUE of a type a live collection or sink uses
-//    is refused: history matches rows by their text.
+//  * ALTER TYPE ... RENAME VALUE of an enum, and ALTER TYPE ... ADD / DROP /
+//    ALTER ATTRIBUTE of a composite type, that a live collection or sink
+//    uses are refused: history matches rows by their text.
 //  * It remembers whether the DROP (or DROP OWNED) statement being executed
 //    cascades, for the sql_drop event trigger (decoupled._drop_cascades()):
 //    an object the statement reaches is dropped through the catalog, and
@@ -35,6 +36,7 @@ extern "C" {
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 }
 
@@ -60,14 +62,12 @@ bool extension_installed() {
     return !creating_extension && OidIsValid(get_extension_oid("pg_decoupled", true));
 }
 
-// Runs `sql` with one argument as the catalog reader; the function it calls
-// raises the catalog's error itself when it refuses.
-void call_catalog_check(const char* sql, Oid argtype, Datum arg) {
+// Runs `sql` as the catalog reader; the function it calls raises the
+// catalog's error itself when it refuses.
+void call_catalog_check(const char* sql, int nargs, Oid* types, Datum* args) {
     decoupled::SavedUser saved = decoupled::become_catalog_reader();
     SPI_connect();
-    Oid types[1] = {argtype};
-    Datum args[1] = {arg};
-    if (SPI_execute_with_args(sql, 1, types, args, nullptr, false, 1) != SPI_OK_SELECT)
+    if (SPI_execute_with_args(sql, nargs, types, args, nullptr, false, 1) != SPI_OK_SELECT)
         elog(ERROR, "could not check the statement against the pg_decoupled catalog");
     SPI_finish();
     decoupled::restore_user(saved);
@@ -111,16 +111,33 @@ void check_relation_drop(DropStmt* stmt) {
     }
     if (n == 0) return;
     ArrayType* array = construct_array(rels, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT);
-    call_catalog_check("SELECT decoupled._refuse_relation_drop($1)", OIDARRAYOID,
-                       PointerGetDatum(array));
+    Oid types[1] = {OIDARRAYOID};
+    Datum args[1] = {PointerGetDatum(array)};
+    call_catalog_check("SELECT decoupled._refuse_relation_drop($1)", 1, types, args);
 }
 
+// Refuses `change` of a type a live collection or sink uses; a caller who
+// does not own the type gets PostgreSQL's error instead.
+void check_type_change(Oid typid, const char* change) {
+    if (!OidIsValid(typid) || !pg_type_ownercheck(typid, GetUserId())) return;
+    Oid types[2] = {OIDOID, TEXTOID};
+    Datum args[2] = {ObjectIdGetDatum(typid), CStringGetTextDatum(change)};
+    call_catalog_check("SELECT decoupled._refuse_type_change($1, $2)", 2, types, args);
+}
+
+// ALTER TYPE ... RENAME VALUE changes the text of an enum's values.
 void check_enum_rename(AlterEnumStmt* stmt) {
     if (stmt->oldVal == nullptr || !extension_installed()) return;
-    Oid typid = LookupTypeNameOid(nullptr, makeTypeNameFromNameList(stmt->typeName), true);
-    if (!OidIsValid(typid) || !pg_type_ownercheck(typid, GetUserId())) return;
-    call_catalog_check("SELECT decoupled._refuse_type_rename($1)", OIDOID,
-                       ObjectIdGetDatum(typid));
+    check_type_change(LookupTypeNameOid(nullptr, makeTypeNameFromNameList(stmt->typeName), true),
+                      "rename a value of");
+}
+
+// ALTER TYPE ... ADD / DROP / ALTER ATTRIBUTE changes the text of a
+// composite type's values (RENAME ATTRIBUTE is a RenameStmt: it does not).
+void check_composite_change(AlterTableStmt* stmt) {
+    if (stmt->objtype != OBJECT_TYPE || !extension_installed()) return;
+    Oid relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+    if (OidIsValid(relid)) check_type_change(get_rel_type_id(relid), "change the attributes of");
 }
 
 void guard_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_tree,
@@ -138,6 +155,9 @@ void guard_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_
             break;
         case T_AlterEnumStmt:
             check_enum_rename(castNode(AlterEnumStmt, stmt));
+            break;
+        case T_AlterTableStmt:
+            check_composite_change(castNode(AlterTableStmt, stmt));
             break;
         default:
             break;

@@ -99,7 +99,9 @@ RESET decoupled.as_of;
 
 ------------------------------------------------------------------------------
 -- 2. A type used by history keeps its values' text: history matches rows
---    by it.  Found through domains, arrays and composite types.
+--    by it.  Found through domains, arrays and composite types (renaming
+--    an attribute changes no text).  A typed table, whose shape ALTER TYPE
+--    ... CASCADE changes, is not registered.
 ------------------------------------------------------------------------------
 CREATE TYPE mood AS ENUM ('calm', 'cross');
 CREATE TABLE feelings (who int, m mood);
@@ -108,12 +110,17 @@ CREATE DOMAIN hue_d AS hue;
 CREATE TYPE swatch AS (h hue_d, n int);
 CREATE TABLE palettes (id int, s swatch[]);
 CREATE TYPE spare AS ENUM ('one');
+CREATE TABLE shaped OF swatch;
 INSERT INTO feelings VALUES (1, 'calm'), (2, 'cross');
 SELECT decoupled.register_table('feelings') > 0 AS registered,
        decoupled.register_table('palettes') > 0 AS registered;
 SELECT s AS statement, regress_try(s) AS outcome FROM (VALUES
     ($$ALTER TYPE mood RENAME VALUE 'calm' TO 'serene'$$),
     ($$ALTER TYPE hue RENAME VALUE 'red' TO 'crimson'$$),
+    ($$ALTER TYPE swatch ADD ATTRIBUTE note text CASCADE$$),
+    ($$ALTER TYPE swatch DROP ATTRIBUTE n CASCADE$$),
+    ($$ALTER TYPE swatch RENAME ATTRIBUTE n TO amount CASCADE$$),
+    ($$SELECT decoupled.register_table('shaped')$$),
     ($$ALTER TYPE mood ADD VALUE 'glad'$$),
     ($$ALTER TYPE spare RENAME VALUE 'one' TO 'uno'$$),
     ($$ALTER TYPE mood RENAME TO temper$$),

@@ -449,7 +449,8 @@ BEGIN
     -- takes too).  Writers wait from here to commit.
     EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
     SELECT c.relname::text AS relname, c.relkind, c.relpersistence, n.nspname::text AS nspname,
-           c.relowner, c.relrowsecurity OR c.relforcerowsecurity AS rls, c.relispartition
+           c.relowner, c.relrowsecurity OR c.relforcerowsecurity AS rls, c.relispartition,
+           c.reloftype <> 0 AS typed
       INTO r
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     IF NOT pg_has_role(decoupled._caller(), r.relowner, 'USAGE') THEN
@@ -485,6 +486,13 @@ BEGIN
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = tbl AND attnum > 0 AND attisdropped) THEN
         RAISE EXCEPTION 'cannot register table "%" because it has dropped columns', tbl
             USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
+    END IF;
+    -- ALTER TYPE ... CASCADE would change a typed table's columns.
+    IF r.typed THEN
+        RAISE EXCEPTION 'cannot register typed table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'ALTER TYPE ... CASCADE would change its shape under its history.',
                   HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
     END IF;
 
@@ -853,10 +861,11 @@ BEGIN
 END
 $$;
 
--- Before ALTER TYPE ... RENAME VALUE (ddl_guard.cpp): history matches rows
--- by their text, so a value in it must keep its text while a live
--- collection or sink uses the type (through domains, arrays, composites).
-CREATE FUNCTION decoupled._refuse_type_rename(typ oid) RETURNS void
+-- Before ALTER TYPE ... RENAME VALUE of an enum, or ALTER TYPE ... ADD /
+-- DROP / ALTER ATTRIBUTE of a composite type (ddl_guard.cpp): history
+-- matches rows by their text, so a type a live collection or sink uses
+-- (through domains, arrays, composites) keeps its text output.
+CREATE FUNCTION decoupled._refuse_type_change(typ oid, change text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_users text;
@@ -867,13 +876,15 @@ BEGIN
      WHERE o.dropped_at IS NULL AND o.definition ? 'columns'
        AND typ IN (SELECT decoupled._column_types(o.definition->'columns'));
     IF v_users IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot rename a value of type % while collections or sinks use it',
-                        typ::regtype
+        RAISE EXCEPTION 'cannot % type % while collections or sinks use it', change, typ::regtype
             USING ERRCODE = 'feature_not_supported',
                   DETAIL = 'Used by: ' || v_users || '.  Their history matches rows by their '
-                           'text: rows written before the rename could no longer be retracted.',
-                  HINT = 'Add a value with ALTER TYPE ... ADD VALUE instead, or first drop what '
-                         'uses the type (decoupled.drop(), decoupled.unregister_table()).';
+                           'text: rows written before the change could no longer be retracted.',
+                  HINT = CASE WHEN change = 'rename a value of'
+                              THEN 'Add a value with ALTER TYPE ... ADD VALUE instead, or first '
+                              ELSE 'Create a new type instead, or first ' END
+                         || 'drop what uses the type (decoupled.drop(), '
+                            'decoupled.unregister_table()).';
     END IF;
 END
 $$;
