@@ -47,6 +47,7 @@ OBJS = \
 	extension/caller.o \
 	extension/permission.o \
 	extension/read_rewrite.o \
+	extension/ddl_guard.o \
 	extension/wait_functions.o \
 	extension/written_plan.o \
 	extension/sessions.o \
@@ -62,7 +63,7 @@ DATA_built = control/pg_decoupled--1.0.sql
 EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
-REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe security
+REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe ddl_integrity security
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race
 
 PG_CONFIG ?= pg_config

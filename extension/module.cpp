@@ -14,6 +14,7 @@ extern "C" {
 namespace decoupled {
 void define_as_of_guc();
 void install_read_rewrite();
+void install_ddl_guard();
 }  // namespace decoupled
 
 extern "C" {
@@ -54,5 +55,6 @@ void _PG_init(void) {
     decoupled::define_gucs();
     decoupled::install_shmem_hooks();
     decoupled::install_read_rewrite();
+    decoupled::install_ddl_guard();
     register_controller();
 }

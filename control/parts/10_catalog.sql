@@ -306,6 +306,21 @@ CREATE TABLE decoupled.replica_health (
     PRIMARY KEY (lifetime_id, replica_id)
 );
 
+-- Health of registered tables.  No replica ticks them (the controller runs
+-- tick_tables()), so one row per table, written by tick_tables() only when
+-- a table's tick fails (`stalled`, with the error) or first succeeds again
+-- (`running`); no row means `running`.
+CREATE TABLE decoupled.table_health (
+    lifetime_id   bigint PRIMARY KEY
+                  REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    status        text NOT NULL CHECK (status IN ('running', 'stalled')),
+    error         text,
+    hint          text,
+    transition_at timestamptz NOT NULL DEFAULT now(),
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT stalled_has_error CHECK ((status = 'stalled') = (error IS NOT NULL))
+);
+
 -- Status transitions, kept for decoupled.status_history_retention.  Replica
 -- names are copied so that history outlives the replica declaration.
 CREATE TABLE decoupled.status_events (

@@ -410,7 +410,7 @@ $$;
 CREATE FUNCTION decoupled._relation_columns(rel regclass) RETURNS jsonb
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT jsonb_agg(jsonb_build_object(
-               'name', a.attname,
+               'name', a.attname, 'typid', a.atttypid,
                'type', format_type(a.atttypid, a.atttypmod)
                        || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
                                THEN ' COLLATE ' || a.attcollation::regcollation::text
@@ -451,7 +451,8 @@ BEGIN
     -- takes too).  Writers wait from here to commit.
     EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
     SELECT c.relname::text AS relname, c.relkind, c.relpersistence, n.nspname::text AS nspname,
-           c.relowner, c.relrowsecurity OR c.relforcerowsecurity AS rls, c.relispartition
+           c.relowner, c.relrowsecurity OR c.relforcerowsecurity AS rls, c.relispartition,
+           c.reloftype <> 0 AS typed
       INTO r
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
     IF NOT pg_has_role(decoupled._caller(), r.relowner, 'USAGE') THEN
@@ -489,6 +490,13 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
     END IF;
+    -- ALTER TYPE ... CASCADE would change a typed table's columns.
+    IF r.typed THEN
+        RAISE EXCEPTION 'cannot register typed table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'ALTER TYPE ... CASCADE would change its shape under its history.',
+                  HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
+    END IF;
 
     v_version := decoupled._begin_catalog_change();
     IF EXISTS (SELECT FROM decoupled.catalog_objects o
@@ -503,9 +511,11 @@ BEGIN
 
     v_columns := decoupled._relation_columns(tbl);
     PERFORM decoupled._check_columns('table', r.relname, v_columns);
+    -- Its relation is recorded once the capture triggers exist: the DDL
+    -- event trigger refuses trigger changes on a registered table.
     INSERT INTO decoupled.catalog_objects
-           (name, kind, relation, definition, retain_history, created_in_version)
-    VALUES (r.relname, 'table', tbl,
+           (name, kind, definition, retain_history, created_in_version)
+    VALUES (r.relname, 'table',
             jsonb_build_object('schema', r.nspname, 'columns', v_columns),
             retain_history, v_version)
     RETURNING lifetime_id INTO v_id;
@@ -528,6 +538,7 @@ BEGIN
                    'EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
     EXECUTE format('CREATE TRIGGER decoupled_capture_truncate BEFORE TRUNCATE ON %s '
                    'FOR EACH STATEMENT EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
+    UPDATE decoupled.catalog_objects o SET relation = tbl WHERE o.lifetime_id = v_id;
 
     v_ts := decoupled._next_timestamp(0);
     EXECUTE format('INSERT INTO %s SELECT nextval(''decoupled.rowid_seq''), $1, '
@@ -663,20 +674,80 @@ $$;
 COMMENT ON FUNCTION decoupled.unregister_table(regclass) IS
     'Stop capturing a table; its collection is dropped and its storage finalized later.';
 
+-- One table's tick at `ts`: its committed captured changes go through the
+-- append core (or, with none, only its upper moves) to upper ts + 1.  The
+-- caller holds the table's frontier row lock.
+CREATE FUNCTION decoupled._tick_table(lifetime_id bigint, upper bigint, ts bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id      bigint := _tick_table.lifetime_id;
+    v_moved bigint;
+BEGIN
+    EXECUTE format(
+        'WITH moved AS (DELETE FROM %1$s RETURNING *) '
+        'INSERT INTO %2$s (mz_ts, mz_diff, mz_key, mz_hash, %3$s) '
+        'SELECT $1, m.mz_diff, ROW(%4$s)::text, hashtext(ROW(%4$s)::text), %4$s FROM moved m',
+        decoupled._storage(id, 'pending'), decoupled._storage(id, 'stage'),
+        decoupled._cols(id), decoupled._cols(id, 'm.'))
+        USING ts;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    IF v_moved > 0 THEN
+        PERFORM decoupled._append_staged(id, upper, ts + 1);
+    ELSE
+        UPDATE decoupled.catalog_frontiers f SET upper = ts + 1, changed_at = now()
+         WHERE f.lifetime_id = id;
+        INSERT INTO decoupled.catalog_bound_queue VALUES (id) ON CONFLICT DO NOTHING;
+        PERFORM decoupled._notify_upper_at_commit();
+    END IF;
+END
+$$;
+
+-- A registered table's health after a tick (see decoupled.table_health):
+-- written on a transition only, which is also a row of status history
+-- (with no replica).
+CREATE FUNCTION decoupled._table_health(lifetime_id bigint, status text, error text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_before text;
+BEGIN
+    SELECT h.status INTO v_before FROM decoupled.table_health h
+     WHERE h.lifetime_id = _table_health.lifetime_id FOR UPDATE;
+    INSERT INTO decoupled.table_health AS h (lifetime_id, status, error, hint)
+    VALUES (_table_health.lifetime_id, _table_health.status, _table_health.error,
+            CASE WHEN _table_health.status = 'stalled'
+                 THEN 'Its captured changes stay pending and every tick retries it; '
+                      'the other tables keep ticking.' END)
+    ON CONFLICT (lifetime_id) DO UPDATE
+       SET status = EXCLUDED.status, error = EXCLUDED.error, hint = EXCLUDED.hint,
+           updated_at = now(),
+           transition_at = CASE WHEN h.status <> EXCLUDED.status THEN now()
+                                ELSE h.transition_at END;
+    IF v_before IS DISTINCT FROM _table_health.status THEN
+        INSERT INTO decoupled.status_events (lifetime_id, status, error)
+        VALUES (_table_health.lifetime_id, _table_health.status, _table_health.error);
+    END IF;
+END
+$$;
+
 -- Moves committed captured changes of every registered table into its
 -- collection at one new timestamp, and advances every upper (idle tables
--- too).  Returns the number of tables ticked.
+-- too).  Each table ticks in a subtransaction of its own: one whose tick
+-- fails keeps its pending changes and its upper and shows `stalled` with
+-- the error; the others tick.  Returns the number of tables ticked.
 CREATE FUNCTION decoupled.tick_tables() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
 AS $$
 DECLARE
-    v_ids   bigint[];
-    v_ts    bigint;
-    v_count integer := 0;
-    v_moved bigint;
-    r       record;
+    v_ids     bigint[];
+    v_stalled bigint[];
+    v_ts      bigint;
+    v_count   integer := 0;
+    v_message text;
+    v_detail  text;
+    r         record;
 BEGIN
     -- Lock every live table's frontier in one fixed order.
     SELECT decoupled._next_timestamp(max(f.upper)), array_agg(f.lifetime_id) INTO v_ts, v_ids
@@ -687,28 +758,29 @@ BEGIN
     IF v_ts IS NULL THEN
         RETURN 0;
     END IF;
+    SELECT coalesce(array_agg(h.lifetime_id), '{}') INTO v_stalled
+      FROM decoupled.table_health h WHERE h.status = 'stalled';
     -- Exactly the tables locked above: one registered since is not ours.
-    FOR r IN SELECT f.lifetime_id, f.upper FROM decoupled.catalog_frontiers f
+    FOR r IN SELECT f.lifetime_id, f.upper, o.name FROM decoupled.catalog_frontiers f
+               JOIN decoupled.catalog_objects o USING (lifetime_id)
               WHERE f.lifetime_id = ANY (v_ids) ORDER BY f.lifetime_id
     LOOP
-        EXECUTE format(
-            'WITH moved AS (DELETE FROM %1$s RETURNING *) '
-            'INSERT INTO %2$s (mz_ts, mz_diff, mz_key, mz_hash, %3$s) '
-            'SELECT $1, m.mz_diff, ROW(%4$s)::text, hashtext(ROW(%4$s)::text), %4$s FROM moved m',
-            decoupled._storage(r.lifetime_id, 'pending'), decoupled._storage(r.lifetime_id, 'stage'),
-            decoupled._cols(r.lifetime_id), decoupled._cols(r.lifetime_id, 'm.'))
-            USING v_ts;
-        GET DIAGNOSTICS v_moved = ROW_COUNT;
-        IF v_moved > 0 THEN
-            PERFORM decoupled._append_staged(r.lifetime_id, r.upper, v_ts + 1);
-        ELSE
-            UPDATE decoupled.catalog_frontiers f SET upper = v_ts + 1, changed_at = now()
-             WHERE f.lifetime_id = r.lifetime_id;
-            INSERT INTO decoupled.catalog_bound_queue VALUES (r.lifetime_id)
-                ON CONFLICT DO NOTHING;
-            PERFORM decoupled._notify_upper_at_commit();
-        END IF;
-        v_count := v_count + 1;
+        BEGIN
+            PERFORM decoupled._tick_table(r.lifetime_id, r.upper, v_ts);
+            IF r.lifetime_id = ANY (v_stalled) THEN
+                PERFORM decoupled._table_health(r.lifetime_id, 'running', NULL);
+            END IF;
+            v_count := v_count + 1;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+            v_message := v_message || CASE WHEN v_detail <> '' THEN ' (' || v_detail || ')'
+                                           ELSE '' END;
+            IF r.lifetime_id <> ALL (v_stalled) THEN
+                RAISE WARNING 'registered table "%" stalled: %', r.name, v_message
+                    USING HINT = 'Its captured changes stay pending and every tick retries it.';
+            END IF;
+            PERFORM decoupled._table_health(r.lifetime_id, 'stalled', v_message);
+        END;
     END LOOP;
     RETURN v_count;
 END
@@ -717,19 +789,123 @@ COMMENT ON FUNCTION decoupled.tick_tables() IS
     'Move committed captured changes into every registered table''s collection at a new timestamp.';
 
 ------------------------------------------------------------------------------
--- DDL on registered tables
+-- PostgreSQL's own DDL on the extension's relations: a registered table, a
+-- sink's table, the public view of a source or materialized view (each
+-- object's `relation`) and a view's written plan.  A statement either goes
+-- through the catalog (a DROP drops the object, with the catalog's
+-- dependency rules) or is refused: none leaves the catalog and the
+-- relations disagreeing.  The extension's own DDL records an object's
+-- `relation` only once it created what it needs, so it is never refused
+-- here; a dropped object is not live, so its removal is not either.
+-- extension/ddl_guard.cpp adds what only a ProcessUtility hook can see.
 ------------------------------------------------------------------------------
 
--- DROP TABLE of a registered table drops its collection in the same
--- transaction.
+-- Whether the innermost DROP (or DROP OWNED) statement running cascades;
+-- NULL while the innermost utility statement is something else.
+CREATE FUNCTION decoupled._drop_cascades() RETURNS boolean
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_drop_cascades';
+
+-- The live object `rel` belongs to: the one whose relation it is, or the
+-- materialized view whose written plan it is.  All NULL for anything else.
+CREATE FUNCTION decoupled._object_of_relation(rel oid) RETURNS decoupled.catalog_objects
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT o.* FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL
+       AND (o.relation = rel
+            OR (o.kind = 'materialized view' AND (o.definition->>'plan')::oid = rel))
+     ORDER BY o.lifetime_id LIMIT 1
+$$;
+
+-- `roots` with the subsources of the sources among them.  A subsource goes
+-- only with its source, as decoupled.drop() says.
+CREATE FUNCTION decoupled._with_subsources(roots bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_sub record;
+BEGIN
+    SELECT s.name, p.name AS source INTO v_sub
+      FROM decoupled.catalog_objects s
+      JOIN decoupled.catalog_objects p ON p.lifetime_id = (s.definition->>'parent')::bigint
+     WHERE s.lifetime_id = ANY (roots) AND p.lifetime_id <> ALL (roots)
+     ORDER BY s.lifetime_id LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot drop subsource "%"', v_sub.name
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = format('Drop its source "%s" instead: decoupled.drop(%L), or DROP VIEW '
+                                'of its relation.', v_sub.source, v_sub.source);
+    END IF;
+    RETURN roots || ARRAY(SELECT s.lifetime_id FROM decoupled.catalog_objects s
+                           WHERE s.dropped_at IS NULL
+                             AND (s.definition->>'parent')::bigint = ANY (roots)
+                             AND s.lifetime_id <> ALL (roots)
+                           ORDER BY s.lifetime_id);
+END
+$$;
+
+-- Before DROP TABLE / VIEW ... without CASCADE of `rels` (ddl_guard.cpp):
+-- the relation of a live object with catalog dependents is refused with
+-- the catalog's own error, which names them (PostgreSQL's names a private
+-- written plan, or nothing for a sink).
+CREATE FUNCTION decoupled._refuse_relation_drop(rels oid[]) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_roots bigint[];
+    v_what  text;
+BEGIN
+    SELECT array_agg(o.lifetime_id ORDER BY o.lifetime_id),
+           string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id)
+      INTO v_roots, v_what
+      FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL AND o.relation = ANY (rels);
+    IF v_roots IS NOT NULL THEN
+        PERFORM decoupled._refuse_dependents(v_what, decoupled._with_subsources(v_roots));
+    END IF;
+END
+$$;
+
+-- Before ALTER TYPE ... RENAME VALUE of an enum, or ALTER TYPE ... ADD /
+-- DROP / ALTER ATTRIBUTE of a composite type (ddl_guard.cpp): history
+-- matches rows by their text, so a type a live collection or sink uses
+-- (through domains, arrays, composites) keeps its text output.
+CREATE FUNCTION decoupled._refuse_type_change(typ oid, change text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_users text;
+BEGIN
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id)
+      INTO v_users
+      FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL AND o.definition ? 'columns'
+       AND typ IN (SELECT decoupled._column_types(o.definition->'columns'));
+    IF v_users IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot % type % while collections or sinks use it', change, typ::regtype
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Used by: ' || v_users || '.  Their history matches rows by their '
+                           'text: rows written before the change could no longer be retracted.',
+                  HINT = CASE WHEN change = 'rename a value of'
+                              THEN 'Add a value with ALTER TYPE ... ADD VALUE instead, or first '
+                              ELSE 'Create a new type instead, or first ' END
+                         || 'drop what uses the type (decoupled.drop(), '
+                            'decoupled.unregister_table()).';
+    END IF;
+END
+$$;
+
+-- Whatever a statement drops that the catalog knows goes through the
+-- catalog in the same transaction: a registered table, a sink's table, the
+-- public view of a source or materialized view, or a written plan (a
+-- cascade reached it) drops its object; what is built on it goes too if
+-- the statement cascades, else the statement is refused.
 CREATE FUNCTION decoupled._on_sql_drop() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_roots   bigint[];
-    v_deps    bigint[];
+    v_plans   boolean;
+    v_what    text;
     v_cascade boolean;
     v_victim  decoupled.catalog_objects;
     v_version bigint;
+    v_column  record;
 BEGIN
     IF to_regclass('decoupled.catalog_objects') IS NULL THEN
         RETURN;  -- the extension itself is being dropped
@@ -737,7 +913,6 @@ BEGIN
     -- Capture triggers go only with their registration (or their table).
     IF EXISTS (SELECT FROM pg_event_trigger_dropped_objects() d
                 WHERE d.object_type = 'trigger' AND d.address_names[3] LIKE 'decoupled_capture_%'
-                  AND d.original
                   AND EXISTS (SELECT FROM decoupled.catalog_objects o
                                WHERE o.kind = 'table' AND o.dropped_at IS NULL
                                  AND o.relation = to_regclass(format('%I.%I', d.address_names[1],
@@ -746,17 +921,32 @@ BEGIN
             USING ERRCODE = 'dependent_objects_still_exist',
                   HINT = 'Unregister it with decoupled.unregister_table() instead.';
     END IF;
-    -- What this command dropped: registered tables, the written plans of
-    -- views (DROP ... CASCADE reached them) and sinks' tables.  Probed,
-    -- then read again under the catalog lock, so that no object created
-    -- meanwhile on top of them is missed.
+    -- A registered table's and a sink's table's shape is fixed (DROP TYPE
+    -- ... CASCADE would take a column away).
+    SELECT o.kind, o.name, d.address_names[3] AS col INTO v_column
+      FROM pg_event_trigger_dropped_objects() d
+      JOIN decoupled.catalog_objects o
+        ON o.dropped_at IS NULL AND o.kind IN ('table', 'sink') AND o.relation = d.objid
+     WHERE d.classid = 'pg_class'::regclass AND d.objsubid <> 0
+       AND NOT EXISTS (SELECT FROM pg_event_trigger_dropped_objects() w
+                        WHERE w.classid = d.classid AND w.objid = d.objid AND w.objsubid = 0)
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot drop column "%" of % "%"', v_column.col, v_column.kind,
+                        v_column.name
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its history and its output are kept in its shape.',
+                  HINT = 'Drop it with decoupled.drop() first.';
+    END IF;
+    -- Probed, then read again under the catalog lock, so that no object
+    -- created meanwhile on top of them is missed.
     FOR attempt IN 1 .. 2 LOOP
-        SELECT array_agg(o.lifetime_id), bool_or(o.kind = 'materialized view')
-          INTO v_roots, v_cascade
+        SELECT array_agg(DISTINCT o.lifetime_id), bool_or(o.relation IS DISTINCT FROM d.objid)
+          INTO v_roots, v_plans
           FROM pg_event_trigger_dropped_objects() d
           JOIN decoupled.catalog_objects o
             ON o.dropped_at IS NULL
-           AND ((o.kind IN ('table', 'sink') AND o.relation = d.objid)
+           AND (o.relation = d.objid
                 OR (o.kind = 'materialized view' AND (o.definition->>'plan')::oid = d.objid))
          WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0;
         IF v_roots IS NULL THEN
@@ -765,17 +955,17 @@ BEGIN
         EXIT WHEN v_version IS NOT NULL;
         v_version := decoupled._begin_catalog_change();
     END LOOP;
-    -- PostgreSQL cascaded only through relations; the collections built on
-    -- what went go too if the command cascaded, else it is refused.
-    v_deps := decoupled._dependents(v_roots);
-    IF NOT coalesce(v_cascade, false) THEN
-        PERFORM decoupled._refuse_dependents(
-            (SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ')
-               FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (v_roots)),
-            v_roots);
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id) INTO v_what
+      FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (v_roots);
+    v_roots := decoupled._with_subsources(v_roots);
+    -- PostgreSQL cascaded only through relations.  A statement that is no
+    -- DROP cascaded if it took a written plan away.
+    v_cascade := coalesce(decoupled._drop_cascades(), v_plans);
+    IF NOT v_cascade THEN
+        PERFORM decoupled._refuse_dependents(v_what, v_roots);
     END IF;
     FOR v_victim IN SELECT * FROM decoupled.catalog_objects o
-                     WHERE o.lifetime_id = ANY (v_roots || v_deps)
+                     WHERE o.lifetime_id = ANY (v_roots || decoupled._dependents(v_roots))
                      ORDER BY o.lifetime_id DESC
     LOOP
         PERFORM decoupled._drop_object(v_victim, v_version);
@@ -784,42 +974,133 @@ END
 $$;
 CREATE EVENT TRIGGER decoupled_sql_drop ON sql_drop EXECUTE FUNCTION decoupled._on_sql_drop();
 
--- A registered table's shape is fixed: its history is stored in that shape.
--- And no table may inherit from one: writes to a child bypass its capture.
+-- A trigger created, replaced or renamed on an object's relation.  A
+-- registered table's owner keeps adding triggers of their own (they see
+-- what capture sees), but its capture triggers stay as registration made
+-- them; no trigger may run inside a replica writing a sink or on a public
+-- view.
+CREATE FUNCTION decoupled._check_trigger(trigger_oid oid) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t record;
+    o decoupled.catalog_objects;
+BEGIN
+    SELECT g.tgname, g.tgrelid, g.tgfoid = 'decoupled._capture'::regproc AS capture INTO t
+      FROM pg_trigger g WHERE g.oid = trigger_oid;
+    o := decoupled._object_of_relation(t.tgrelid);
+    IF o.lifetime_id IS NULL THEN
+        RETURN;
+    END IF;
+    IF o.kind = 'table' THEN
+        IF t.capture OR t.tgname LIKE 'decoupled\_capture\_%' THEN
+            RAISE EXCEPTION 'cannot create, replace or rename a capture trigger of registered '
+                            'table "%"', t.tgrelid::regclass
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Its writes would no longer reach its history.',
+                      HINT = 'Unregister it with decoupled.unregister_table() first.';
+        END IF;
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'cannot create triggers on the relation of % "%"', o.kind, o.name
+        USING ERRCODE = 'feature_not_supported',
+              HINT = format('It belongs to the extension while the %s lives.', o.kind);
+END
+$$;
+
+-- ALTER, RENAME, SET SCHEMA, OWNER TO, CREATE OR REPLACE VIEW and CREATE
+-- RULE on an object's relation.  A registered table's shape is fixed: its
+-- history is stored in that shape (a rule on it changes nothing capture
+-- sees).  The relations of sources, views and sinks belong to the
+-- extension while they live; GRANT, REVOKE and COMMENT ON stay allowed.
+CREATE FUNCTION decoupled._check_relation_ddl(rel oid, command_tag text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    o decoupled.catalog_objects := decoupled._object_of_relation(rel);
+BEGIN
+    IF o.lifetime_id IS NULL OR (o.kind = 'table' AND command_tag = 'CREATE RULE') THEN
+        RETURN;
+    ELSIF o.kind = 'table' THEN
+        RAISE EXCEPTION 'cannot alter registered table "%"', rel::regclass
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Unregister it with decoupled.unregister_table() first.';
+    ELSIF o.relation IS DISTINCT FROM rel THEN
+        RAISE EXCEPTION 'cannot change the written plan of materialized view "%"', o.name
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Drop the view with decoupled.drop() and create it anew.';
+    END IF;
+    RAISE EXCEPTION 'cannot change the relation of % "%"', o.kind, o.name
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = format('%s is refused: the relation belongs to the extension while the '
+                              '%s lives.', command_tag, o.kind),
+              HINT = format('GRANT, REVOKE and COMMENT ON work on it; to change it otherwise, '
+                            'drop the %s with decoupled.drop() and create it anew.', o.kind);
+END
+$$;
+
+-- No registered table (nor a sink's table) takes part in inheritance or
+-- partitioning on either side: writes through a parent or to a child
+-- would bypass capture, and a child's rows would show in its reads.
+CREATE FUNCTION decoupled._check_inheritance() RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v record;
+BEGIN
+    SELECT i.inhrelid::regclass AS child, i.inhparent::regclass AS parent,
+           o.relation = i.inhparent AS is_parent, o.kind,
+           CASE WHEN o.kind = 'table' THEN format('registered table "%s"', o.relation::regclass)
+                ELSE format('the table of sink "%s"', o.name) END AS what
+      INTO v
+      FROM pg_inherits i
+      JOIN decoupled.catalog_objects o
+        ON o.dropped_at IS NULL AND o.kind IN ('table', 'sink')
+       AND o.relation IN (i.inhrelid, i.inhparent)
+     LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    ELSIF v.is_parent THEN
+        RAISE EXCEPTION 'cannot inherit from %', v.what
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = CASE WHEN v.kind = 'table'
+                                THEN 'Writes to a child would bypass its capture.'
+                                ELSE 'A child''s rows would show in its output.' END;
+    END IF;
+    RAISE EXCEPTION '% cannot become a partition or an inheritance child of "%"', v.what, v.parent
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = CASE WHEN v.kind = 'table'
+                            THEN 'Writes through the parent would bypass its capture.'
+                            ELSE 'It belongs to the extension while the sink lives.' END,
+              HINT = CASE WHEN v.kind = 'table'
+                          THEN 'Unregister it with decoupled.unregister_table() first.'
+                          ELSE 'Drop the sink with decoupled.drop() first.' END;
+END
+$$;
+
 CREATE FUNCTION decoupled._on_ddl_end() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    r        record;
-    v_parent regclass;
+    r record;
 BEGIN
     IF to_regclass('decoupled.catalog_objects') IS NULL THEN
         RETURN;
     END IF;
-    FOR r IN SELECT c.objid, c.command_tag FROM pg_event_trigger_ddl_commands() c
-              WHERE c.command_tag IN ('CREATE TABLE', 'ALTER TABLE')
-                AND c.classid = 'pg_class'::regclass
-    LOOP
-        SELECT i.inhparent::regclass INTO v_parent
-          FROM pg_inherits i JOIN decoupled.catalog_objects o
-            ON o.relation = i.inhparent AND o.kind = 'table' AND o.dropped_at IS NULL
-         WHERE i.inhrelid = r.objid
-         LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION 'cannot inherit from registered table "%"', v_parent
-                USING ERRCODE = 'feature_not_supported';
-        END IF;
-        IF r.command_tag = 'ALTER TABLE' AND EXISTS (
-               SELECT FROM decoupled.catalog_objects o
-                WHERE o.relation = r.objid AND o.kind = 'table' AND o.dropped_at IS NULL) THEN
-            RAISE EXCEPTION 'cannot alter registered table "%"', r.objid::regclass
-                USING ERRCODE = 'feature_not_supported',
-                      HINT = 'Unregister it with decoupled.unregister_table() first.';
+    FOR r IN SELECT c.classid, c.objid, c.command_tag FROM pg_event_trigger_ddl_commands() c LOOP
+        IF r.classid = 'pg_trigger'::regclass THEN
+            PERFORM decoupled._check_trigger(r.objid);
+        ELSIF r.classid = 'pg_rewrite'::regclass THEN
+            PERFORM decoupled._check_relation_ddl(w.ev_class, r.command_tag)
+               FROM pg_rewrite w WHERE w.oid = r.objid;
+        ELSIF r.classid = 'pg_class'::regclass THEN
+            PERFORM decoupled._check_relation_ddl(r.objid, r.command_tag);
         END IF;
     END LOOP;
+    PERFORM decoupled._check_inheritance();
 END
 $$;
 CREATE EVENT TRIGGER decoupled_ddl_end ON ddl_command_end
-    WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE') EXECUTE FUNCTION decoupled._on_ddl_end();
+    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
+                 'CREATE VIEW', 'ALTER VIEW', 'ALTER MATERIALIZED VIEW', 'CREATE RULE',
+                 'CREATE TRIGGER', 'ALTER TRIGGER')
+    EXECUTE FUNCTION decoupled._on_ddl_end();
 
 CREATE FUNCTION decoupled._hand_over_sink_table(o decoupled.catalog_objects) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$

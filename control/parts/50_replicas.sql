@@ -250,20 +250,22 @@ COMMENT ON FUNCTION decoupled.drop(text, boolean) IS
     'Drop a source (with its subsources), materialized view or sink, or unregister a table; with cascade also what is built on it.';
 
 -- Frees the name at once unless a reader holds the view; then
--- finalization removes it (a drop never waits for readers).
+-- finalization removes it (a drop never waits for readers).  The view is
+-- found by its OID (the relation), so a renamed schema is followed.
 CREATE FUNCTION decoupled._drop_public_view(o decoupled.catalog_objects) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF o.definition->>'schema' IS NULL OR o.kind IN ('table', 'sink') THEN
+    IF o.relation IS NULL OR o.kind NOT IN ('source', 'materialized view') THEN
         RETURN;
     END IF;
-    -- Only this collection's own view: the name may have a new owner.
+    -- Only this collection's own view: once it is gone, its OID may be
+    -- another relation's.
     IF NOT EXISTS (SELECT FROM pg_depend d JOIN pg_rewrite w ON w.oid = d.objid
-                    WHERE w.ev_class = to_regclass(format('%I.%I', o.definition->>'schema', o.name))
+                    WHERE w.ev_class = o.relation
                       AND d.refobjid = to_regclass(decoupled._storage(o.lifetime_id, 'history'))) THEN
         RETURN;
     END IF;
-    PERFORM decoupled._drop_quietly('VIEW', format('%I.%I', o.definition->>'schema', o.name));
+    PERFORM decoupled._drop_quietly('VIEW', o.relation::regclass::text);
 END
 $$;
 

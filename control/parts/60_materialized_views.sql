@@ -17,11 +17,13 @@ CREATE FUNCTION decoupled._stage_plan(plan regclass, owner oid, ts bigint, targe
     RETURNS bigint LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_stage_plan';
 
 -- Every type a column list uses, looking through domains, arrays and
--- composite types.
+-- composite types.  By OID where the list records it (a renamed type keeps
+-- it), else by name (the built-in types of sources).
 CREATE FUNCTION decoupled._column_types(columns jsonb) RETURNS SETOF oid
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     WITH RECURSIVE types(oid) AS (
-        SELECT regexp_replace(c->>'type', ' COLLATE .*$', '')::regtype::oid
+        SELECT coalesce((c->>'typid')::oid,
+                        regexp_replace(c->>'type', ' COLLATE .*$', '')::regtype::oid)
           FROM jsonb_array_elements(columns) c
         UNION
         SELECT n.oid

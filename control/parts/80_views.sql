@@ -95,7 +95,9 @@ CREATE VIEW decoupled.session_holds AS
 
 -- Health of every live object on every replica of its cluster.  An object
 -- whose cluster has no replica is `paused` by placement; one nobody has
--- reported on yet is `created`.
+-- reported on yet is `created`.  A registered table has no replica (the
+-- controller ticks it): one row with replica NULL, `running` unless its
+-- last tick failed (`stalled`, with the error).
 CREATE VIEW decoupled.object_statuses AS
     SELECT o.name::text, o.kind, r.name::text AS replica,
            CASE WHEN r.replica_id IS NULL THEN 'paused'
@@ -108,7 +110,13 @@ CREATE VIEW decoupled.object_statuses AS
       LEFT JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
       LEFT JOIN decoupled.replica_health h
              ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
-     WHERE o.dropped_at IS NULL AND o.kind <> 'table';
+     WHERE o.dropped_at IS NULL AND o.kind <> 'table'
+    UNION ALL
+    SELECT o.name::text, o.kind, NULL, coalesce(h.status, 'running'), h.error, h.hint,
+           h.updated_at, h.transition_at, NULL
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.table_health h USING (lifetime_id)
+     WHERE o.dropped_at IS NULL AND o.kind = 'table';
 
 CREATE VIEW decoupled.source_statuses AS
     SELECT name, replica, status, error, hint, updated_at, transition_at

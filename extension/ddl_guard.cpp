@@ -1,0 +1,196 @@
+// PostgreSQL's own DDL on the extension's objects (issue 10, brief C15.1).
+//
+// A ProcessUtility hook that does three small things before PostgreSQL runs
+// a utility statement:
+//
+//  * DROP TABLE / VIEW / MATERIALIZED VIEW / FOREIGN TABLE without CASCADE
+//    of the relation of a live collection or sink that other catalog
+//    objects depend on is refused with the catalog's own error (2BP01,
+//    naming the dependent views and sinks, hinting decoupled.drop()), not
+//    with PostgreSQL's, whose detail would name a private written plan.
+//  * ALTER TYPE ... RENAME VALUE of an enum, and ALTER TYPE ... ADD / DROP /
+//    ALTER ATTRIBUTE of a composite type, that a live collection or sink
+//    uses are refused: history matches rows by their text.
+//  * It remembers whether the DROP (or DROP OWNED) statement being executed
+//    cascades, for the sql_drop event trigger (decoupled._drop_cascades()):
+//    an object the statement reaches is dropped through the catalog, and
+//    its catalog dependents with it only if the statement said CASCADE.
+//
+// Unrelated statements cost a node-tag switch.  The catalog is read on
+// behalf of an unprivileged session as catalog_access.hpp describes.
+//
+// No C++ objects live here: ereport may longjmp through this file.
+extern "C" {
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
+#include "parser/parse_type.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+}
+
+#include "catalog_access.hpp"
+
+extern "C" {
+PG_FUNCTION_INFO_V1(decoupled_drop_cascades);
+}
+
+namespace decoupled {
+void install_ddl_guard();
+}
+
+namespace {
+
+ProcessUtility_hook_type prev_process_utility = nullptr;
+
+// The DropBehavior of the innermost DROP / DROP OWNED statement being
+// executed, -1 while the innermost utility statement is something else.
+int current_drop_behavior = -1;
+
+bool extension_installed() {
+    return !creating_extension && OidIsValid(get_extension_oid("pg_decoupled", true));
+}
+
+// Runs `sql` as the catalog reader; the function it calls raises the
+// catalog's error itself when it refuses.
+void call_catalog_check(const char* sql, int nargs, Oid* types, Datum* args) {
+    decoupled::SavedUser saved = decoupled::become_catalog_reader();
+    SPI_connect();
+    if (SPI_execute_with_args(sql, nargs, types, args, nullptr, false, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not check the statement against the pg_decoupled catalog");
+    SPI_finish();
+    decoupled::restore_user(saved);
+}
+
+// May the current user drop `relid` (its owner or its schema's)?
+bool may_drop(Oid relid) {
+    return pg_class_ownercheck(relid, GetUserId()) ||
+           pg_namespace_ownercheck(get_rel_namespace(relid), GetUserId());
+}
+
+// The relation kind a DROP of `type` removes ('\0' for other objects).
+char dropped_relkind(ObjectType type) {
+    switch (type) {
+        case OBJECT_TABLE:
+            return RELKIND_RELATION;
+        case OBJECT_VIEW:
+            return RELKIND_VIEW;
+        case OBJECT_MATVIEW:
+            return RELKIND_MATVIEW;
+        case OBJECT_FOREIGN_TABLE:
+            return RELKIND_FOREIGN_TABLE;
+        default:
+            return '\0';
+    }
+}
+
+void check_relation_drop(DropStmt* stmt) {
+    char relkind = dropped_relkind(stmt->removeType);
+    if (stmt->behavior == DROP_CASCADE || relkind == '\0' || !extension_installed()) return;
+    int n = 0;
+    Datum* rels = static_cast<Datum*>(palloc(sizeof(Datum) * (list_length(stmt->objects) + 1)));
+    ListCell* cell;
+    foreach (cell, stmt->objects) {
+        RangeVar* rv = makeRangeVarFromNameList(castNode(List, lfirst(cell)));
+        Oid relid = RangeVarGetRelid(rv, NoLock, true);
+        // A relation of another kind, or one the caller may not drop:
+        // PostgreSQL's own error comes first.
+        if (OidIsValid(relid) && get_rel_relkind(relid) == relkind && may_drop(relid))
+            rels[n++] = ObjectIdGetDatum(relid);
+    }
+    if (n == 0) return;
+    ArrayType* array = construct_array(rels, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT);
+    Oid types[1] = {OIDARRAYOID};
+    Datum args[1] = {PointerGetDatum(array)};
+    call_catalog_check("SELECT decoupled._refuse_relation_drop($1)", 1, types, args);
+}
+
+// Refuses `change` of a type a live collection or sink uses; a caller who
+// does not own the type gets PostgreSQL's error instead.
+void check_type_change(Oid typid, const char* change) {
+    if (!OidIsValid(typid) || !pg_type_ownercheck(typid, GetUserId())) return;
+    Oid types[2] = {OIDOID, TEXTOID};
+    Datum args[2] = {ObjectIdGetDatum(typid), CStringGetTextDatum(change)};
+    call_catalog_check("SELECT decoupled._refuse_type_change($1, $2)", 2, types, args);
+}
+
+// ALTER TYPE ... RENAME VALUE changes the text of an enum's values.
+void check_enum_rename(AlterEnumStmt* stmt) {
+    if (stmt->oldVal == nullptr || !extension_installed()) return;
+    check_type_change(LookupTypeNameOid(nullptr, makeTypeNameFromNameList(stmt->typeName), true),
+                      "rename a value of");
+}
+
+// ALTER TYPE ... ADD / DROP / ALTER ATTRIBUTE changes the text of a
+// composite type's values (RENAME ATTRIBUTE is a RenameStmt: it does not).
+void check_composite_change(AlterTableStmt* stmt) {
+    if (stmt->objtype != OBJECT_TYPE || !extension_installed()) return;
+    Oid relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+    if (OidIsValid(relid)) check_type_change(get_rel_type_id(relid), "change the attributes of");
+}
+
+void guard_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_tree,
+                   ProcessUtilityContext context, ParamListInfo params,
+                   QueryEnvironment* query_env, DestReceiver* dest, QueryCompletion* qc) {
+    Node* stmt = pstmt->utilityStmt;
+    int behavior = -1;
+    switch (nodeTag(stmt)) {
+        case T_DropStmt:
+            check_relation_drop(castNode(DropStmt, stmt));
+            behavior = castNode(DropStmt, stmt)->behavior;
+            break;
+        case T_DropOwnedStmt:
+            behavior = castNode(DropOwnedStmt, stmt)->behavior;
+            break;
+        case T_AlterEnumStmt:
+            check_enum_rename(castNode(AlterEnumStmt, stmt));
+            break;
+        case T_AlterTableStmt:
+            check_composite_change(castNode(AlterTableStmt, stmt));
+            break;
+        default:
+            break;
+    }
+    int outer = current_drop_behavior;
+    current_drop_behavior = behavior;
+    PG_TRY();
+    {
+        if (prev_process_utility)
+            prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env,
+                                 dest, qc);
+        else
+            standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params,
+                                    query_env, dest, qc);
+    }
+    PG_FINALLY();
+    {
+        current_drop_behavior = outer;
+    }
+    PG_END_TRY();
+}
+
+}  // namespace
+
+// NULL unless the innermost utility statement running is a DROP or DROP
+// OWNED; then whether it cascades.
+Datum decoupled_drop_cascades(PG_FUNCTION_ARGS) {
+    (void)fcinfo;
+    if (current_drop_behavior < 0) PG_RETURN_NULL();
+    PG_RETURN_BOOL(current_drop_behavior == DROP_CASCADE);
+}
+
+void decoupled::install_ddl_guard() {
+    prev_process_utility = ProcessUtility_hook;
+    ProcessUtility_hook = guard_utility;
+}
