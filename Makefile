@@ -63,8 +63,10 @@ DATA_built = control/pg_decoupled--1.0.sql
 EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
-REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe ddl_integrity security
-ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race
+REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe \
+	ddl_integrity limits replica_errors security
+ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
+	hold_quota append_vs_compaction
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters

@@ -151,9 +151,11 @@ void adapter_round(int64 incarnation, bool publish) {
     decoupled::confirm_holds(my_slot, incarnation, publish, held, n, failed, nfailed);
 }
 
+// Fenced (ZD001: its incarnation was retired) or beaten to the start by
+// another adapterd (ZD003): the protocol's codes, never message text.
 bool is_fenced(const decoupled::PgError& e) {
-    return e.data()->sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE &&
-           e.data()->message && strstr(e.data()->message, "is not current") != nullptr;
+    return e.data()->sqlerrcode == MAKE_SQLSTATE('Z', 'D', '0', '0', '1') ||
+           e.data()->sqlerrcode == MAKE_SQLSTATE('Z', 'D', '0', '0', '3');
 }
 
 }  // namespace

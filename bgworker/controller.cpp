@@ -228,6 +228,14 @@ void fill_slot(decoupled::SpecSlot& slot, const LaunchSpec& spec, int64 now) {
     copy_text(slot.cluster, sizeof(slot.cluster), spec.cluster);
     copy_text(slot.deployment, sizeof(slot.deployment), spec.deployment);
     slot.replica_id = spec.replica_id;
+    // adapterd's fields are under holds_lock (taken after `lock`, which the
+    // caller holds): a reused slot forgets its previous adapterd.
+    SharedState* s = decoupled::shared_state();
+    LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
+    slot.incarnation = 0;
+    slot.pub_started = slot.pub_committed = 0;
+    slot.publish_requested = false;
+    LWLockRelease(s->holds_lock);
 }
 
 bool register_worker(int index, const decoupled::SpecSlot& slot) {

@@ -15,6 +15,15 @@ namespace {
 // outage proceeds in bounded transactions.
 constexpr size_t kMaxTicksPerAppend = 1000;
 constexpr int64_t kHeartbeatMs = 1000;
+// A stalled object is retried after poll_ms, doubling per failure up to this.
+constexpr int64_t kMaxRetryMs = 10'000;
+
+// The protocol's conditions, in the extension's own SQLSTATE class ZD.  The
+// engine tells them apart by code only; every other error of an object's
+// step stalls that object.
+constexpr const char* kFenced = "ZD001";        // this incarnation is no longer current
+constexpr const char* kDroppedMeanwhile = "ZD002";  // the catalog dropped the object
+constexpr const char* kLostRace = "ZD003";      // a concurrent start of the same replica won
 
 struct Output {
     int64_t id = 0;
@@ -32,6 +41,8 @@ struct Source {
     std::unique_ptr<Generator> gen;
     std::vector<Output> outputs;
     std::string reported;  // the status last reported
+    int failures = 0;      // consecutive failed steps
+    int64_t retry_at = 0;  // stalled: not stepped again before this time
 };
 
 // A materialized view or sink: stepped by a server function that computes
@@ -44,24 +55,35 @@ struct Maintained {
     int64_t upper = 0;
     std::string reported;  // the status last reported
     bool hydrated = false;
+    int failures = 0;      // consecutive failed steps
+    int64_t retry_at = 0;  // stalled: not stepped again before this time
 };
 
-bool is_fencing(const pqxx::sql_error& e) {
-    return e.sqlstate() == "55000" &&
-           std::string(e.what()).find("is not current") != std::string::npos;
+bool is_fencing(const pqxx::sql_error& e) { return e.sqlstate() == kFenced; }
+
+// An error's message: its first line, without PostgreSQL's "ERROR:  "
+// prefix (the context lines that follow are for the server log).
+std::string error_text(const std::exception& e) {
+    std::string text = e.what();
+    if (text.rfind("ERROR:  ", 0) == 0) text.erase(0, 8);
+    auto end = text.find('\n');
+    if (end != std::string::npos) text.erase(end);
+    return text;
 }
 
 }  // namespace
 
 struct ReplicaEngine::Impl {
     Impl(const std::string& conninfo, ReplicaIdentity identity, EngineHost& host, int64_t poll_ms)
-        : conn(conninfo), id(std::move(identity)), host(host), poll_ms(poll_ms) {
+        : conninfo(conninfo), conn(conninfo), id(std::move(identity)), host(host),
+          poll_ms(poll_ms) {
         // It connects as a privileged role: never resolve a name in a schema
         // another user can create objects in.
         pqxx::nontransaction tx(conn);
         tx.exec("SET search_path = pg_catalog, pg_temp");
     }
 
+    std::string conninfo;
     pqxx::connection conn;
     ReplicaIdentity id;
     EngineHost& host;
@@ -161,6 +183,12 @@ struct ReplicaEngine::Impl {
         maintained = std::move(desired);
     }
 
+    // The replica's own failure: the error of a pass outside any object's
+    // step (reading the catalog, reconciling, heartbeat, compaction), empty
+    // while it is healthy.  Meanwhile its objects show `stalled` with it
+    // and its heartbeat reports it; a pass without failure ends it.
+    std::string replica_error;
+
     void report(Maintained& m, const std::string& status, const std::string& error,
                 bool hydrated) {
         if (m.reported == status && m.hydrated == hydrated && error.empty()) return;
@@ -186,8 +214,9 @@ struct ReplicaEngine::Impl {
         bool caught_up = row[1].as<bool>();
         bool hydrated = caught_up || m.hydrated;
         // Reported in the step's transaction: whoever sees the new upper
-        // sees the health that goes with it.
-        bool changed = m.reported != "running" || m.hydrated != hydrated;
+        // sees the health that goes with it.  While the replica itself
+        // fails, its objects stay stalled.
+        bool changed = replica_error.empty() && (m.reported != "running" || m.hydrated != hydrated);
         if (changed)
             tx.exec_params("SELECT decoupled.replica_report($1, $2, 'running', NULL, NULL, $3)",
                            incarnation, m.id, hydrated);
@@ -231,7 +260,8 @@ struct ReplicaEngine::Impl {
             if (ticks.size() == kMaxTicksPerAppend) caught_up = false;
         }
         tx.commit();
-        if (caught_up && s.reported != "running") report(s, "running", "", true);
+        if (caught_up && s.reported != "running" && replica_error.empty())
+            report(s, "running", "", true);
         int64_t next = now + s.tick_ms;
         for (const auto& out : s.outputs) {
             auto due = tick_times(s.epoch, s.tick_ms, out.upper, out.upper + s.tick_ms, 1);
@@ -240,76 +270,216 @@ struct ReplicaEngine::Impl {
         return caught_up ? next : now;
     }
 
-    // One pass; returns how long to sleep.
-    int64_t step() {
-        int64_t version, now;
-        {
-            pqxx::nontransaction tx(conn);
-            auto row = tx.exec("SELECT decoupled.catalog_version(), decoupled.oracle_now()")[0];
-            version = row[0].as<int64_t>();
-            now = row[1].as<int64_t>();
+    int64_t retry_delay(int failures) const {
+        int64_t ms = std::max<int64_t>(poll_ms, 1);
+        for (int i = 1; i < failures && ms < kMaxRetryMs; ++i) ms *= 2;
+        return std::min(ms, kMaxRetryMs);
+    }
+
+    // A failed report must not hide the failure it reports: only fencing
+    // and a lost connection go further.
+    template <typename Report>
+    void try_report(Report report_it) {
+        try {
+            report_it();
+        } catch (const pqxx::broken_connection&) {
+            throw;
+        } catch (const pqxx::sql_error& e) {
+            if (is_fencing(e)) throw Fenced(e.what());
+            host.log("pg_decoupled replica could not report its health: " + error_text(e));
         }
-        if (version != catalog_version) reconcile();
-        if (now - last_heartbeat >= kHeartbeatMs) {
+    }
+
+    // Runs one step of a source, view or sink (`what` names it).  Its
+    // failure means, by SQLSTATE only: fenced (ZD001) — the run ends;
+    // dropped meanwhile (ZD002) — returns false, the object leaves the
+    // replica's work and the catalog is read again; a lost race (ZD003) —
+    // retried at the next pass; anything else — the object is reported
+    // `stalled` with the error and retried with backoff, while the replica
+    // goes on with its other objects.
+    template <typename Object, typename Step>
+    bool guarded_step(Object& o, const std::string& what, int64_t now, Step step) {
+        std::string error;
+        try {
+            step();
+            o.failures = 0;
+            o.retry_at = 0;
+            return true;
+        } catch (const Fenced&) {
+            throw;
+        } catch (const pqxx::broken_connection&) {
+            throw;
+        } catch (const pqxx::sql_error& e) {
+            if (is_fencing(e)) throw Fenced(e.what());
+            if (e.sqlstate() == kDroppedMeanwhile) {
+                catalog_version = -1;
+                return false;
+            }
+            if (e.sqlstate() == kLostRace) return true;
+            error = error_text(e);
+        } catch (const std::exception& e) {
+            error = error_text(e);
+        }
+        o.failures++;
+        o.retry_at = now + retry_delay(o.failures);
+        host.log("pg_decoupled replica: " + what + " stalled: " + error);
+        try_report([&] { report(o, "stalled", error, false); });
+        return true;
+    }
+
+    // A phase of a pass outside any object's step failed: the replica
+    // reports itself stalled with the error (replica_statuses) and, once per
+    // episode, each of its objects too (object_statuses, status_history).
+    void replica_failed(const std::string& error) {
+        if (error == replica_error) return;
+        host.log("pg_decoupled replica " + std::to_string(id.replica_id) + " stalled: " + error);
+        replica_error = error;
+        try_report([&] {
+            pqxx::work tx(conn);
+            tx.exec_params("SELECT decoupled.replica_heartbeat($1, 'stalled', $2)", incarnation,
+                           error);
+            for (const auto& [source_id, s] : sources)
+                for (const auto& out : s.outputs)
+                    tx.exec_params(
+                        "SELECT decoupled.replica_report($1, $2, 'stalled', $3, NULL, false)",
+                        incarnation, out.id, error);
+            for (const auto& [lifetime_id, m] : maintained)
+                tx.exec_params("SELECT decoupled.replica_report($1, $2, 'stalled', $3, NULL, false)",
+                               incarnation, lifetime_id, error);
+            tx.commit();
+            for (auto& [source_id, s] : sources) s.reported = "stalled";
+            for (auto& [lifetime_id, m] : maintained) m.reported = "stalled";
+        });
+    }
+
+    // A pass without failure after one: the replica runs again; its objects
+    // report `running` at their next successful step.
+    void replica_recovered() {
+        host.log("pg_decoupled replica " + std::to_string(id.replica_id) + " recovered");
+        replica_error.clear();
+        try_report([&] {
             pqxx::work tx(conn);
             tx.exec_params("SELECT decoupled.replica_heartbeat($1)", incarnation);
-            publication_ms = tx.exec("SELECT setting::bigint FROM pg_settings "
-                                     "WHERE name = 'decoupled.bound_publication_interval'")[0][0]
-                                 .as<int64_t>();
             tx.commit();
+        });
+    }
+
+    // Runs one phase of a pass; its error becomes the replica's failure
+    // (fencing and a lost connection end the run).  Returns whether it
+    // succeeded.
+    template <typename Phase>
+    bool phase(const char* what, bool& failed, Phase run_phase) {
+        std::string error;
+        try {
+            run_phase();
+            return true;
+        } catch (const Fenced&) {
+            throw;
+        } catch (const pqxx::broken_connection&) {
+            throw;
+        } catch (const pqxx::sql_error& e) {
+            if (is_fencing(e)) throw Fenced(e.what());
+            error = error_text(e);
+        } catch (const std::exception& e) {
+            error = error_text(e);
+        }
+        failed = true;
+        replica_failed(std::string(what) + ": " + error);
+        return false;
+    }
+
+    // One pass; returns how long to sleep.
+    int64_t step() {
+        bool failed = false;
+        int64_t version = 0, now = 0;
+        if (!phase("reading the catalog version", failed, [&] {
+                pqxx::nontransaction tx(conn);
+                auto row = tx.exec("SELECT decoupled.catalog_version(), decoupled.oracle_now()")[0];
+                version = row[0].as<int64_t>();
+                now = row[1].as<int64_t>();
+            }))
+            return poll_ms;
+        if (version != catalog_version) phase("reading the catalog", failed, [&] { reconcile(); });
+        if (now - last_heartbeat >= kHeartbeatMs) {
+            phase("heartbeat", failed, [&] {
+                pqxx::work tx(conn);
+                tx.exec_params("SELECT decoupled.replica_heartbeat($1, $2, $3)", incarnation,
+                               replica_error.empty() ? "running" : "stalled",
+                               replica_error.empty() ? nullptr : replica_error.c_str());
+                publication_ms = tx.exec("SELECT setting::bigint FROM pg_settings "
+                                         "WHERE name = 'decoupled.bound_publication_interval'")[0][0]
+                                     .as<int64_t>();
+                tx.commit();
+            });
             last_heartbeat = now;
         }
         // Compaction by replicas: publish and apply bounds for what runs on
-        // this cluster; it needs no adapter (C3.5, C5.5).
+        // this cluster; it needs no adapter (C3.5, C5.5).  A failed round is
+        // retried at the next interval.
         if (writes_enabled && publication_ms > 0 && now - last_compaction >= publication_ms) {
-            pqxx::work tx(conn);
-            tx.exec_params("SELECT decoupled.replica_compact($1)", incarnation);
-            tx.commit();
             last_compaction = now;
+            phase("compaction", failed, [&] {
+                pqxx::work tx(conn);
+                tx.exec_params("SELECT decoupled.replica_compact($1)", incarnation);
+                tx.commit();
+            });
         }
         int64_t wake = now + poll_ms;
         for (auto it = sources.begin(); it != sources.end();) {
             Source& s = it->second;
-            try {
-                wake = std::min(wake, advance(s, now));
+            if (now < s.retry_at) {
+                wake = std::min(wake, s.retry_at);
                 ++it;
-            } catch (const pqxx::sql_error& e) {
-                if (is_fencing(e)) throw Fenced(e.what());
-                if (e.sqlstate() == "42704") {  // dropped meanwhile
-                    it = sources.erase(it);
-                    continue;
-                }
-                host.log("pg_decoupled replica: source \"" + s.name + "\" stalled: " + e.what());
-                try {
-                    report(s, "stalled", e.what(), false);
-                } catch (const pqxx::sql_error& r) {
-                    if (is_fencing(r)) throw Fenced(r.what());
-                }
-                ++it;
+                continue;
             }
+            bool kept = guarded_step(s, "source \"" + s.name + "\"", now,
+                                     [&] { wake = std::min(wake, advance(s, now)); });
+            it = kept ? std::next(it) : sources.erase(it);
         }
         for (auto it = maintained.begin(); it != maintained.end();) {
             Maintained& m = it->second;
-            try {
-                if (!step_maintained(m)) wake = now;  // more to do: go on at once
+            if (now < m.retry_at) {
+                wake = std::min(wake, m.retry_at);
                 ++it;
-            } catch (const pqxx::sql_error& e) {
-                if (is_fencing(e)) throw Fenced(e.what());
-                if (e.sqlstate() == "42704") {  // dropped meanwhile
-                    it = maintained.erase(it);
-                    continue;
-                }
-                host.log("pg_decoupled replica: " + m.kind + " \"" + m.name + "\" stalled: " +
-                         e.what());
-                try {
-                    report(m, "stalled", e.what(), false);
-                } catch (const pqxx::sql_error& r) {
-                    if (is_fencing(r)) throw Fenced(r.what());
-                }
-                ++it;
+                continue;
             }
+            bool kept = guarded_step(m, m.kind + " \"" + m.name + "\"", now, [&] {
+                if (!step_maintained(m)) wake = now;  // more to do: go on at once
+            });
+            it = kept ? std::next(it) : maintained.erase(it);
         }
+        if (!failed && !replica_error.empty()) replica_recovered();
         return std::max<int64_t>(wake - now, 0);
+    }
+
+    // The run ends on an error no pass could absorb (a lost connection):
+    // say so in the replica's health and history before the host restarts
+    // it, over a new connection if this one is gone.  Best effort.
+    void report_stop(const std::string& error) {
+        try {
+            std::unique_ptr<pqxx::connection> fresh;
+            pqxx::connection* c = &conn;
+            if (!conn.is_open()) {
+                fresh = std::make_unique<pqxx::connection>(conninfo);
+                c = fresh.get();
+            }
+            pqxx::work tx(*c);
+            tx.exec("SET LOCAL search_path = pg_catalog, pg_temp");
+            std::string message = "replica stopped: " + error;
+            tx.exec_params("SELECT decoupled.replica_heartbeat($1, 'stalled', $2)", incarnation,
+                           message);
+            for (const auto& [source_id, s] : sources)
+                for (const auto& out : s.outputs)
+                    tx.exec_params(
+                        "SELECT decoupled.replica_report($1, $2, 'stalled', $3, NULL, false)",
+                        incarnation, out.id, message);
+            for (const auto& [lifetime_id, m] : maintained)
+                tx.exec_params("SELECT decoupled.replica_report($1, $2, 'stalled', $3, NULL, false)",
+                               incarnation, lifetime_id, message);
+            tx.commit();
+        } catch (const std::exception& e) {
+            host.log("pg_decoupled replica could not report its stop: " + error_text(e));
+        }
     }
 };
 
@@ -323,12 +493,20 @@ void ReplicaEngine::run() {
     Impl& e = *impl_;
     try {
         e.start();
+    } catch (const pqxx::sql_error& err) {
+        // Fenced at once, or another process started this replica first.
+        if (is_fencing(err) || err.sqlstate() == kLostRace) throw Fenced(err.what());
+        throw;
+    }
+    try {
         while (!e.host.stop_requested()) {
             int64_t sleep = e.step();
             if (sleep > 0) e.host.sleep_ms(sleep);
         }
-    } catch (const pqxx::sql_error& err) {
-        if (is_fencing(err)) throw Fenced(err.what());
+    } catch (const Fenced&) {
+        throw;  // the successor owns the health now
+    } catch (const std::exception& err) {
+        e.report_stop(error_text(err));
         throw;
     }
     e.stop();

@@ -17,7 +17,7 @@ int guc_status_history_retention = 7 * 24 * 3600;
 int guc_table_tick_interval = 1000;
 int guc_bound_publication_interval = 1000;
 int guc_hold_publication_interval = 60000;
-int guc_max_holds = 4096;
+int guc_max_holds_per_session = 64;
 
 void define_gucs() {
     DefineCustomStringVariable(
@@ -80,10 +80,14 @@ void define_gucs() {
         &guc_hold_publication_interval, 60000, 10, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
         nullptr, nullptr, nullptr);
 
+    // Each backend owns a fixed share of the hold slots, so no session (nor
+    // a role's sessions) can take what another needs.
     DefineCustomIntVariable(
-        "decoupled.max_holds", "Maximum number of session holds at once, server-wide.",
-        "Sizes the shared-memory table where sessions keep their holds.", &guc_max_holds, 4096,
-        16, 1024 * 1024, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+        "decoupled.max_holds_per_session",
+        "Maximum number of holds (subscriptions included) one session has at once.",
+        "Shared memory keeps this many hold slots for every possible backend (MaxBackends), "
+        "so every session can always reach its quota.",
+        &guc_max_holds_per_session, 64, 1, 65536, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 
     MarkGUCPrefixReserved("decoupled");
 }

@@ -16,7 +16,7 @@ extern int guc_status_history_retention;  // decoupled.status_history_retention,
 extern int guc_table_tick_interval;       // decoupled.table_tick_interval, ms (0: off)
 extern int guc_bound_publication_interval;  // decoupled.bound_publication_interval, ms (0: off)
 extern int guc_hold_publication_interval;   // decoupled.hold_publication_interval, ms
-extern int guc_max_holds;                   // decoupled.max_holds: session hold slots
+extern int guc_max_holds_per_session;       // decoupled.max_holds_per_session: holds per backend
 
 void define_gucs();
 

@@ -7,7 +7,10 @@
 // made by a transaction that aborts is forgotten.
 //
 // Holds live in shared memory, one slot per hold, tagged with the session
-// (pid and backend start) and the owner incarnation.  The durable part is
+// (pid and backend start) and the owner incarnation.  Each backend has its
+// own decoupled.max_holds_per_session slots (by its PGPROC number), so one
+// session can never take the slots another needs; beyond its quota a
+// session gets 53400.  The durable part is
 // one row per (incarnation, collection) in decoupled.catalog_holds at or
 // below every session hold of that owner: acquire_hold writes it only when
 // a hold is new or stronger, adapterd raises or removes it lazily (the
@@ -30,6 +33,7 @@ extern "C" {
 #include "pgstat.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "utils/tuplestore.h"
 }
 
@@ -94,7 +98,7 @@ int free_slots(Match match) {
     decoupled::SharedState* s = decoupled::shared_state();
     int freed = 0;
     LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
-    for (int i = 0; i < decoupled::guc_max_holds; ++i) {
+    for (int i = 0; i < s->nholds; ++i) {
         decoupled::HoldSlot& h = s->holds[i];
         if (h.in_use && match(h)) {
             h.in_use = false;
@@ -179,8 +183,27 @@ Datum decoupled_session_attach(PG_FUNCTION_ARGS) {
     PG_RETURN_VOID();
 }
 
+// Whether slot `h` is one of this session's holds.
+static bool mine(const decoupled::HoldSlot& h) {
+    return h.in_use && h.pid == MyProcPid && h.backend_start == MyStartTimestamp;
+}
+
+[[noreturn]] static void quota_exceeded(int quota) {
+    ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                    errmsg("this session already has %d holds, the most one session may have",
+                           quota),
+                    errdetail("decoupled.max_holds_per_session is %d; each running subscription "
+                              "counts as a hold.", quota),
+                    errhint("Release holds with decoupled.release_hold() or close "
+                            "subscriptions, or raise decoupled.max_holds_per_session and "
+                            "restart the server.")));
+    pg_unreachable();
+}
+
 // decoupled._hold_register(incarnation, lifetime_id, frontier, subscription)
-// -> hold id
+// -> hold id.  The slot comes from this backend's own share: a slot there
+// that is not this session's was left by an earlier backend with the same
+// PGPROC (it cannot be a live peer's) and is free.
 Datum decoupled_hold_register(PG_FUNCTION_ARGS) {
     ensure_callbacks();
     if (!exit_callback_registered) {
@@ -188,11 +211,14 @@ Datum decoupled_hold_register(PG_FUNCTION_ARGS) {
         exit_callback_registered = true;
     }
     decoupled::SharedState* s = decoupled::shared_state();
+    if (MyProc == nullptr || MyProc->pgprocno < 0 || MyProc->pgprocno >= MaxBackends)
+        elog(ERROR, "this process cannot take session holds");
+    int first = MyProc->pgprocno * s->holds_per_backend;
     int64 id = 0;
     LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
-    for (int i = 0; i < decoupled::guc_max_holds; ++i) {
+    for (int i = first; i < first + s->holds_per_backend; ++i) {
         decoupled::HoldSlot& h = s->holds[i];
-        if (h.in_use) continue;
+        if (mine(h)) continue;
         id = s->next_hold_id++;
         h.in_use = true;
         h.hold_id = id;
@@ -207,12 +233,7 @@ Datum decoupled_hold_register(PG_FUNCTION_ARGS) {
         break;
     }
     LWLockRelease(s->holds_lock);
-    if (id == 0)
-        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                        errmsg("too many holds"),
-                        errdetail("All %d session hold slots are in use.",
-                                  decoupled::guc_max_holds),
-                        errhint("Release holds, or raise decoupled.max_holds and restart.")));
+    if (id == 0) quota_exceeded(s->holds_per_backend);
     remember_pending(id);
     PG_RETURN_INT64(id);
 }
@@ -227,7 +248,7 @@ Datum decoupled_hold_release(PG_FUNCTION_ARGS) {
     int64 lifetime_id = 0;
     bool found = false, foreign = false;
     LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
-    for (int i = 0; i < decoupled::guc_max_holds && !found; ++i) {
+    for (int i = 0; i < s->nholds && !found; ++i) {
         decoupled::HoldSlot& h = s->holds[i];
         if (!h.in_use || h.hold_id != id) continue;
         found = true;
@@ -255,7 +276,7 @@ Datum decoupled_shared_holds(PG_FUNCTION_ARGS) {
     InitMaterializedSRF(fcinfo, 0);
     decoupled::SharedState* s = decoupled::shared_state();
     LWLockAcquire(s->holds_lock, LW_SHARED);
-    for (int i = 0; i < decoupled::guc_max_holds; ++i) {
+    for (int i = 0; i < s->nholds; ++i) {
         const decoupled::HoldSlot& h = s->holds[i];
         if (!h.in_use) continue;
         Datum values[6] = {Int64GetDatum(h.hold_id), Int64GetDatum(h.incarnation),
@@ -280,7 +301,7 @@ namespace decoupled {
 void advance_hold(int64 hold_id, int64 frontier) {
     SharedState* s = shared_state();
     LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
-    for (int i = 0; i < guc_max_holds; ++i) {
+    for (int i = 0; i < s->nholds; ++i) {
         HoldSlot& h = s->holds[i];
         if (h.in_use && h.hold_id == hold_id && h.pid == MyProcPid) {
             if (frontier > h.frontier) h.frontier = frontier;
@@ -318,8 +339,11 @@ namespace {
 
 constexpr long kConfirmTimeoutMs = 10000;
 
-// adapterd's slot for `incarnation`, or -1.  Caller holds holds_lock.
+// adapterd's slot for `incarnation`, or -1.  It reads fields of both locks
+// (the slot's kind and use under `lock`, its incarnation under holds_lock):
+// the caller holds both, `lock` taken first.
 int adapterd_slot(decoupled::SharedState* s, int64 incarnation) {
+    Assert(LWLockHeldByMe(s->lock) && LWLockHeldByMe(s->holds_lock));
     for (int i = 0; i < s->nspecs; ++i) {
         const decoupled::SpecSlot& spec = s->specs[i];
         if (spec.in_use && spec.incarnation == incarnation && strcmp(spec.kind, "adapterd") == 0)
@@ -330,8 +354,10 @@ int adapterd_slot(decoupled::SharedState* s, int64 incarnation) {
 
 void wake_adapterd(decoupled::SharedState* s, int64 incarnation) {
     LWLockAcquire(s->lock, LW_SHARED);
+    LWLockAcquire(s->holds_lock, LW_SHARED);
     int slot = adapterd_slot(s, incarnation);
     if (slot >= 0 && s->specs[slot].latch) SetLatch(s->specs[slot].latch);
+    LWLockRelease(s->holds_lock);
     LWLockRelease(s->lock);
 }
 
@@ -351,10 +377,12 @@ void wake_adapterd(decoupled::SharedState* s, int64 incarnation) {
 Datum decoupled_publication_in_flight(PG_FUNCTION_ARGS) {
     decoupled::SharedState* s = decoupled::shared_state();
     int64 incarnation = PG_GETARG_INT64(0);
+    LWLockAcquire(s->lock, LW_SHARED);
     LWLockAcquire(s->holds_lock, LW_SHARED);
     int slot = adapterd_slot(s, incarnation);
     bool in_flight = slot >= 0 && s->specs[slot].pub_started != s->specs[slot].pub_committed;
     LWLockRelease(s->holds_lock);
+    LWLockRelease(s->lock);
     PG_RETURN_BOOL(in_flight);
 }
 
@@ -365,7 +393,7 @@ Datum decoupled_hold_confirm(PG_FUNCTION_ARGS) {
     int64 incarnation = PG_GETARG_INT64(1);
     decoupled::SharedState* s = decoupled::shared_state();
     auto find = [&]() -> decoupled::HoldSlot* {
-        for (int i = 0; i < decoupled::guc_max_holds; ++i)
+        for (int i = 0; i < s->nholds; ++i)
             if (s->holds[i].in_use && s->holds[i].hold_id == id) return &s->holds[i];
         return nullptr;
     };
@@ -413,6 +441,7 @@ Datum decoupled_hold_confirm(PG_FUNCTION_ARGS) {
 Datum decoupled_request_hold_publication(PG_FUNCTION_ARGS) {
     int64 incarnation = PG_GETARG_INT64(0);
     decoupled::SharedState* s = decoupled::shared_state();
+    LWLockAcquire(s->lock, LW_SHARED);
     LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
     int slot = adapterd_slot(s, incarnation);
     uint64 target = 0;
@@ -421,6 +450,7 @@ Datum decoupled_request_hold_publication(PG_FUNCTION_ARGS) {
         target = s->specs[slot].pub_started + 1;
     }
     LWLockRelease(s->holds_lock);
+    LWLockRelease(s->lock);
     if (slot < 0) PG_RETURN_BOOL(false);
     wake_adapterd(s, incarnation);
     TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kConfirmTimeoutMs);
@@ -447,12 +477,12 @@ namespace decoupled {
 HeldCollection* snapshot_holds(int slot, int64 incarnation, bool publish, int* count) {
     SharedState* s = shared_state();
     HeldCollection* held =
-        static_cast<HeldCollection*>(palloc(sizeof(HeldCollection) * (guc_max_holds + 1)));
+        static_cast<HeldCollection*>(palloc(sizeof(HeldCollection) * (s->nholds + 1)));
     int n = 0;
     LWLockAcquire(s->holds_lock, LW_EXCLUSIVE);
     s->specs[slot].incarnation = incarnation;
     if (publish) s->specs[slot].pub_started++;
-    for (int i = 0; i < guc_max_holds; ++i) {
+    for (int i = 0; i < s->nholds; ++i) {
         const HoldSlot& h = s->holds[i];
         if (!h.in_use || h.incarnation != incarnation) continue;
         int j = 0;
@@ -476,7 +506,7 @@ void confirm_holds(int slot, int64 incarnation, bool published, const HeldCollec
         s->specs[slot].pub_committed = s->specs[slot].pub_started;
         s->specs[slot].publish_requested = false;  // only once it is committed
     }
-    for (int i = 0; i < guc_max_holds; ++i) {
+    for (int i = 0; i < s->nholds; ++i) {
         HoldSlot& h = s->holds[i];
         if (!h.in_use || !h.pending || h.incarnation != incarnation) continue;
         // Only what the committed round covered: a hold registered since,
@@ -507,7 +537,7 @@ bool holds_pending(int64 incarnation) {
     SharedState* s = shared_state();
     bool any = false;
     LWLockAcquire(s->holds_lock, LW_SHARED);
-    for (int i = 0; i < guc_max_holds && !any; ++i)
+    for (int i = 0; i < s->nholds && !any; ++i)
         any = s->holds[i].in_use && s->holds[i].pending && s->holds[i].incarnation == incarnation;
     LWLockRelease(s->holds_lock);
     return any;

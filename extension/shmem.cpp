@@ -23,7 +23,12 @@ Size shared_state_size() {
                     mul_size(sizeof(SpecSlot), static_cast<Size>(guc_max_workers)));
 }
 
-Size holds_size() { return mul_size(sizeof(HoldSlot), static_cast<Size>(guc_max_holds)); }
+// Every backend that may run SQL has a PGPROC numbered below MaxBackends
+// (known by the time shmem_request_hook runs, in PostgreSQL 15).
+Size holds_size() {
+    return mul_size(sizeof(HoldSlot), mul_size(static_cast<Size>(MaxBackends),
+                                               static_cast<Size>(guc_max_holds_per_session)));
+}
 
 void request_shmem() {
     if (prev_shmem_request_hook) prev_shmem_request_hook();
@@ -53,6 +58,8 @@ void startup_shmem() {
     state->holds = static_cast<HoldSlot*>(ShmemInitStruct("pg_decoupled holds", holds_size(),
                                                           &holds_found));
     if (!holds_found) memset(state->holds, 0, holds_size());
+    state->holds_per_backend = guc_max_holds_per_session;
+    state->nholds = MaxBackends * guc_max_holds_per_session;
     LWLockRelease(AddinShmemInitLock);
 }
 

@@ -1,8 +1,19 @@
-// Shared memory of pg_decoupled: what the controller observed and plans.
+// Shared memory of pg_decoupled: what the controller observed and plans,
+// the session holds, the timestamp oracle and the catalog epoch.
 //
-// The controller publishes here; backends read it for the public views and
-// the wait functions.  Everything is guarded by one LWLock; the condition
-// variable is broadcast whenever the controller publishes an observation.
+// What protects what:
+//   lock          (LWLock) the controller's pid, latch and observation, and
+//                 the supervision slots: nspecs, specs_truncated and every
+//                 SpecSlot field except adapterd's four below;
+//   holds_lock    (LWLock) the hold slots, next_hold_id, and adapterd's
+//                 fields of its SpecSlot (incarnation, pub_started,
+//                 pub_committed, publish_requested);
+//   oracle_mutex  (spinlock) oracle_ready and oracle_last;
+//   catalog_epoch (atomic) needs no lock.
+// Whoever needs both LWLocks takes `lock` first, then `holds_lock`.  The
+// condition variables: observed_cv is broadcast when the controller
+// publishes an observation, upper_cv after a commit that advanced an
+// upper, holds_cv when adapterd committed protection for waiting holds.
 #pragma once
 
 extern "C" {
@@ -57,8 +68,9 @@ struct SpecSlot {
     char cluster[NAMEDATALEN];
     char deployment[NAMEDATALEN];
     int64 replica_id;
-    // adapterd only, under holds_lock: the incarnation it runs, and its
-    // hold publications (started != committed: one is in flight).
+    // adapterd only, under holds_lock (not lock): the incarnation it runs,
+    // and its hold publications (started != committed: one is in flight).
+    // Reset by the controller, holding both locks, when it reuses the slot.
     int64 incarnation;
     uint64 pub_started;
     uint64 pub_committed;
@@ -81,10 +93,16 @@ struct HoldSlot {
 };
 
 struct SharedState {
-    LWLock* lock;
-    LWLock* holds_lock;  // guards holds[] and next_hold_id
+    LWLock* lock;        // the controller's state and the supervision slots
+    LWLock* holds_lock;  // guards holds[], next_hold_id and adapterd's SpecSlot fields
     int64 next_hold_id;
-    HoldSlot* holds;     // decoupled.max_holds slots, a shared-memory area of its own
+    // MaxBackends * decoupled.max_holds_per_session slots, a shared-memory
+    // area of its own.  Backend number b (its PGPROC's pgprocno) takes its
+    // holds from slots [b * per_backend, (b + 1) * per_backend) only: no
+    // session can use up what another may need.
+    HoldSlot* holds;
+    int nholds;
+    int holds_per_backend;
 
     // Bumped after every committed catalog change; backends compare it with
     // the value their caches were built at.

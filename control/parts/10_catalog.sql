@@ -239,11 +239,16 @@ CREATE TABLE decoupled.catalog_bounds (
 );
 
 -- Collections whose bound proposal may have changed since the last
--- publication round: publication work follows what changed (C3.5).
+-- publication round: publication work follows what changed (C3.5).  No
+-- unique key: a unique index makes an inserter wait for a publication that
+-- is deleting the same collection's row, which is how appends and
+-- compaction deadlocked.  Inserts skip a collection already queued
+-- (_queue_for_publication), so duplicates are rare and harmless.
 CREATE TABLE decoupled.catalog_bound_queue (
-    lifetime_id bigint PRIMARY KEY
+    lifetime_id bigint NOT NULL
                 REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE
 );
+CREATE INDEX catalog_bound_queue_lifetime_id ON decoupled.catalog_bound_queue (lifetime_id);
 
 -- The oracle's durable high-water mark beyond collection uppers: a dropped
 -- collection folds its upper in here, so time never goes back.

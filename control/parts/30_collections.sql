@@ -169,12 +169,30 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION 'incarnation % is not current in deployment "%"',
                             _assert_write_authority.incarnation, v_deployment
-                USING ERRCODE = 'object_not_in_prerequisite_state',
+                USING ERRCODE = 'ZD001',  -- fenced: the protocol's own class
                       DETAIL = 'A newer incarnation replaced it, or it was retired; '
                                'a fenced writer can never write again.';
         END IF;
     END IF;
 END
+$$;
+
+------------------------------------------------------------------------------
+-- The bound publication queue.  Writers queue what they changed; a
+-- publication drains it with SKIP LOCKED.  Neither side ever waits for the
+-- other: a row a publication is draining is skipped (and a new one
+-- inserted), and a row this transaction relies on is locked KEY SHARE so
+-- that no publication drains it before this change is committed and
+-- visible to the publication's snapshot.
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled._queue_for_publication(ids bigint[]) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    INSERT INTO decoupled.catalog_bound_queue (lifetime_id)
+    SELECT x.id FROM (SELECT DISTINCT unnest(ids) AS id) x
+     WHERE x.id IS NOT NULL
+       AND NOT EXISTS (SELECT FROM decoupled.catalog_bound_queue q WHERE q.lifetime_id = x.id
+                          FOR KEY SHARE SKIP LOCKED)
 $$;
 
 ------------------------------------------------------------------------------
@@ -258,57 +276,185 @@ BEGIN
     EXECUTE format('DELETE FROM %s', v_stage);
     UPDATE decoupled.catalog_frontiers f SET upper = new_upper, changed_at = now()
      WHERE f.lifetime_id = id;
-    INSERT INTO decoupled.catalog_bound_queue VALUES (id) ON CONFLICT DO NOTHING;
+    PERFORM decoupled._queue_for_publication(ARRAY[id]);
     PERFORM decoupled._notify_upper_at_commit();
 END
 $$;
 
--- Stages JSON updates [{"mz_timestamp", "mz_diff", "data"}] for an append.
+-- What is wrong with one JSON update of an append, or NULL: its shape, an
+-- mz_timestamp that is not a bigint >= 0, an mz_diff that is not an integer
+-- within +-max_diff, a key of `data` that names no column.  Checked with
+-- numeric comparisons, so that no cast can fail with another SQLSTATE.
+CREATE FUNCTION decoupled._update_problem(u jsonb, columns text[], max_diff bigint) RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE
+        WHEN jsonb_typeof(u) IS DISTINCT FROM 'object' THEN 'is not a JSON object'
+        WHEN (SELECT k FROM jsonb_object_keys(u) k
+               WHERE k NOT IN ('mz_timestamp', 'mz_diff', 'data') LIMIT 1) IS NOT NULL
+            THEN format('has unknown key "%s"',
+                        (SELECT k FROM jsonb_object_keys(u) k
+                          WHERE k NOT IN ('mz_timestamp', 'mz_diff', 'data') LIMIT 1))
+        WHEN jsonb_typeof(u->'mz_timestamp') IS DISTINCT FROM 'number'
+            THEN 'has no numeric "mz_timestamp"'
+        WHEN (u->'mz_timestamp')::numeric <> trunc((u->'mz_timestamp')::numeric)
+          OR (u->'mz_timestamp')::numeric NOT BETWEEN 0 AND 9223372036854775807
+            THEN format('has mz_timestamp %s, not an integer timestamp', u->'mz_timestamp')
+        WHEN jsonb_typeof(u->'mz_diff') IS DISTINCT FROM 'number'
+            THEN 'has no numeric "mz_diff"'
+        WHEN (u->'mz_diff')::numeric <> trunc((u->'mz_diff')::numeric)
+          OR abs((u->'mz_diff')::numeric) > max_diff
+            THEN format('has mz_diff %s, not an integer from -%s to %s', u->'mz_diff',
+                        max_diff, max_diff)
+        WHEN jsonb_typeof(u->'data') IS DISTINCT FROM 'object' THEN 'has no "data" object'
+        WHEN (SELECT k FROM jsonb_object_keys(u->'data') k WHERE k <> ALL (columns) LIMIT 1)
+             IS NOT NULL
+            THEN format('names unknown column "%s" in "data"',
+                        (SELECT k FROM jsonb_object_keys(u->'data') k
+                          WHERE k <> ALL (columns) LIMIT 1))
+    END
+$$;
+
+-- Stages JSON updates [{"mz_timestamp", "mz_diff", "data"}] for an append
+-- (decoupled.append and replica_append).  Every bad input is 22023 naming
+-- the update, the collection and, for a value, the column:
+--  * each update's shape, times and multiplicity are checked first; |mz_diff|
+--    is at most 1,000,000 per update and the |mz_diff| of one append add up
+--    to at most 10,000,000: a multiplicity is stored as that many rows, so an
+--    absurd one would fill the disk;
+--  * a key of "data" that names no column is refused; a missing one is NULL;
+--  * values are converted by one bulk INSERT (one subtransaction per append,
+--    none per row); only if it fails is each value converted on its own (a
+--    subtransaction per value) to name the culprit.
 CREATE FUNCTION decoupled._stage_json(lifetime_id bigint, updates jsonb) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    id bigint := _stage_json.lifetime_id;
+    c_max_diff  constant bigint := 1000000;
+    c_max_units constant bigint := 10000000;
+    id        bigint := _stage_json.lifetime_id;
+    v_name    text;
+    v_columns text[];
+    v_bad     record;
+    v_ok      boolean;
+    v_units   numeric;
+    v_error   text;
 BEGIN
-    IF updates IS NULL OR jsonb_typeof(updates) <> 'array' OR EXISTS (
-        SELECT FROM jsonb_array_elements(updates) u
-         WHERE jsonb_typeof(u) <> 'object'
-            OR jsonb_typeof(u->'mz_timestamp') IS DISTINCT FROM 'number'
-            OR jsonb_typeof(u->'mz_diff') IS DISTINCT FROM 'number'
-            OR jsonb_typeof(u->'data') IS DISTINCT FROM 'object') THEN
+    SELECT o.name, array_agg(c->>'name') INTO v_name, v_columns
+      FROM decoupled.catalog_objects o, jsonb_array_elements(o.definition->'columns') c
+     WHERE o.lifetime_id = id
+     GROUP BY o.name;
+    IF updates IS NULL OR jsonb_typeof(updates) <> 'array' THEN
         RAISE EXCEPTION 'updates must be a JSON array of {"mz_timestamp", "mz_diff", "data"} objects'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    EXECUTE format(
-        'INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
-        'SELECT (u->>''mz_timestamp'')::bigint, (u->>''mz_diff'')::bigint, '
-        '       ROW(%3$s)::text, hashtext(ROW(%3$s)::text), %3$s '
-        '  FROM jsonb_array_elements($1) u, '
-        '       LATERAL jsonb_populate_record(NULL::%4$s, u->''data'') r '
-        ' WHERE (u->>''mz_diff'')::bigint <> 0',
-        decoupled._storage(id, 'stage'), decoupled._cols(id), decoupled._cols(id, 'r.'),
-        decoupled._storage(id, 'cur'))
-        USING updates;
+    -- One cheap pass (the append path is hot): is every update well formed,
+    -- and how many rows would they write?  Only if one is not does
+    -- _update_problem say which and why.
+    SELECT coalesce(bool_and(x.ok), true), coalesce(sum(x.units), 0) INTO v_ok, v_units
+      FROM (SELECT CASE WHEN jsonb_typeof(u) <> 'object' THEN false
+                        WHEN jsonb_typeof(u->'mz_timestamp') IS DISTINCT FROM 'number' THEN false
+                        WHEN jsonb_typeof(u->'mz_diff') IS DISTINCT FROM 'number' THEN false
+                        WHEN jsonb_typeof(u->'data') IS DISTINCT FROM 'object' THEN false
+                        WHEN u - '{mz_timestamp,mz_diff,data}'::text[] <> '{}' THEN false
+                        WHEN (u->'data') - v_columns <> '{}' THEN false
+                        ELSE (u->'mz_timestamp')::numeric BETWEEN 0 AND 9223372036854775807
+                             AND (u->'mz_timestamp')::numeric = trunc((u->'mz_timestamp')::numeric)
+                             AND abs((u->'mz_diff')::numeric) <= c_max_diff
+                             AND (u->'mz_diff')::numeric = trunc((u->'mz_diff')::numeric)
+                   END AS ok,
+                   CASE WHEN jsonb_typeof(u->'mz_diff') = 'number'
+                        THEN abs((u->'mz_diff')::numeric) END AS units
+              FROM jsonb_array_elements(updates) u) x;
+    IF NOT v_ok THEN
+        SELECT u.n, decoupled._update_problem(u.v, v_columns, c_max_diff) AS problem INTO v_bad
+          FROM jsonb_array_elements(updates) WITH ORDINALITY u(v, n)
+         WHERE decoupled._update_problem(u.v, v_columns, c_max_diff) IS NOT NULL
+         ORDER BY u.n LIMIT 1;
+        RAISE EXCEPTION 'update % of the append to "%" %', v_bad.n, v_name, v_bad.problem
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Updates are {"mz_timestamp": t, "mz_diff": d, "data": {column: value, ...}}.',
+                  HINT = format('Columns of "%s": %s.  A multiplicity is stored as that many rows: '
+                                'put a count in a column rather than in mz_diff.',
+                                v_name, array_to_string(v_columns, ', '));
+    END IF;
+    IF v_units > c_max_units THEN
+        RAISE EXCEPTION 'the append to "%" would write % rows', v_name, v_units
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The multiplicities (|mz_diff|) of one append add up to at most %s.',
+                                  c_max_units),
+                  HINT = 'Append in smaller steps, or put a count in a column rather than in mz_diff.';
+    END IF;
+    BEGIN
+        EXECUTE format(
+            'INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
+            'SELECT (u->>''mz_timestamp'')::bigint, (u->>''mz_diff'')::bigint, '
+            '       ROW(%3$s)::text, hashtext(ROW(%3$s)::text), %3$s '
+            '  FROM jsonb_array_elements($1) u, '
+            '       LATERAL jsonb_populate_record(NULL::%4$s, u->''data'') r '
+            ' WHERE (u->>''mz_diff'')::bigint <> 0',
+            decoupled._storage(id, 'stage'), decoupled._cols(id), decoupled._cols(id, 'r.'),
+            decoupled._storage(id, 'cur'))
+            USING updates;
+    EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
+        PERFORM decoupled._diagnose_values(id, v_name, updates);
+        -- No value fails on its own (a domain refuses a missing one's NULL).
+        GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT;
+        RAISE EXCEPTION 'the updates of the append to "%" do not convert to its columns', v_name
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = v_error,
+                  HINT = 'A column missing from "data" is NULL.';
+    END;
+END
+$$;
+
+-- The slow path of _stage_json: converts each value of `updates` on its own,
+-- with its column's type, and raises 22023 for the first that fails.
+CREATE FUNCTION decoupled._diagnose_values(lifetime_id bigint, name text, updates jsonb)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r       record;
+    v_error text;
+BEGIN
+    FOR r IN SELECT u.n, d.key, d.value, c->>'type' AS type
+               FROM jsonb_array_elements(updates) WITH ORDINALITY u(v, n),
+                    jsonb_each(u.v->'data') d,
+                    decoupled.catalog_objects o,
+                    jsonb_array_elements(o.definition->'columns') c
+              WHERE o.lifetime_id = _diagnose_values.lifetime_id AND c->>'name' = d.key
+              ORDER BY u.n
+    LOOP
+        BEGIN
+            EXECUTE format('SELECT x.%1$I FROM jsonb_to_record($1) AS x(%1$I %2$s)', r.key, r.type)
+                USING jsonb_build_object(r.key, r.value);
+        EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
+            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT;
+            RAISE EXCEPTION 'update % of the append to "%" has an invalid value for column "%": %',
+                            r.n, name, r.key, r.value
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = v_error,
+                      HINT = format('Column "%s" has type %s.', r.key, r.type);
+        END;
+    END LOOP;
 END
 $$;
 
 -- The one compare-and-append core (C2.1), for every writer: the frontier
 -- row lock orders racing writers; unless the upper is still expected_upper
--- nothing is appended and the actual upper is returned.  The collection
--- must be live.
+-- nothing is appended and the actual upper is returned.  A collection
+-- dropped meanwhile appends nothing and returns upper NULL: each caller
+-- reports that in its own terms (42704 to a user, ZD002 to a replica).
 CREATE FUNCTION decoupled._compare_and_append(lifetime_id bigint, updates jsonb,
                                               expected_upper bigint, new_upper bigint,
                                               OUT appended boolean, OUT upper bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
+    appended := false;
     SELECT f.upper INTO upper
       FROM decoupled.catalog_frontiers f
       JOIN decoupled.catalog_objects o USING (lifetime_id)
      WHERE f.lifetime_id = _compare_and_append.lifetime_id AND o.dropped_at IS NULL
        FOR UPDATE OF f;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'collection % was dropped', _compare_and_append.lifetime_id
-            USING ERRCODE = 'undefined_object';
+        RETURN;
     END IF;
     appended := upper = expected_upper;
     IF NOT appended THEN
@@ -358,6 +504,9 @@ BEGIN
 
     SELECT * INTO v_result
       FROM decoupled._compare_and_append(o.lifetime_id, updates, expected_upper, new_upper);
+    IF v_result.upper IS NULL THEN
+        RAISE EXCEPTION '% "%" was dropped', o.kind, o.name USING ERRCODE = 'undefined_object';
+    END IF;
     IF NOT v_result.appended THEN
         RAISE EXCEPTION 'append to % "%" lost the race for its interval', o.kind, o.name
             USING ERRCODE = 'serialization_failure',
@@ -561,7 +710,8 @@ COMMENT ON FUNCTION decoupled.register_table(regclass, interval) IS
 CREATE FUNCTION decoupled._drop_collection(lifetime_id bigint, catalog_version bigint)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    id bigint := _drop_collection.lifetime_id;
+    id         bigint := _drop_collection.lifetime_id;
+    v_released bigint[];
 BEGIN
     UPDATE decoupled.catalog_objects o
        SET dropped_at = now(), dropped_in_version = catalog_version
@@ -576,10 +726,10 @@ BEGIN
         DELETE FROM decoupled.catalog_requirements q
          WHERE q.lifetime_id = id OR q.required_by = id
         RETURNING q.lifetime_id)
-    INSERT INTO decoupled.catalog_bound_queue
-    SELECT DISTINCT r.lifetime_id FROM released r WHERE r.lifetime_id <> id
-    ON CONFLICT DO NOTHING;
-    DELETE FROM decoupled.catalog_bound_queue q WHERE q.lifetime_id = id;
+    SELECT array_agg(r.lifetime_id) INTO v_released FROM released r WHERE r.lifetime_id <> id;
+    PERFORM decoupled._queue_for_publication(v_released);
+    -- Its own entries are left to the publications: they skip dropped
+    -- collections, and a delete here would wait for one draining them.
     INSERT INTO decoupled.status_events (lifetime_id, status) VALUES (id, 'dropped');
 END
 $$;
@@ -696,7 +846,7 @@ BEGIN
     ELSE
         UPDATE decoupled.catalog_frontiers f SET upper = ts + 1, changed_at = now()
          WHERE f.lifetime_id = id;
-        INSERT INTO decoupled.catalog_bound_queue VALUES (id) ON CONFLICT DO NOTHING;
+        PERFORM decoupled._queue_for_publication(ARRAY[id]);
         PERFORM decoupled._notify_upper_at_commit();
     END IF;
 END
@@ -1134,6 +1284,15 @@ BEGIN
                  WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
                  ORDER BY o.lifetime_id DESC
     LOOP
+        -- Its frontier row before its storage (the global lock order), and
+        -- without waiting: a writer that locked it before the drop committed
+        -- may still be at work; this collection waits for a later round.
+        PERFORM FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_frontiers f
+                                  WHERE f.lifetime_id = v_id) THEN
+            CONTINUE;
+        END IF;
         BEGIN
             PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
              WHERE o.lifetime_id = v_id;

@@ -68,16 +68,23 @@ $$;
 
 -- Drains the publication queue into an array — of every collection, or of
 -- those placed on `cluster` (NULL: registered tables) — so that the
--- planner sees how few changed and probes the catalog by key.
+-- planner sees how few changed and probes the catalog by key.  Rows locked
+-- by another publication (draining them) or by a writer that relies on them
+-- (_queue_for_publication) are skipped, never waited for: they stay for a
+-- later round.
 CREATE FUNCTION decoupled._drain_bound_queue(every boolean, cluster text) RETURNS bigint[]
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     WITH drained AS (
         DELETE FROM decoupled.catalog_bound_queue q
-         WHERE every OR EXISTS (SELECT FROM decoupled.catalog_objects o
-                                 WHERE o.lifetime_id = q.lifetime_id
-                                   AND o.cluster IS NOT DISTINCT FROM _drain_bound_queue.cluster)
+         WHERE q.ctid = ANY (ARRAY(
+                   SELECT p.ctid FROM decoupled.catalog_bound_queue p
+                    WHERE every OR EXISTS (SELECT FROM decoupled.catalog_objects o
+                                            WHERE o.lifetime_id = p.lifetime_id
+                                              AND o.cluster IS NOT DISTINCT FROM
+                                                  _drain_bound_queue.cluster)
+                      FOR UPDATE SKIP LOCKED))
         RETURNING q.lifetime_id)
-    SELECT array_agg(lifetime_id) FROM drained
+    SELECT array_agg(DISTINCT lifetime_id) FROM drained
 $$;
 
 -- Work follows the queue of collections that changed since the last round,
@@ -94,6 +101,10 @@ COMMENT ON FUNCTION decoupled.publish_bounds() IS
 -- moves up to the bound, never past upper, never back, and only history
 -- invisible at every time >= since is deleted.  Idempotent; late or
 -- concurrent runs are harmless.  Returns how many collections moved.
+-- Frontier rows come before bound rows in the global lock order, and the
+-- caller may hold bound rows: a frontier row a writer holds is skipped
+-- (SKIP LOCKED), never waited for — that collection is compacted by a later
+-- round.
 CREATE FUNCTION decoupled._apply_compaction(every boolean, cluster text) RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -108,7 +119,7 @@ BEGIN
               WHERE o.dropped_at IS NULL AND f.since < least(b.bound, f.upper)
                 AND (every OR o.cluster IS NOT DISTINCT FROM _apply_compaction.cluster)
               ORDER BY f.lifetime_id
-                FOR UPDATE OF f
+                FOR UPDATE OF f SKIP LOCKED
     LOOP
         v_since := decoupled._compacted_since(r.since, r.bound, r.upper);
         CONTINUE WHEN v_since <= r.since;
@@ -373,18 +384,21 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     i        decoupled.catalog_adapter_incarnations;
-    v_failed bigint[] := '{}';
-    v_bound  bigint;
-    k        integer;
+    v_failed  bigint[] := '{}';
+    v_bound   bigint;
+    v_changed bigint[];
+    k         integer;
 BEGIN
     SELECT * INTO i FROM decoupled.catalog_adapter_incarnations a
      WHERE a.incarnation = _adapter_apply.incarnation;
-    -- The bounds of the collections waited on, in the one lock order of
-    -- everyone who locks several bound rows: publication cannot pass them
-    -- before this commits.
+    -- The bounds of the collections whose durable holds this round may
+    -- write, in the one lock order of everyone who locks several bound rows
+    -- (ascending id), and FOR UPDATE as the commit-time permission check
+    -- takes them (a shared lock would have to be upgraded there, and two
+    -- upgraders deadlock): publication cannot pass them before this commits.
     PERFORM FROM decoupled.catalog_bounds b
-     WHERE b.lifetime_id IN (SELECT l FROM unnest(lids, pending) AS p(l, w) WHERE w >= 0)
-     ORDER BY b.lifetime_id FOR SHARE;
+     WHERE b.lifetime_id IN (SELECT l FROM unnest(lids, pending) AS p(l, w) WHERE w >= 0 OR publish)
+     ORDER BY b.lifetime_id FOR UPDATE;
     FOR k IN 1 .. coalesce(cardinality(lids), 0) LOOP
         CONTINUE WHEN pending[k] < 0;
         SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b
@@ -417,9 +431,9 @@ BEGIN
              WHERE h.incarnation = _adapter_apply.incarnation
                AND h.lifetime_id = k.lifetime_id AND h.frontier < k.frontier
             RETURNING h.lifetime_id)
-        INSERT INTO decoupled.catalog_bound_queue
-        SELECT lifetime_id FROM gone UNION SELECT lifetime_id FROM raised
-        ON CONFLICT DO NOTHING;
+        SELECT array_agg(lifetime_id) INTO v_changed
+          FROM (SELECT lifetime_id FROM gone UNION SELECT lifetime_id FROM raised) c;
+        PERFORM decoupled._queue_for_publication(v_changed);
     END IF;
     RETURN v_failed;
 END

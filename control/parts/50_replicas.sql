@@ -285,7 +285,7 @@ BEGIN
      WHERE r.incarnation = _live_incarnation.incarnation AND r.retired_at IS NULL FOR SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'replica incarnation % is not current', _live_incarnation.incarnation
-            USING ERRCODE = 'object_not_in_prerequisite_state',
+            USING ERRCODE = 'ZD001',  -- fenced: the protocol's own class
                   DETAIL = 'A newer incarnation replaced it, or its replica was dropped; '
                            'a fenced process can never write again.';
     END IF;
@@ -317,11 +317,21 @@ BEGIN
        SET retired_at = now(), status = 'stopped'
      WHERE i.replica_id = replica_start.replica_id AND i.deployment = replica_start.deployment
        AND i.retired_at IS NULL;
-    INSERT INTO decoupled.catalog_replica_incarnations
-           (replica_id, deployment, incarnation, pid, host, status, heartbeat_at)
-    VALUES (replica_start.replica_id, replica_start.deployment, nextval('decoupled.incarnation_seq'),
-            replica_start.pid, replica_start.host, 'starting', now())
-    RETURNING incarnation INTO v_incarnation;
+    BEGIN
+        INSERT INTO decoupled.catalog_replica_incarnations
+               (replica_id, deployment, incarnation, pid, host, status, heartbeat_at)
+        VALUES (replica_start.replica_id, replica_start.deployment,
+                nextval('decoupled.incarnation_seq'), replica_start.pid, replica_start.host,
+                'starting', now())
+        RETURNING incarnation INTO v_incarnation;
+    EXCEPTION WHEN unique_violation THEN
+        -- Two processes started this replica at once; the other registered
+        -- first and is the live incarnation.
+        RAISE EXCEPTION 'replica % was started by another process at the same time',
+                        replica_start.replica_id
+            USING ERRCODE = 'ZD003',  -- lost race: the protocol's own class
+                  DETAIL = 'Only one incarnation of a replica is live in a deployment.';
+    END;
     RETURN v_incarnation;
 END
 $$;
@@ -393,12 +403,19 @@ SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
 AS $$
 #variable_conflict use_column
 DECLARE
-    i decoupled.catalog_replica_incarnations;
+    i       decoupled.catalog_replica_incarnations;
+    v_upper bigint;
 BEGIN
     i := decoupled._live_incarnation(replica_append.incarnation);
     PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
-    RETURN (SELECT c.upper FROM decoupled._compare_and_append(
-                replica_append.lifetime_id, updates, expected_upper, new_upper) c);
+    SELECT c.upper INTO v_upper FROM decoupled._compare_and_append(
+        replica_append.lifetime_id, updates, expected_upper, new_upper) c;
+    IF v_upper IS NULL THEN
+        RAISE EXCEPTION 'collection % was dropped', replica_append.lifetime_id
+            USING ERRCODE = 'ZD002',  -- dropped meanwhile: the protocol's own class
+                  DETAIL = 'The catalog dropped it after the replica last read it.';
+    END IF;
+    RETURN v_upper;
 END
 $$;
 

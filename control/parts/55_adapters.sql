@@ -65,8 +65,7 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     WITH released AS (
         DELETE FROM decoupled.catalog_holds h WHERE h.incarnation = _reclaim_incarnation.incarnation
         RETURNING h.lifetime_id)
-    INSERT INTO decoupled.catalog_bound_queue SELECT DISTINCT lifetime_id FROM released
-    ON CONFLICT DO NOTHING;
+    SELECT decoupled._queue_for_publication(array_agg(lifetime_id)) FROM released;
     DELETE FROM decoupled.session_records s WHERE s.incarnation = _reclaim_incarnation.incarnation;
     UPDATE decoupled.catalog_adapter_incarnations i
        SET reclaimed_at = now(), retired_at = coalesce(retired_at, now()), status = 'stopped'
@@ -117,10 +116,16 @@ BEGIN
     UPDATE decoupled.catalog_adapter_incarnations i SET retired_at = now(), status = 'stopped'
      WHERE i.adapter = _adapter_start.adapter AND i.deployment = _adapter_start.deployment
        AND i.retired_at IS NULL;
-    INSERT INTO decoupled.catalog_adapter_incarnations
-           (adapter, deployment, incarnation, pid, status, heartbeat_at)
-    VALUES (adapter, deployment, nextval('decoupled.incarnation_seq'), pid, 'running', now())
-    RETURNING incarnation INTO v_incarnation;
+    BEGIN
+        INSERT INTO decoupled.catalog_adapter_incarnations
+               (adapter, deployment, incarnation, pid, status, heartbeat_at)
+        VALUES (adapter, deployment, nextval('decoupled.incarnation_seq'), pid, 'running', now())
+        RETURNING incarnation INTO v_incarnation;
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'adapter "%" was started by another process at the same time', adapter
+            USING ERRCODE = 'ZD003',  -- lost race: the protocol's own class
+                  DETAIL = 'Only one incarnation of an adapter is live in a deployment.';
+    END;
     RETURN v_incarnation;
 END
 $$;
@@ -141,7 +146,7 @@ BEGIN
      WHERE a.incarnation = _adapter_round.incarnation AND a.retired_at IS NULL FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'adapter incarnation % is not current', _adapter_round.incarnation
-            USING ERRCODE = 'object_not_in_prerequisite_state',
+            USING ERRCODE = 'ZD001',  -- fenced: the protocol's own class
                   DETAIL = 'It was retired or replaced; a fenced adapterd stops.';
     END IF;
     UPDATE decoupled.catalog_adapter_incarnations a SET heartbeat_at = now(), status = 'running'

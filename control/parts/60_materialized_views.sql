@@ -226,8 +226,10 @@ BEGIN
     -- Admission (C3.2, C3.3): the first computation reads every input at
     -- as_of, so each must be readable there and stay so; locking their
     -- bounds keeps a publication round from passing it before commit.
+    -- FOR UPDATE, as the commit-time permission check takes them: two
+    -- transactions upgrading a shared lock there would deadlock.
     PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = ANY (v_inputs)
-     ORDER BY b.lifetime_id FOR SHARE;
+     ORDER BY b.lifetime_id FOR UPDATE;
     SELECT o.name, greatest(b.bound, f.since) AS readable_from INTO v_min
       FROM decoupled.catalog_objects o
       JOIN decoupled.catalog_frontiers f USING (lifetime_id)
@@ -290,17 +292,24 @@ LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
 $$;
 
 -- Advances the requirements of `id` on its inputs with its progress (C3.4)
--- and queues the inputs whose bounds may move as a result.
+-- and queues the inputs whose bounds may move as a result.  The commit-time
+-- permission check locks the bound row of every requirement that moved;
+-- they are locked here first, in ascending id (the global lock order), so
+-- that a step and a publication never take two of them in opposite orders.
 CREATE FUNCTION decoupled._advance_requirements(id bigint, frontier bigint) RETURNS void
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT FROM decoupled.catalog_bounds b
+     WHERE b.lifetime_id IN (SELECT q.lifetime_id FROM decoupled.catalog_requirements q
+                              WHERE q.required_by = _advance_requirements.id
+                                AND q.frontier < _advance_requirements.frontier)
+     ORDER BY b.lifetime_id FOR UPDATE;
     WITH moved AS (
         UPDATE decoupled.catalog_requirements q SET frontier = _advance_requirements.frontier,
                                                     changed_at = now()
          WHERE q.required_by = _advance_requirements.id
            AND q.frontier < _advance_requirements.frontier
         RETURNING q.lifetime_id)
-    INSERT INTO decoupled.catalog_bound_queue SELECT lifetime_id FROM moved
-    ON CONFLICT DO NOTHING
+    SELECT decoupled._queue_for_publication(array_agg(lifetime_id)) FROM moved;
 $$;
 
 -- Times in [from_ts, to_ts) at which any of `inputs` changed, ascending,
@@ -335,7 +344,8 @@ $$;
 
 -- The start of every replica step on an output (a view or a sink): fenced
 -- by the incarnation, write authority checked, the output's frontier row
--- locked, its upper returned.  An output dropped meanwhile is 42704.
+-- locked, its upper returned.  An output dropped meanwhile is ZD002: the
+-- replica stops maintaining it and reads the catalog again.
 CREATE FUNCTION decoupled._lock_output(incarnation bigint, lifetime_id bigint, kind text)
 RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -352,7 +362,9 @@ BEGIN
        AND c.kind = _lock_output.kind
        FOR UPDATE OF f;
     IF NOT FOUND THEN
-        RAISE EXCEPTION '% % was dropped', kind, lifetime_id USING ERRCODE = 'undefined_object';
+        RAISE EXCEPTION '% % was dropped', kind, lifetime_id
+            USING ERRCODE = 'ZD002',  -- dropped meanwhile: the protocol's own class
+                  DETAIL = 'The catalog dropped it after the replica last read it.';
     END IF;
     RETURN v_upper;
 END
@@ -460,7 +472,7 @@ BEGIN
         -- No input changed in [upper, v_target): the view is final there too.
         UPDATE decoupled.catalog_frontiers f SET upper = v_target, changed_at = now()
          WHERE f.lifetime_id = id;
-        INSERT INTO decoupled.catalog_bound_queue VALUES (id) ON CONFLICT DO NOTHING;
+        PERFORM decoupled._queue_for_publication(ARRAY[id]);
         PERFORM decoupled._notify_upper_at_commit();
         upper := v_target;
         caught_up := true;

@@ -78,8 +78,9 @@ BEGIN
     PERFORM decoupled._check_columns(v_input.kind, v_input.name, v_input.definition->'columns');
 
     -- Start at the latest time the input serves that its permission allows;
-    -- the bound lock keeps publication from passing it before commit.
-    PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_input.lifetime_id FOR SHARE;
+    -- the bound lock keeps publication from passing it before commit (FOR
+    -- UPDATE, as the commit-time permission check takes it).
+    PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_input.lifetime_id FOR UPDATE;
     SELECT greatest(b.bound, f.since, f.upper - 1) INTO v_as_of
       FROM decoupled.catalog_frontiers f JOIN decoupled.catalog_bounds b USING (lifetime_id)
      WHERE f.lifetime_id = v_input.lifetime_id;

@@ -1,0 +1,174 @@
+-- Limits on what one caller may take or write, and bad input on the write
+-- path (C2.1, C4, "Errors and bad input"): a session's holds have a quota of
+-- their own, so one session cannot take what every other needs (53400); an
+-- append refuses absurd multiplicities, ill-typed values and unknown keys
+-- (22023, naming the update, the collection and the column), and changes
+-- nothing when it does; the replica protocol's conditions have SQLSTATEs of
+-- the extension's own class ZD.
+\set SHOW_CONTEXT never
+-- Runs a statement; reports SQLSTATE, message, detail and hint instead of
+-- failing, with timestamps masked (T).
+CREATE FUNCTION pg_temp.attempt(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    v_detail text;
+    v_hint   text;
+BEGIN
+    EXECUTE sql;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    RETURN regexp_replace(SQLSTATE || ': ' || SQLERRM
+                          || CASE WHEN v_detail <> '' THEN ' | detail: ' || v_detail ELSE '' END
+                          || CASE WHEN v_hint <> '' THEN ' | hint: ' || v_hint ELSE '' END,
+                          '(?<!\d)\d{13}(?!\d)|(?<=incarnation )\d+|(?<=collection )\d+|(?<=view )\d+',
+                          'T', 'g');
+END
+$$;
+
+------------------------------------------------------------------------------
+-- Holds: a quota per session
+------------------------------------------------------------------------------
+
+CREATE TABLE lim_held (k int);
+SELECT decoupled.register_table('lim_held') > 0 AS registered;
+SHOW decoupled.max_holds_per_session;
+-- This session takes holds until it is refused.
+CREATE FUNCTION pg_temp.take_holds(OUT taken integer, OUT refusal text) LANGUAGE plpgsql AS $$
+BEGIN
+    taken := 0;
+    FOR attempt IN 1 .. 1000 LOOP
+        refusal := pg_temp.attempt($q$SELECT decoupled.acquire_hold('lim_held')$q$);
+        EXIT WHEN refusal <> 'ok';
+        taken := taken + 1;
+    END LOOP;
+END
+$$;
+SELECT * FROM pg_temp.take_holds();
+SELECT count(*) AS holds_of_this_session FROM decoupled.session_holds
+ WHERE session_pid = pg_backend_pid();
+-- A subscription is a hold too: refused the same way.
+SELECT pg_temp.attempt($$SELECT * FROM decoupled.subscribe('lim_held', up_to => (
+                          SELECT upper FROM decoupled.frontiers WHERE name = 'lim_held'))$$)
+    AS subscribe;
+-- Below the quota again, the session may take one more.
+SELECT decoupled.release_hold(max(hold_id)) IS NULL AS released FROM decoupled.session_holds
+ WHERE session_pid = pg_backend_pid();
+SELECT decoupled.acquire_hold('lim_held') > 0 AS acquired_again;
+SELECT pg_temp.attempt($$SELECT decoupled.acquire_hold('lim_held')$$) AS one_beyond;
+-- (specs/hold_quota.spec: meanwhile another session still acquires holds.)
+SELECT count(decoupled.release_hold(hold_id)) AS released FROM decoupled.session_holds
+ WHERE session_pid = pg_backend_pid();
+
+------------------------------------------------------------------------------
+-- Appends: multiplicities, value types, keys
+------------------------------------------------------------------------------
+
+CREATE DOMAIN lim_positive AS integer CHECK (VALUE > 0);
+CREATE DOMAIN lim_required AS integer NOT NULL;
+CREATE TABLE lim_t (id int, price numeric(6,2), tags text[], at timestamptz, qty lim_positive,
+                    n lim_required DEFAULT 1);
+SELECT decoupled.register_table('lim_t') > 0 AS registered;
+SELECT upper AS u0 FROM decoupled.frontiers WHERE name = 'lim_t' \gset
+-- The statement that appends `updates` (JSON text, @t standing for the
+-- upper) to lim_t at its upper.
+CREATE FUNCTION pg_temp.append_sql(updates text) RETURNS text LANGUAGE sql AS $$
+    SELECT format('SELECT decoupled.append(%L, %L, %s, %s)', 'lim_t',
+                  replace(replace(updates, '"@t"', upper::text), '@t', upper::text),
+                  upper, upper + 10)
+      FROM decoupled.frontiers WHERE name = 'lim_t'
+$$;
+SELECT case_name, pg_temp.attempt(pg_temp.append_sql(updates)) AS outcome FROM (VALUES
+    -- A multiplicity is stored as that many rows: bounded per update and per
+    -- append.
+    ('largest bigint', '[{"mz_timestamp": @t, "mz_diff": 9223372036854775807, "data": {"id": 1}}]'),
+    ('beyond the bound', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"id": 1}},
+                           {"mz_timestamp": @t, "mz_diff": -1000001, "data": {"id": 1}}]'),
+    ('fractional', '[{"mz_timestamp": @t, "mz_diff": 1.5, "data": {"id": 1}}]'),
+    ('text diff', '[{"mz_timestamp": @t, "mz_diff": "1", "data": {"id": 1}}]'),
+    ('too many rows', (SELECT jsonb_agg(jsonb_build_object('mz_timestamp', '@t', 'mz_diff', 1000000,
+                                                           'data', jsonb_build_object('id', g)))::text
+                         FROM generate_series(1, 11) g)),
+    -- Times are integers >= 0 (and then must lie in the appended interval).
+    ('huge time', '[{"mz_timestamp": 1e30, "mz_diff": 1, "data": {"id": 1}}]'),
+    ('negative time', '[{"mz_timestamp": -1, "mz_diff": 1, "data": {"id": 1}}]'),
+    ('fractional time', '[{"mz_timestamp": 1.5, "mz_diff": 1, "data": {"id": 1}}]'),
+    -- Keys: of the update and of its data.
+    ('unknown column', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"id": 1, "idd": 2}}]'),
+    ('storage column', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"mz_ts": 2}}]'),
+    ('unknown key', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {}, "mz_time": 2}]'),
+    -- Values that do not convert to their column's type, in any update.
+    ('not an integer', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"id": 1}},
+                         {"mz_timestamp": @t, "mz_diff": 1, "data": {"id": "abc"}}]'),
+    ('integer overflow', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"id": 1e20}}]'),
+    ('numeric overflow', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"price": 12345.678}}]'),
+    ('bad array', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"tags": "x"}}]'),
+    ('bad time', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"at": "not a time"}}]'),
+    ('domain check', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"qty": -1, "n": 1}}]'),
+    ('domain null', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"n": null}}]'),
+    -- A missing column is NULL, which this one's domain refuses.
+    ('missing column', '[{"mz_timestamp": @t, "mz_diff": 1, "data": {"id": 1}}]'),
+    -- A retraction of a row present nowhere is still refused, after these.
+    ('good shape', '[{"mz_timestamp": @t, "mz_diff": -1, "data": {"id": 1, "n": 1}}]')
+) AS t(case_name, updates);
+-- A failed append changes nothing.
+SELECT upper = :u0 AS upper_unchanged FROM decoupled.frontiers WHERE name = 'lim_t';
+
+-- Missing keys are NULL; values convert as jsonb_populate_record does.
+SELECT decoupled.append('lim_t', replace(
+    '[{"mz_timestamp": @t, "mz_diff": 2, "data": {"id": 5, "n": 1}},
+      {"mz_timestamp": @t, "mz_diff": 1, "data": {"id": 6, "price": 9.5, "tags": ["a", "b"],
+                                                 "at": "2024-01-02T03:04:05Z", "qty": 3,
+                                                 "n": 2}}]',
+    '@t', :u0::text)::jsonb, :u0, :u0 + 10) > 0 AS appended;
+SET decoupled.as_of = :u0;
+SELECT * FROM lim_t ORDER BY id;
+RESET decoupled.as_of;
+
+------------------------------------------------------------------------------
+-- The replica protocol's own SQLSTATEs (class ZD)
+------------------------------------------------------------------------------
+
+-- A replica nobody runs: this session acts as it.
+DO $$ BEGIN
+    PERFORM decoupled.create_cluster('lim', replicas => 0, managed => false);
+    PERFORM decoupled.create_replica('lim', 'x', external => true);
+END $$;
+SELECT decoupled.replica_start(replica_id, 'default', 1) AS old_incarnation
+  FROM decoupled.cluster_replicas WHERE cluster = 'lim' \gset
+SELECT decoupled.replica_start(replica_id, 'default', 1) AS incarnation
+  FROM decoupled.cluster_replicas WHERE cluster = 'lim' \gset
+SELECT lifetime_id AS lim_t_id FROM decoupled.objects WHERE name = 'lim_t' \gset
+SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
+    -- The append checks are the same for replicas.
+    ('replica append, absurd diff',
+     format($$SELECT decoupled.replica_append(%s, %s, jsonb_build_array(jsonb_build_object(
+                 'mz_timestamp', upper, 'mz_diff', 9223372036854775807, 'data', '{}'::jsonb)),
+                 upper, upper + 1) FROM decoupled.frontiers WHERE name = 'lim_t'$$,
+            :incarnation, :lim_t_id)),
+    -- ZD001: a fenced incarnation, whatever it calls.
+    ('fenced append',
+     format($$SELECT decoupled.replica_append(%s, %s, '[]', 0, 1)$$, :old_incarnation, :lim_t_id)),
+    ('fenced report',
+     format($$SELECT decoupled.replica_report(%s, %s, 'running')$$, :old_incarnation, :lim_t_id)),
+    ('fenced compaction', format($$SELECT decoupled.replica_compact(%s)$$, :old_incarnation))
+) AS t(case_name, s);
+-- ZD002: a replica step on what the catalog dropped meanwhile; a user's
+-- append to a dropped collection stays 42704.
+DO $$ BEGIN PERFORM decoupled.drop('lim_t'); END $$;
+SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
+    ('replica append, dropped',
+     format($$SELECT decoupled.replica_append(%s, %s, '[]', 0, 1)$$, :incarnation, :lim_t_id)),
+    ('replica step, dropped',
+     format($$SELECT * FROM decoupled.replica_maintain(%s, %s, 0)$$, :incarnation, :lim_t_id)),
+    ('user append, dropped', $$SELECT decoupled.append('lim_t', '[]', 0, 1)$$)
+) AS t(case_name, s);
+
+DO $$ BEGIN
+    PERFORM decoupled.replica_stop(incarnation) FROM decoupled.cluster_replicas
+      WHERE cluster = 'lim';
+    PERFORM decoupled.drop_cluster('lim');
+    PERFORM decoupled.drop('lim_held');
+    PERFORM decoupled.finalize_dropped();
+END $$;
+DROP TABLE lim_held, lim_t;
+DROP DOMAIN lim_positive, lim_required;

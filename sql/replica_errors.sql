@@ -1,0 +1,82 @@
+-- A replica's errors are health (C5.3, C6): a view whose computation fails —
+-- with any SQLSTATE, 42704 included, which a replica once took for "dropped
+-- meanwhile" and then silently stopped maintaining the view — is reported
+-- `stalled` with the error, in its current health and in the history; the
+-- replica goes on with its other work, retries the view, and the view runs
+-- again once the cause is gone.  Only the protocol's own SQLSTATEs (class
+-- ZD) mean fenced, dropped meanwhile or a lost race.
+\set SHOW_CONTEXT never
+-- Waits until `name` caught up with the latest tick of re_t.
+CREATE FUNCTION pg_temp.caught_up(name text) RETURNS boolean LANGUAGE sql AS $$
+    SELECT decoupled.wait_for_upper(name, (SELECT upper - 1 FROM decoupled.frontiers
+                                            WHERE name = 're_t'), '60s') > 0
+$$;
+-- Waits (a bounded poll: health is reported asynchronously, and nothing
+-- signals it) until `name` shows `status` on the default replica.
+CREATE FUNCTION pg_temp.wait_status(name text, status text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR attempt IN 1 .. 1200 LOOP
+        IF EXISTS (SELECT FROM decoupled.object_statuses s
+                    WHERE s.name = wait_status.name AND s.status = wait_status.status) THEN
+            RETURN true;
+        END IF;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+    RETURN false;
+END
+$$;
+
+CREATE TABLE re_t (k int);
+INSERT INTO re_t VALUES (1), (2);
+SELECT decoupled.register_table('re_t') > 0 AS registered;
+SELECT decoupled.tick_tables() AS ticked;
+-- A lookup that fails with undefined_object (42704) while re_broken says so.
+-- STABLE: a view may call it.
+CREATE TABLE re_broken (broken boolean NOT NULL);
+CREATE FUNCTION re_lookup(k int) RETURNS int STABLE LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT FROM public.re_broken WHERE broken) THEN
+        RAISE EXCEPTION 'no lookup entry for %', k USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN k * 10;
+END
+$$;
+SELECT decoupled.create_materialized_view('re_v', 'SELECT re_lookup(k) AS v FROM re_t') > 0
+    AS created;
+SELECT decoupled.create_materialized_view('re_n', 'SELECT count(*) AS n FROM re_t') > 0
+    AS created;
+SELECT pg_temp.caught_up('re_v') AS caught_up, pg_temp.caught_up('re_n') AS caught_up;
+SELECT pg_temp.wait_status('re_v', 'running') AS running;
+SELECT * FROM re_v ORDER BY v;
+
+-- The lookup breaks, and the input changes: the view's next computation
+-- fails.
+INSERT INTO re_broken VALUES (true);
+INSERT INTO re_t VALUES (3);
+SELECT decoupled.tick_tables() AS ticked;
+SELECT pg_temp.wait_status('re_v', 'stalled') AS stalled;
+-- (Which row the computation failed on first is the plan's business.)
+SELECT name, replica, status, regexp_replace(error, '\d+$', 'N') AS error
+  FROM decoupled.object_statuses WHERE name = 're_v';
+SELECT name, replica, status, regexp_replace(error, '\d+$', 'N') AS error
+  FROM decoupled.status_history WHERE name = 're_v' AND status = 'stalled';
+-- Meanwhile the replica maintains the rest.
+SELECT pg_temp.caught_up('re_n') AS caught_up;
+SELECT * FROM re_n;
+SELECT name, status FROM decoupled.object_statuses WHERE name = 're_n';
+
+-- The cause goes: the replica's retry catches the view up, and it runs again.
+UPDATE re_broken SET broken = false;
+SELECT pg_temp.caught_up('re_v') AS caught_up;
+SELECT pg_temp.wait_status('re_v', 'running') AS running;
+SELECT name, status, error FROM decoupled.object_statuses WHERE name = 're_v';
+SELECT * FROM re_v ORDER BY v;
+SELECT decoupled.verify('re_v') AS verified;
+
+DO $$ BEGIN
+    PERFORM decoupled.drop('re_t', cascade => true);
+    PERFORM decoupled.finalize_dropped();
+END $$;
+DROP TABLE re_t, re_broken;
+DROP FUNCTION re_lookup(int);
