@@ -32,7 +32,8 @@ CORE_OBJS = \
 	extension/core/frontier.o \
 	extension/core/generators.o \
 	extension/core/launch_spec.o \
-	extension/core/schema_version.o
+	extension/core/schema_version.o \
+	extension/core/strategy.o
 
 OBJS = \
 	$(CORE_OBJS) \
@@ -50,6 +51,7 @@ OBJS = \
 	extension/ddl_guard.o \
 	extension/wait_functions.o \
 	extension/written_plan.o \
+	extension/delta_plan.o \
 	extension/sessions.o \
 	extension/subscribe.o \
 	bgworker/adapterd.o \
@@ -64,7 +66,7 @@ EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
 REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe \
-	ddl_integrity limits replica_errors security
+	ddl_integrity limits replica_errors incremental security
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
 	hold_quota append_vs_compaction
 

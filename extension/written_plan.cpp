@@ -48,6 +48,8 @@ extern "C" {
 
 #include <cstring>
 
+#include "written_plan.hpp"
+
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_mv_check_sql);
 PG_FUNCTION_INFO_V1(decoupled_mv_relations);
@@ -257,23 +259,38 @@ Datum decoupled_mv_relations(PG_FUNCTION_ARGS) {
     PG_RETURN_ARRAYTYPE_P(construct_array(elems, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
 }
 
-// decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass) -> bigint
-Datum decoupled_stage_plan(PG_FUNCTION_ARGS) {
-    Oid plan = PG_GETARG_OID(0);
-    Oid owner = PG_GETARG_OID(1);
-    int64 ts = PG_GETARG_INT64(2);
-    Oid target_oid = PG_GETARG_OID(3);
+// ---------------------------------------------------------------------------
+// Running SQL as a view's owner, at a time (shared with delta_plan.cpp)
+// ---------------------------------------------------------------------------
 
-    char* plan_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(plan)),
-                                                 get_rel_name(plan));
-    char* sql = psprintf(
-        "SELECT " INT64_FORMAT "::pg_catalog.int8, 1::pg_catalog.int8, "
-        "       pg_catalog.textin(pg_catalog.record_out(ROW(p.*))), "
-        "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(p.*)))), p.* "
-        "  FROM %s p",
-        ts, plan_name);
+// As REFRESH MATERIALIZED VIEW does: the owner's rights, no escape from
+// them, and settings that make every computation agree.
+void decoupled::enter_owner(Oid owner, int64 ts, OwnerScope* scope) {
+    GetUserIdAndSecContext(&scope->saved_user, &scope->saved_context);
+    scope->guc_level = NewGUCNestLevel();
+    for (const auto& s : kPinnedSettings)
+        (void)set_config_option(s[0], s[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                                false);
+    char ts_text[32];
+    snprintf(ts_text, sizeof(ts_text), INT64_FORMAT, ts);
+    (void)set_config_option("decoupled.as_of", ts_text, PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
+    SetUserIdAndSecContext(owner, scope->saved_context | SECURITY_RESTRICTED_OPERATION);
+}
 
-    Relation target = table_open(target_oid, RowExclusiveLock);
+// Every setting the computation changed goes back, set_config(..., false)
+// too, as after REFRESH MATERIALIZED VIEW: the owner's code must leave no
+// trace in the replica's or verify()'s caller's session.
+void decoupled::leave_owner(const OwnerScope* scope) {
+    SetUserIdAndSecContext(scope->saved_user, scope->saved_context);
+    AtEOXact_GUC(false, scope->guc_level);
+}
+
+// Runs `sql` (built by the caller while inside the scope, if it deparses)
+// and inserts every row into `target`: private scratch of the extension, no
+// triggers or indexes, opened before the switch to the owner, so the owner
+// needs no right on it.
+uint64 decoupled::stage_rows(Relation target, const char* sql) {
     StageReceiver receiver;
     memset(&receiver, 0, sizeof(receiver));
     receiver.pub.receiveSlot = stage_receive;
@@ -286,38 +303,48 @@ Datum decoupled_stage_plan(PG_FUNCTION_ARGS) {
     receiver.bistate = GetBulkInsertState();
     receiver.cid = GetCurrentCommandId(true);
 
-    // As REFRESH MATERIALIZED VIEW does: the owner's rights, no escape from
-    // them, and settings that make every computation agree.
-    Oid saved_user;
-    int saved_context;
-    GetUserIdAndSecContext(&saved_user, &saved_context);
-    int guc_level = NewGUCNestLevel();
-    for (const auto& s : kPinnedSettings)
-        (void)set_config_option(s[0], s[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-                                false);
-    char ts_text[32];
-    snprintf(ts_text, sizeof(ts_text), INT64_FORMAT, ts);
-    (void)set_config_option("decoupled.as_of", ts_text, PGC_USERSET, PGC_S_SESSION,
-                            GUC_ACTION_SAVE, true, 0, false);
-    SetUserIdAndSecContext(owner, saved_context | SECURITY_RESTRICTED_OPERATION);
-
     SPI_connect();
     SPIExecuteOptions options;
     memset(&options, 0, sizeof(options));
     options.dest = &receiver.pub;
     int rc = SPI_execute_extended(sql, &options);
     // A SELECT into a receiver of our own reports SPI_OK_UTILITY.
-    if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "could not compute written plan %s: %d", plan_name, rc);
+    if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "could not stage %s: %d", sql, rc);
     SPI_finish();
-
-    // Every setting the computation changed goes back, set_config(..., false)
-    // too, as after REFRESH MATERIALIZED VIEW: the owner's code must leave no
-    // trace in the replica's or verify()'s caller's session.
-    SetUserIdAndSecContext(saved_user, saved_context);
-    AtEOXact_GUC(false, guc_level);
 
     FreeBulkInsertState(receiver.bistate);
     ExecDropSingleTupleTableSlot(receiver.slot);
+    return receiver.rows;
+}
+
+// decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass,
+//                       filter text DEFAULT NULL) -> bigint
+// The plan at ts, as its owner, into target as (ts, +1, row key, row hash,
+// row...); with `filter`, only its rows that pass it (a condition on the
+// view's columns, built by the extension: the touched groups).
+Datum decoupled_stage_plan(PG_FUNCTION_ARGS) {
+    for (int i = 0; i < 4; ++i)
+        if (PG_ARGISNULL(i)) elog(ERROR, "_stage_plan: argument %d must not be null", i + 1);
+    Oid plan = PG_GETARG_OID(0);
+    Oid owner = PG_GETARG_OID(1);
+    int64 ts = PG_GETARG_INT64(2);
+    Oid target_oid = PG_GETARG_OID(3);
+    char* filter = PG_ARGISNULL(4) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(4));
+
+    char* plan_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(plan)),
+                                                 get_rel_name(plan));
+    char* sql = psprintf(
+        "SELECT " INT64_FORMAT "::pg_catalog.int8, 1::pg_catalog.int8, "
+        "       pg_catalog.textin(pg_catalog.record_out(ROW(p.*))), "
+        "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(p.*)))), p.* "
+        "  FROM %s p%s%s",
+        ts, plan_name, filter ? " WHERE " : "", filter ? filter : "");
+
+    Relation target = table_open(target_oid, RowExclusiveLock);
+    decoupled::OwnerScope scope;
+    decoupled::enter_owner(owner, ts, &scope);
+    uint64 rows = decoupled::stage_rows(target, sql);
+    decoupled::leave_owner(&scope);
     table_close(target, NoLock);
-    PG_RETURN_INT64(static_cast<int64>(receiver.rows));
+    PG_RETURN_INT64(static_cast<int64>(rows));
 }

@@ -127,6 +127,22 @@ BEGIN
         decoupled._storage(id, 'history'), names, decoupled._storage(id, 'cur'),
         decoupled._storage(id, 'dead'), id);
     EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'history'));
+    -- Its changes at decoupled.as_of: rows inserted then (+1), retracted then
+    -- (-1).  Incremental views read their input through it, gated like the
+    -- history (extension/delta_plan.cpp).
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s, 1::bigint AS mz_diff FROM %3$s '
+        ' WHERE decoupled._history_gate(%5$s) AND mz_ts = decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s, 1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_to > decoupled.as_of() AND valid_from = decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s, -1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_to = decoupled.as_of()',
+        decoupled._storage(id, 'delta'), names, decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'delta'));
 END
 $$;
 
@@ -779,6 +795,7 @@ BEGIN
                        'DROP TRIGGER decoupled_capture_truncate ON %1$s', o.relation::regclass);
     END IF;
     IF o.kind = 'materialized view' THEN
+        PERFORM decoupled._unarrange(o.lifetime_id);
         PERFORM decoupled._drop_quietly('VIEW', decoupled._storage(o.lifetime_id, 'plan'));
     END IF;
     PERFORM decoupled._drop_public_view(o);
@@ -1297,7 +1314,7 @@ BEGIN
             PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
              WHERE o.lifetime_id = v_id;
             SELECT string_agg(r::text, ', ') INTO v_tables
-              FROM unnest(ARRAY['plan', 'history']) part,
+              FROM unnest(ARRAY['plan', 'delta', 'history']) part,
                    LATERAL to_regclass(decoupled._storage(v_id, part)) r
              WHERE r IS NOT NULL;
             IF v_tables IS NOT NULL THEN

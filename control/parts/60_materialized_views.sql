@@ -13,8 +13,43 @@ CREATE FUNCTION decoupled._mv_check_sql(sql text) RETURNS text
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_check_sql';
 CREATE FUNCTION decoupled._mv_relations(plan regclass) RETURNS oid[]
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_relations';
-CREATE FUNCTION decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass)
-    RETURNS bigint LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_stage_plan';
+CREATE FUNCTION decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass,
+                                     filter text DEFAULT NULL)
+    RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_plan';
+
+-- Incremental maintenance (extension/delta_plan.cpp, core/strategy): the
+-- strategy a written plan allows, a linear view's difference at a time,
+-- the groups a time's changes touch, and the step-size rule.
+CREATE FUNCTION decoupled._mv_strategy(plan regclass, OUT strategy text, OUT reason text,
+                                       OUT input bigint, OUT key_expressions text[])
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_strategy';
+CREATE FUNCTION decoupled._stage_delta(plan regclass, owner oid, ts bigint, input bigint,
+                                      target regclass)
+    RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_delta';
+CREATE FUNCTION decoupled._touched_groups(plan regclass, owner oid, ts bigint, input bigint,
+                                          OUT groups bigint, OUT filter text)
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_touched_groups';
+CREATE FUNCTION decoupled._recompute_in_full(touched bigint, view_rows double precision)
+    RETURNS boolean LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_recompute_in_full';
+
+-- Steps of each materialized view by kind (C13.3), written by the step.
+CREATE TABLE decoupled.view_steps (
+    lifetime_id bigint PRIMARY KEY
+                REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    incremental bigint NOT NULL DEFAULT 0 CHECK (incremental >= 0),
+    recompute   bigint NOT NULL DEFAULT 0 CHECK (recompute >= 0)
+);
+
+-- Arrangements (C13.4): an index on an input's storage (cur and dead) over
+-- the keys a view's steps look up, one row per view using it; shared by
+-- views with the same keys, dropped with the last of them.
+CREATE TABLE decoupled.catalog_arrangements (
+    input      bigint NOT NULL REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    index_name text NOT NULL,
+    expression text NOT NULL,
+    view_id    bigint NOT NULL REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    PRIMARY KEY (input, index_name, view_id)
+);
 
 -- Every type a column list uses, looking through domains, arrays and
 -- composite types.  By OID where the list records it (a renamed type keeps
@@ -170,6 +205,7 @@ DECLARE
     v_detail  text;
     v_hint    text;
     v_state   text;
+    v_strategy record;
 BEGIN
     PERFORM decoupled._check_name('materialized view', v_name);
     IF query IS NULL THEN
@@ -222,6 +258,7 @@ BEGIN
 
     v_cols := decoupled._relation_columns(v_plan);
     PERFORM decoupled._check_columns('materialized view', v_name, v_cols);
+    v_strategy := decoupled._mv_strategy(v_plan);
 
     -- Admission (C3.2, C3.3): the first computation reads every input at
     -- as_of, so each must be readable there and stay so; locking their
@@ -260,8 +297,14 @@ BEGIN
                             WHERE w.ev_class = v_plan AND w.rulename = '_RETURN'),
            definition = o.definition || jsonb_build_object(
                'columns', v_cols, 'plan', v_plan::oid, 'inputs', to_jsonb(v_inputs),
-               'direct', to_jsonb(v_direct), 'as_of', v_as_of)
+               'direct', to_jsonb(v_direct), 'as_of', v_as_of,
+               'strategy', v_strategy.strategy, 'reason', v_strategy.reason,
+               'input', v_strategy.input)
      WHERE o.lifetime_id = v_id;
+    INSERT INTO decoupled.view_steps (lifetime_id) VALUES (v_id);
+    IF v_strategy.key_expressions IS NOT NULL THEN
+        PERFORM decoupled._arrange(v_id, v_strategy.input, v_strategy.key_expressions);
+    END IF;
     PERFORM decoupled._create_storage(v_id);
     PERFORM decoupled._create_public_view(v_id, schema, v_name);
     -- The view's data is derived from what its owner may read: only the
@@ -279,6 +322,53 @@ BEGIN
     INSERT INTO decoupled.catalog_requirements (lifetime_id, required_by, frontier)
     SELECT i, v_id, v_as_of FROM unnest(v_inputs) i;
     RETURN v_id;
+END
+$$;
+
+-- The arrangement of `input` on `keys` for view `view_id`: an index on the
+-- input's cur and dead storage over the key expressions (built-in
+-- functions only: storage is written with the extension's rights), created
+-- unless another view already has it.  Keys PostgreSQL cannot index (not
+-- immutable) get none: the view's steps then read the input without it.
+CREATE FUNCTION decoupled._arrange(view_id bigint, input bigint, keys text[]) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    v_expr text := (SELECT string_agg('(' || k || ')', ', ' ORDER BY i)
+                      FROM unnest(keys) WITH ORDINALITY AS x(k, i));
+    v_name text := 'c' || input || '_a' || substr(md5(v_expr), 1, 12);
+BEGIN
+    BEGIN
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_cur',
+                       decoupled._storage(input, 'cur'), v_expr);
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_dead',
+                       decoupled._storage(input, 'dead'), v_expr);
+    EXCEPTION WHEN invalid_object_definition OR feature_not_supported
+                   OR undefined_function OR datatype_mismatch THEN
+        RETURN;
+    END;
+    INSERT INTO decoupled.catalog_arrangements (input, index_name, expression, view_id)
+    VALUES (_arrange.input, v_name, v_expr, _arrange.view_id);
+END
+$$;
+
+-- Drops the arrangements only `view_id` used (at its drop); one a reader
+-- holds goes with its input's storage instead.
+CREATE FUNCTION decoupled._unarrange(view_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN DELETE FROM decoupled.catalog_arrangements a WHERE a.view_id = _unarrange.view_id
+             RETURNING a.input, a.index_name
+    LOOP
+        IF NOT EXISTS (SELECT FROM decoupled.catalog_arrangements a
+                        WHERE a.input = r.input AND a.index_name = r.index_name) THEN
+            PERFORM decoupled._drop_quietly('INDEX',
+                                            'decoupled_storage.' || quote_ident(r.index_name || '_cur'));
+            PERFORM decoupled._drop_quietly('INDEX',
+                                            'decoupled_storage.' || quote_ident(r.index_name || '_dead'));
+        END IF;
+    END LOOP;
 END
 $$;
 
@@ -416,6 +506,17 @@ DECLARE
     v_times  bigint[];
     v_t      bigint;
     v_bad    regclass;
+    v_plan   regclass;
+    v_owner  oid;
+    v_stage  regclass := decoupled._storage(id, 'stage')::regclass;
+    v_strategy  text;
+    v_input     bigint;
+    v_cur       regclass := decoupled._storage(id, 'cur')::regclass;
+    v_partial   boolean;
+    v_groups    bigint;
+    v_filter    text;
+    v_steps_inc integer := 0;
+    v_steps_rec integer := 0;
 BEGIN
     upper := decoupled._lock_output(replica_maintain.incarnation, id, 'materialized view');
     caught_up := false;
@@ -426,6 +527,10 @@ BEGIN
     SELECT coalesce(array_agg(x.id::bigint), '{}') INTO v_inputs
       FROM jsonb_array_elements_text(o.definition->'inputs') AS x(id);
     v_as_of := (o.definition->>'as_of')::bigint;
+    v_plan := (o.definition->>'plan')::oid::regclass;
+    v_owner := (o.definition->>'owner')::oid;
+    v_strategy := o.definition->>'strategy';
+    v_input := (o.definition->>'input')::bigint;
 
     -- The owner reads the inputs, as PostgreSQL checks for a view: a revoked
     -- privilege stalls the view instead of leaking data.
@@ -457,17 +562,45 @@ BEGIN
         v_times := (ARRAY[v_as_of] || v_times)[1:c_max_steps];  -- the first computation
     END IF;
     FOREACH v_t IN ARRAY v_times LOOP
-        PERFORM decoupled._stage_plan((o.definition->>'plan')::oid::regclass,
-                                      (o.definition->>'owner')::oid, v_t,
-                                      decoupled._storage(id, 'stage')::regclass);
-        EXECUTE format('INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
-                       'SELECT $1, -1, ROW(%2$s)::text, mz_hash, %2$s FROM %3$s',
-                       decoupled._storage(id, 'stage'), decoupled._cols(id),
-                       decoupled._storage(id, 'cur'))
-            USING v_t;
+        -- After the first computation, a step of an incremental view costs
+        -- what changed (C13.1); the rest, and large changes, recompute.
+        IF v_strategy = 'linear' AND upper > v_as_of THEN
+            PERFORM decoupled._stage_delta(v_plan, v_owner, v_t, v_input, v_stage);
+            v_steps_inc := v_steps_inc + 1;
+        ELSE
+            v_partial := false;
+            v_filter := NULL;
+            IF v_strategy = 'groups' AND upper > v_as_of THEN
+                SELECT g.groups, g.filter INTO v_groups, v_filter
+                  FROM decoupled._touched_groups(v_plan, v_owner, v_t, v_input) g;
+                v_partial := v_groups = 0 OR NOT decoupled._recompute_in_full(v_groups,
+                    (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_cur));
+            END IF;
+            IF v_partial THEN
+                v_steps_inc := v_steps_inc + 1;
+            ELSE
+                v_steps_rec := v_steps_rec + 1;
+                v_filter := NULL;
+            END IF;
+            IF NOT v_partial OR v_groups > 0 THEN
+                -- The plan at t — for the touched groups only, if partial —
+                -- replaces the view's rows (of those groups).
+                PERFORM decoupled._stage_plan(v_plan, v_owner, v_t, v_stage, v_filter);
+                EXECUTE format('INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
+                               'SELECT $1, -1, ROW(%2$s)::text, mz_hash, %2$s FROM %3$s%4$s',
+                               v_stage, decoupled._cols(id), v_cur,
+                               coalesce(' WHERE ' || v_filter, ''))
+                    USING v_t;
+            END IF;
+        END IF;
         PERFORM decoupled._append_staged(id, upper, v_t + 1);
         upper := v_t + 1;
     END LOOP;
+    IF v_steps_inc + v_steps_rec > 0 THEN
+        UPDATE decoupled.view_steps s
+           SET incremental = s.incremental + v_steps_inc, recompute = s.recompute + v_steps_rec
+         WHERE s.lifetime_id = id;
+    END IF;
     IF cardinality(v_times) < c_max_steps THEN
         -- No input changed in [upper, v_target): the view is final there too.
         UPDATE decoupled.catalog_frontiers f SET upper = v_target, changed_at = now()

@@ -154,3 +154,19 @@ CREATE VIEW decoupled.subscriptions AS
       JOIN decoupled.catalog_objects o USING (lifetime_id)
      WHERE s.subscription AND i.retired_at IS NULL;
 
+
+-- How each materialized view is maintained (C13.3): its strategy, the
+-- construct that keeps it from being incremental, its steps of each kind,
+-- and the arrangements (indexes on its input) its steps probe.
+CREATE VIEW decoupled.view_maintenance AS
+    SELECT o.name::text,
+           CASE WHEN o.definition->>'strategy' IN ('linear', 'groups') THEN 'incremental'
+                ELSE 'recompute' END AS strategy,
+           o.definition->>'reason' AS reason,
+           o.definition->>'strategy' AS method,
+           s.incremental AS incremental_steps, s.recompute AS recompute_steps,
+           (SELECT array_agg(a.index_name ORDER BY a.index_name) FROM decoupled.catalog_arrangements a
+             WHERE a.view_id = o.lifetime_id) AS arrangements
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.view_steps s USING (lifetime_id)
+     WHERE o.kind = 'materialized view' AND o.dropped_at IS NULL;

@@ -1,0 +1,56 @@
+#include "strategy.hpp"
+
+namespace decoupled {
+
+namespace {
+
+Strategy recompute(const char* reason) { return {StrategyKind::Recompute, reason}; }
+
+}  // namespace
+
+Strategy classify(const QueryShape& s) {
+    // The first construct in this order names the reason.
+    if (s.from_subquery && s.inputs == 0) return recompute("it reads a subquery in FROM");
+    if (s.inputs == 0) return recompute("it reads no collection");
+    if (s.through_view) return recompute("it reads a collection through an ordinary view");
+    if (s.inputs > 1 || s.joins) return recompute("it joins (incremental joins are not built yet)");
+    if (s.from_subquery) return recompute("it reads a subquery in FROM");
+    if (s.set_operations) return recompute("it uses UNION, INTERSECT or EXCEPT");
+    if (s.sublinks) return recompute("it uses a subquery (EXISTS, IN or a scalar subquery)");
+    if (s.ctes) return recompute("it uses WITH");
+    if (s.window_functions) return recompute("it uses window functions");
+    if (s.limit) return recompute("it uses LIMIT or OFFSET");
+    if (s.distinct) return recompute("it uses DISTINCT");
+    if (s.set_returning) return recompute("it calls a set-returning function in its select list");
+    if (s.grouping_sets) return recompute("it uses GROUPING SETS, ROLLUP or CUBE");
+    if (s.aggregates && !s.group_by) return recompute("it aggregates without GROUP BY");
+    if (s.group_by && !s.keys_are_outputs)
+        return recompute("a GROUP BY key is not one of its output columns");
+    if (s.group_by && !s.keys_comparable)
+        return recompute("a GROUP BY key's type has no built-in equality");
+    if (s.group_by) return {StrategyKind::Groups, ""};
+    return {StrategyKind::Linear, ""};
+}
+
+const char* strategy_name(StrategyKind kind) {
+    switch (kind) {
+        case StrategyKind::Linear:
+        case StrategyKind::Groups:
+            return "incremental";
+        case StrategyKind::Recompute:
+            break;
+    }
+    return "recompute";
+}
+
+bool recompute_touched_groups_in_full(int64_t touched, double view_rows) {
+    // Below this many groups the probes always win; above a quarter of the
+    // view's rows a sequential pass over the input does (the figures are in
+    // docs/performance.md).
+    constexpr int64_t kAlwaysProbe = 64;
+    if (touched <= kAlwaysProbe) return false;
+    if (view_rows < 0) return false;
+    return static_cast<double>(touched) * 4 > view_rows;
+}
+
+}  // namespace decoupled

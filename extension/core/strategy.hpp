@@ -1,0 +1,54 @@
+// How a materialized view is maintained (brief C13): the strategy its query
+// allows, and, per step, whether to recompute instead.  Pure logic: the
+// query walk (extension/delta_plan.cpp) describes the query as a QueryShape.
+//
+//   linear     one input; selection, projection and deterministic
+//              expressions only.  The view's difference at t is the query
+//              applied to the input's changes at t.
+//   groups     one input, GROUP BY whose keys are all output columns, any
+//              aggregates and HAVING.  The groups the changes at t touch are
+//              computed again at t (an index probe on the keys) and replace
+//              the view's rows of those groups.
+//   recompute  anything else: the whole query at t, diffed with the view.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace decoupled {
+
+struct QueryShape {
+    int inputs = 0;                 // references to collections, anywhere in the query
+    bool through_view = false;      // an input reached through an ordinary view
+    bool from_subquery = false;     // a subquery in FROM
+    bool joins = false;             // more than one item in FROM, or a JOIN
+    bool sublinks = false;          // EXISTS / IN / scalar subqueries
+    bool ctes = false;              // WITH
+    bool set_operations = false;    // UNION / INTERSECT / EXCEPT
+    bool window_functions = false;
+    bool limit = false;             // LIMIT / OFFSET
+    bool distinct = false;          // DISTINCT / DISTINCT ON
+    bool set_returning = false;     // set-returning functions in the select list
+    bool aggregates = false;
+    bool group_by = false;
+    bool grouping_sets = false;
+    bool keys_are_outputs = true;   // every GROUP BY key is an output column
+    bool keys_comparable = true;    // every key type has a built-in equality
+};
+
+enum class StrategyKind { Linear, Groups, Recompute };
+
+struct Strategy {
+    StrategyKind kind = StrategyKind::Recompute;
+    std::string reason;  // for Recompute: the construct that forced it
+};
+
+Strategy classify(const QueryShape& shape);
+const char* strategy_name(StrategyKind kind);
+
+// A `groups` step recomputes the touched groups through an index; once they
+// are a large part of the view, one pass over the input is cheaper.
+// `view_rows` is the planner's estimate (negative: unknown).
+bool recompute_touched_groups_in_full(int64_t touched, double view_rows);
+
+}  // namespace decoupled

@@ -1,0 +1,33 @@
+// Computing a materialized view's plan (or a query derived from it) as the
+// view's owner, at a time, into a staging relation: shared by the full
+// computation (written_plan.cpp) and the incremental steps (delta_plan.cpp).
+// No C++ objects: callers may longjmp through these.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "utils/rel.h"
+}
+
+namespace decoupled {
+
+struct OwnerScope {
+    Oid saved_user;
+    int saved_context;
+    int guc_level;
+};
+
+// Switches to `owner` under SECURITY_RESTRICTED_OPERATION with the pinned
+// settings (search_path pg_catalog, TimeZone UTC, ...) and decoupled.as_of
+// = ts; leave_owner restores everything, settings the owner's code changed
+// included.  An error in between is cleaned up by the (sub)transaction's
+// abort.
+void enter_owner(Oid owner, int64 ts, OwnerScope* scope);
+void leave_owner(const OwnerScope* scope);
+
+// Runs `sql` through SPI and inserts every row into `target`, whose row type
+// must match; returns the number of rows.
+uint64 stage_rows(Relation target, const char* sql);
+
+}  // namespace decoupled

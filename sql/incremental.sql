@@ -1,0 +1,145 @@
+-- Incremental maintenance (C13): which views step incrementally and why the
+-- others do not, steps of each kind counted, arrangements created, shared
+-- and dropped with their last view, the lookup at a time an index probe,
+-- and every step equal to the recomputation (verify) — through NULL keys,
+-- duplicates, groups emptied and rows moving between groups.
+\set SHOW_CONTEXT never
+CREATE TABLE inc_t (k int, g int, v int, s text);
+CREATE TABLE inc_u (k int, w int);
+INSERT INTO inc_t SELECT i, i % 7, i, 's' || (i % 3) FROM generate_series(1, 200) i;
+INSERT INTO inc_t VALUES (NULL, NULL, 1, NULL), (1, 1, 1, 's1'), (1, 1, 1, 's1');
+INSERT INTO inc_u SELECT i, i FROM generate_series(1, 20) i;
+SELECT decoupled.register_table('inc_t') > 0 AS registered,
+       decoupled.register_table('inc_u') > 0 AS registered;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+
+CREATE FUNCTION inc_caught_up(name text) RETURNS boolean LANGUAGE sql AS $$
+    SELECT decoupled.wait_for_upper(name, (SELECT max(upper) - 1 FROM decoupled.frontiers f
+                                             JOIN decoupled.objects o USING (name)
+                                            WHERE o.kind = 'table'), '60s') > 0
+$$;
+
+-- Linear: selection, projection, expressions.
+SELECT decoupled.create_materialized_view('inc_lin',
+    'SELECT k, v * 2 AS v2, upper(s) AS s FROM inc_t WHERE v % 2 = 0') > 0 AS created;
+-- Groups: any aggregate, HAVING, keys that are expressions.
+SELECT decoupled.create_materialized_view('inc_grp',
+    'SELECT g, count(*) AS n, sum(v) AS total, min(v) AS lo, max(s) AS hi FROM inc_t GROUP BY g')
+    > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_expr',
+    'SELECT v % 5 AS b, s, count(*) AS n, avg(v) AS mean FROM inc_t GROUP BY v % 5, s '
+    'HAVING count(*) > 1') > 0 AS created;
+-- The same keys again: the arrangement is shared.
+SELECT decoupled.create_materialized_view('inc_grp2',
+    'SELECT g, string_agg(s, '','' ORDER BY s, k) AS ss FROM inc_t GROUP BY g') > 0 AS created;
+-- A view over an incremental view steps incrementally too.
+SELECT decoupled.create_materialized_view('inc_over',
+    'SELECT n, count(*) AS groups FROM inc_grp GROUP BY n') > 0 AS created;
+-- Recomputed, with the reason.
+SELECT decoupled.create_materialized_view('inc_join',
+    'SELECT t.k, u.w FROM inc_t t JOIN inc_u u ON u.k = t.k') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_total',
+    'SELECT count(*) AS n FROM inc_t') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_hidden_key',
+    'SELECT count(*) AS n FROM inc_t GROUP BY g') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_sub',
+    'SELECT k FROM (SELECT k, v FROM inc_t WHERE v > 10) x') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_top',
+    'SELECT k, v FROM inc_t ORDER BY v DESC, k LIMIT 3') > 0 AS created;
+SELECT name, strategy, method, reason FROM decoupled.view_maintenance ORDER BY name;
+
+-- One arrangement per distinct key set, on the input's cur and dead.
+SELECT string_agg(lifetime_id::text, '|') AS ids FROM decoupled.objects
+ WHERE name IN ('inc_t', 'inc_grp') \gset
+SELECT v.name, a.expression, a.index_name ~ '^c[0-9]+_a[0-9a-f]{12}$' AS named
+  FROM decoupled.catalog_arrangements a JOIN decoupled.objects v ON v.lifetime_id = a.view_id
+ ORDER BY 1;
+SELECT count(*) AS arrangement_indexes FROM pg_indexes
+ WHERE schemaname = 'decoupled_storage' AND indexname ~ ('^c(' || :'ids' || ')_a[0-9a-f]{12}_(cur|dead)$');
+
+SELECT inc_caught_up(name) FROM decoupled.objects WHERE kind = 'materialized view' ORDER BY name;
+
+-- A seeded workload: inserts, duplicates, NULL keys, updates moving rows
+-- between groups, deletes emptying a group; every view verified at every
+-- step, against the recomputation.
+CREATE TABLE inc_failures (step int, name text);
+CREATE PROCEDURE inc_workload(steps int) LANGUAGE plpgsql AS $$
+DECLARE
+    v_name text;
+BEGIN
+    PERFORM setseed(0.42);
+    FOR step IN 1 .. steps LOOP
+        CASE step % 5
+            WHEN 0 THEN INSERT INTO inc_t SELECT (random() * 50)::int, (random() * 8)::int,
+                                                 (random() * 100)::int, 's' || (random() * 3)::int
+                          FROM generate_series(1, 3);
+            WHEN 1 THEN UPDATE inc_t SET g = (g + 1) % 9 WHERE k = (random() * 50)::int;
+            WHEN 2 THEN DELETE FROM inc_t WHERE ctid IN (SELECT ctid FROM inc_t
+                                                          WHERE g = (random() * 8)::int LIMIT 5);
+            WHEN 3 THEN INSERT INTO inc_t VALUES (NULL, NULL, step, NULL), (7, 7, 7, 's7'),
+                                                 (7, 7, 7, 's7');
+            ELSE UPDATE inc_t SET v = v + 1, s = NULL WHERE k % 11 = step % 11;
+        END CASE;
+        IF step % 17 = 0 THEN
+            DELETE FROM inc_t WHERE g = 3;  -- a group emptied
+        END IF;
+        PERFORM decoupled.tick_tables();
+        COMMIT;
+        FOR v_name IN SELECT name FROM decoupled.objects
+                       WHERE kind = 'materialized view' ORDER BY name LOOP
+            PERFORM inc_caught_up(v_name);
+            IF NOT decoupled.verify(v_name) THEN
+                INSERT INTO inc_failures VALUES (step, v_name);
+            END IF;
+        END LOOP;
+        COMMIT;
+    END LOOP;
+END
+$$;
+CALL inc_workload(40);
+SELECT * FROM inc_failures ORDER BY step, name;
+
+-- The incremental views stepped incrementally (after their first
+-- computation); the others recomputed.
+SELECT name, incremental_steps > 0 AS stepped_incrementally, recompute_steps >= 1 AS recomputed
+  FROM decoupled.view_maintenance ORDER BY name;
+
+-- A lookup at a time is an index probe on the arrangement.
+SELECT upper - 1 AS t FROM decoupled.frontiers WHERE name = 'inc_t' \gset
+SELECT 'decoupled_storage.c' || lifetime_id || '_plan' AS plan FROM decoupled.objects
+ WHERE name = 'inc_grp' \gset
+SELECT 'decoupled_storage.c' || lifetime_id || '_cur' AS cur,
+       'decoupled_storage.c' || lifetime_id || '_dead' AS dead
+  FROM decoupled.objects WHERE name = 'inc_t' \gset
+ANALYZE :cur, :dead;
+SET decoupled.as_of = :t;
+SET enable_seqscan = off;
+CREATE FUNCTION inc_explain(query text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    line text;
+BEGIN
+    FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || query LOOP
+        RETURN NEXT regexp_replace(regexp_replace(regexp_replace(line,
+            'c[0-9]+_', 'cN_', 'g'), '''[0-9]+''::bigint', 'N', 'g'), '_a[0-9a-f]{12}_', '_aX_', 'g');
+    END LOOP;
+END
+$$;
+SELECT * FROM inc_explain('SELECT * FROM ' || :'plan' || ' WHERE g OPERATOR(pg_catalog.=) ANY (ARRAY[1])');
+RESET enable_seqscan;
+RESET decoupled.as_of;
+
+-- Dropped with the last view that uses it.
+SELECT decoupled.drop('inc_grp2');
+SELECT count(*) AS arrangement_indexes FROM pg_indexes
+ WHERE schemaname = 'decoupled_storage' AND indexname ~ ('^c(' || :'ids' || ')_a[0-9a-f]{12}_(cur|dead)$');
+SELECT decoupled.drop('inc_over'), decoupled.drop('inc_grp');
+SELECT count(*) AS arrangement_indexes FROM pg_indexes
+ WHERE schemaname = 'decoupled_storage' AND indexname ~ ('^c(' || :'ids' || ')_a[0-9a-f]{12}_(cur|dead)$');
+
+SELECT decoupled.drop(name) FROM decoupled.objects WHERE kind = 'materialized view' ORDER BY name;
+SELECT decoupled.unregister_table('inc_t'), decoupled.unregister_table('inc_u');
+SELECT decoupled.finalize_dropped() >= 0 AS finalized;
+DROP TABLE inc_t, inc_u, inc_failures;
+DROP PROCEDURE inc_workload(int);
+DROP FUNCTION inc_caught_up(text);
+DROP FUNCTION inc_explain(text);

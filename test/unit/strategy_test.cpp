@@ -1,0 +1,84 @@
+#include <gtest/gtest.h>
+
+#include "strategy.hpp"
+
+using decoupled::classify;
+using decoupled::QueryShape;
+using decoupled::recompute_touched_groups_in_full;
+using decoupled::StrategyKind;
+
+namespace {
+
+QueryShape one_input() {
+    QueryShape s;
+    s.inputs = 1;
+    return s;
+}
+
+}  // namespace
+
+TEST(Strategy, SelectionAndProjectionAreLinear) {
+    EXPECT_EQ(classify(one_input()).kind, StrategyKind::Linear);
+}
+
+TEST(Strategy, GroupByWithKeysInTheOutputRecomputesTouchedGroups) {
+    QueryShape s = one_input();
+    s.aggregates = s.group_by = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Groups);
+}
+
+TEST(Strategy, EachConstructOutsideFallsBackAndSaysWhy) {
+    struct Case {
+        void (*set)(QueryShape&);
+        const char* reason_part;
+    };
+    const Case cases[] = {
+        {[](QueryShape& s) { s.inputs = 2; }, "joins"},
+        {[](QueryShape& s) { s.joins = true; }, "joins"},
+        {[](QueryShape& s) { s.through_view = true; }, "ordinary view"},
+        {[](QueryShape& s) { s.from_subquery = true; }, "subquery in FROM"},
+        {[](QueryShape& s) { s.set_operations = true; }, "UNION"},
+        {[](QueryShape& s) { s.sublinks = true; }, "subquery"},
+        {[](QueryShape& s) { s.ctes = true; }, "WITH"},
+        {[](QueryShape& s) { s.window_functions = true; }, "window"},
+        {[](QueryShape& s) { s.limit = true; }, "LIMIT"},
+        {[](QueryShape& s) { s.distinct = true; }, "DISTINCT"},
+        {[](QueryShape& s) { s.set_returning = true; }, "set-returning"},
+        {[](QueryShape& s) { s.group_by = s.aggregates = s.grouping_sets = true; }, "GROUPING"},
+        {[](QueryShape& s) { s.aggregates = true; }, "without GROUP BY"},
+        {[](QueryShape& s) { s.group_by = true; s.keys_are_outputs = false; }, "output"},
+        {[](QueryShape& s) { s.group_by = true; s.keys_comparable = false; }, "equality"},
+    };
+    for (const auto& c : cases) {
+        QueryShape s = one_input();
+        c.set(s);
+        auto strategy = classify(s);
+        EXPECT_EQ(strategy.kind, StrategyKind::Recompute) << c.reason_part;
+        EXPECT_NE(strategy.reason.find(c.reason_part), std::string::npos) << strategy.reason;
+    }
+}
+
+TEST(Strategy, NoInputIsRecomputed) {
+    EXPECT_EQ(classify(QueryShape{}).kind, StrategyKind::Recompute);
+}
+
+TEST(Strategy, NamesAreWhatUsersSee) {
+    EXPECT_STREQ(decoupled::strategy_name(StrategyKind::Linear), "incremental");
+    EXPECT_STREQ(decoupled::strategy_name(StrategyKind::Groups), "incremental");
+    EXPECT_STREQ(decoupled::strategy_name(StrategyKind::Recompute), "recompute");
+}
+
+TEST(Strategy, FewTouchedGroupsAreAlwaysProbed) {
+    EXPECT_FALSE(recompute_touched_groups_in_full(1, 10));
+    EXPECT_FALSE(recompute_touched_groups_in_full(64, 64));
+}
+
+TEST(Strategy, ManyTouchedGroupsRecomputeInFull) {
+    EXPECT_TRUE(recompute_touched_groups_in_full(632, 1000));
+    EXPECT_FALSE(recompute_touched_groups_in_full(200, 1000));
+    EXPECT_FALSE(recompute_touched_groups_in_full(1000, 1000000));
+}
+
+TEST(Strategy, UnknownViewSizeProbes) {
+    EXPECT_FALSE(recompute_touched_groups_in_full(5000, -1));
+}
