@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Shared by the benchmark drivers: build, install and start a throwaway
-# server with pg_decoupled preloaded; stop it on exit.
+# server with pg_decoupled preloaded; stop it on exit.  The server, the
+# client programs and the extension all come from PG_CONFIG's installation
+# (its --bindir; `make install` into its --pkglibdir and --sharedir), so
+#   PG_CONFIG=/path/to/pg_config bash bench/<driver>.sh
+# benchmarks a private PostgreSQL tree.  BENCH_CONF: extra postgresql.conf
+# lines, appended last (so they override the defaults below).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
@@ -35,6 +40,7 @@ max_wal_size = '4GB'
 checkpoint_timeout = '30min'
 # A tick over thousands of registered tables locks a few relations of each.
 max_locks_per_transaction = 1024
+${BENCH_CONF:-}
 CONF
 as_runner pg_ctl -D "$BENCH_DIR/data" -l "$BENCH_DIR/server.log" -w start >/dev/null
 bench_psql -c 'CREATE EXTENSION pg_decoupled' >/dev/null
