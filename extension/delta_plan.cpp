@@ -27,6 +27,7 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_operator.h"
@@ -39,6 +40,7 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "parser/parse_func.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteHandler.h"
 #include "rewrite/rewriteManip.h"
@@ -62,6 +64,10 @@ PG_FUNCTION_INFO_V1(decoupled_mv_strategy);
 PG_FUNCTION_INFO_V1(decoupled_stage_delta);
 PG_FUNCTION_INFO_V1(decoupled_touched_groups);
 PG_FUNCTION_INFO_V1(decoupled_recompute_in_full);
+PG_FUNCTION_INFO_V1(decoupled_mv_kept_state);
+PG_FUNCTION_INFO_V1(decoupled_stage_sums);
+PG_FUNCTION_INFO_V1(decoupled_merge_sums);
+PG_FUNCTION_INFO_V1(decoupled_stage_kept);
 }
 
 namespace {
@@ -151,6 +157,12 @@ Oid operator_namespace(Oid op) {
     return ns;
 }
 
+}  // namespace
+
+bool kept_sums_suffice(Query* q);
+
+namespace {
+
 // Describes the query for the classification; `input_rti` receives the
 // range table index of its one input when there is one.
 decoupled::QueryShape describe(Query* q, int* input_rti, int64* input_id) {
@@ -202,6 +214,7 @@ decoupled::QueryShape describe(Query* q, int* input_rti, int64* input_id) {
         if (!OidIsValid(type->eq_opr) || operator_namespace(type->eq_opr) != PG_CATALOG_NAMESPACE)
             s.keys_comparable = false;
     }
+    s.sums_only = s.group_by && s.aggregates && s.keys_are_outputs && kept_sums_suffice(q);
     return s;
 }
 
@@ -326,6 +339,7 @@ Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
     Datum values[4];
     bool nulls[4] = {false, false, false, false};
     const char* kind = strategy.kind == decoupled::StrategyKind::Linear   ? "linear"
+                       : strategy.kind == decoupled::StrategyKind::Sums   ? "sums"
                        : strategy.kind == decoupled::StrategyKind::Groups ? "groups"
                                                                           : "recompute";
     values[0] = CStringGetTextDatum(kind);
@@ -398,6 +412,96 @@ Datum decoupled_stage_delta(PG_FUNCTION_ARGS) {
     PG_RETURN_INT64(static_cast<int64>(rows));
 }
 
+namespace {
+
+// The view's GROUP BY keys: their names (quoted) and types in the view, in
+// GROUP BY order, and the key target entries renumbered 1..n for a select
+// list of their own.
+struct Keys {
+    int n;
+    char** names;
+    Oid* types;
+    List* entries;
+};
+
+Keys group_keys(Query* q) {
+    Keys keys{list_length(q->groupClause), nullptr, nullptr, NIL};
+    keys.names = static_cast<char**>(palloc(sizeof(char*) * keys.n));
+    keys.types = static_cast<Oid*>(palloc(sizeof(Oid) * keys.n));
+    int k = 0;
+    ListCell* lc;
+    foreach (lc, q->groupClause) {
+        TargetEntry* te = get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc), q->targetList);
+        keys.names[k] = pstrdup(quote_identifier(te->resname));
+        keys.types[k] = exprType(reinterpret_cast<Node*>(te->expr));
+        TargetEntry* key = flatCopyTargetEntry(te);
+        key->resno = ++k;
+        key->ressortgroupref = 0;
+        key->resjunk = false;
+        keys.entries = lappend(keys.entries, key);
+    }
+    return keys;
+}
+
+// Drops the grouping: what is left reads the rows the groups are made of.
+void ungroup(Query* q, List* target_list) {
+    q->targetList = target_list;
+    q->groupClause = NIL;
+    q->havingQual = nullptr;
+    q->hasAggs = false;
+    q->sortClause = NIL;
+}
+
+// A condition on the key columns that selects exactly the groups whose
+// keys are the rows of the SPI result (its first keys.n columns; NULL
+// matches NULL).  Non-null single keys become one `= ANY (array)` (an index
+// probe); other tuples are compared column by column.  Built-in equality
+// only (OPERATOR(pg_catalog.=)), literals cast to the keys' types.
+char* groups_filter(SPITupleTable* rows, uint64 count, const Keys& keys) {
+    StringInfoData any, tuples, filter;
+    initStringInfo(&any);
+    initStringInfo(&tuples);
+    initStringInfo(&filter);
+    for (uint64 r = 0; r < count; ++r) {
+        HeapTuple tuple = rows->vals[r];
+        bool has_null = false;
+        for (int c = 0; c < keys.n; ++c)
+            has_null |= SPI_getvalue(tuple, rows->tupdesc, c + 1) == nullptr;
+        if (!has_null && keys.n == 1) {
+            appendStringInfo(&any, "%s%s", any.len ? ", " : "",
+                             quote_literal_cstr(SPI_getvalue(tuple, rows->tupdesc, 1)));
+            continue;
+        }
+        appendStringInfoString(&tuples, tuples.len ? " OR (" : "(");
+        for (int c = 0; c < keys.n; ++c) {
+            char* value = SPI_getvalue(tuple, rows->tupdesc, c + 1);
+            if (c > 0) appendStringInfoString(&tuples, " AND ");
+            if (value == nullptr)
+                appendStringInfo(&tuples, "%s IS NULL", keys.names[c]);
+            else
+                appendStringInfo(&tuples, "%s OPERATOR(pg_catalog.=) %s", keys.names[c],
+                                 typed_literal(value, keys.types[c]));
+        }
+        appendStringInfoChar(&tuples, ')');
+    }
+    if (any.len > 0)
+        appendStringInfo(&filter, "%s OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::%s[])", keys.names[0],
+                         any.data, format_type_be_qualified(keys.types[0]));
+    if (tuples.len > 0) appendStringInfo(&filter, "%s%s", filter.len ? " OR " : "", tuples.data);
+    return filter.len > 0 ? psprintf("(%s)", filter.data) : nullptr;
+}
+
+Datum groups_result(FunctionCallInfo fcinfo, int64 groups, const char* filter) {
+    Datum values[2] = {Int64GetDatum(groups), filter ? CStringGetTextDatum(filter) : 0};
+    bool isnull[2] = {false, filter == nullptr};
+    TupleDesc desc;
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+        elog(ERROR, "function returning the touched groups must return a composite type");
+    return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, isnull));
+}
+
+}  // namespace
+
 // decoupled._touched_groups(plan regclass, owner oid, ts bigint, input bigint,
 //                           OUT groups bigint, OUT filter text)
 // The groups of a 'groups' view that the input's changes at ts touch, and
@@ -411,83 +515,371 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
     decoupled::enter_owner(p.owner, p.ts, &scope);
     Query* q = plan_query(p.plan);
     int rti = input_rti_of(q, p.input);
-
-    // The keys' names and types in the view, in GROUP BY order.
-    int nkeys = list_length(q->groupClause);
-    char** names = static_cast<char**>(palloc(sizeof(char*) * nkeys));
-    Oid* types = static_cast<Oid*>(palloc(sizeof(Oid) * nkeys));
-    List* keys = NIL;
-    int k = 0;
-    ListCell* lc;
-    foreach (lc, q->groupClause) {
-        TargetEntry* te = get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc), q->targetList);
-        names[k] = pstrdup(quote_identifier(te->resname));
-        types[k] = exprType(reinterpret_cast<Node*>(te->expr));
-        TargetEntry* key = flatCopyTargetEntry(te);
-        key->resno = ++k;
-        key->ressortgroupref = 0;
-        key->resjunk = false;
-        keys = lappend(keys, key);
-    }
+    Keys keys = group_keys(q);
     read_changes(q, rti, p.input);
-    q->targetList = keys;
-    q->groupClause = NIL;
-    q->havingQual = nullptr;
-    q->hasAggs = false;
-    q->sortClause = NIL;
+    ungroup(q, keys.entries);
     char* sql = psprintf("SELECT DISTINCT * FROM (%s) k", pg_get_querydef(q, false));
 
     SPI_connect();
     if (SPI_execute(sql, true, 0) != SPI_OK_SELECT) elog(ERROR, "could not read the touched groups");
     uint64 groups = SPI_processed;
-    // Non-null single keys become one `= ANY (array)` (an index probe);
-    // other tuples are compared column by column, NULL matching NULL.
-    StringInfoData any, rows, nulls_part;
-    initStringInfo(&any);
-    initStringInfo(&rows);
-    initStringInfo(&nulls_part);
-    for (uint64 r = 0; r < groups; ++r) {
-        HeapTuple tuple = SPI_tuptable->vals[r];
-        bool has_null = false;
-        for (int c = 0; c < nkeys; ++c) has_null |= SPI_getvalue(tuple, SPI_tuptable->tupdesc, c + 1) == nullptr;
-        if (!has_null && nkeys == 1) {
-            appendStringInfo(&any, "%s%s", any.len ? ", " : "",
-                             quote_literal_cstr(SPI_getvalue(tuple, SPI_tuptable->tupdesc, 1)));
-            continue;
-        }
-        StringInfo out = has_null ? &nulls_part : &rows;
-        appendStringInfoString(out, out->len ? " OR (" : "(");
-        for (int c = 0; c < nkeys; ++c) {
-            char* value = SPI_getvalue(tuple, SPI_tuptable->tupdesc, c + 1);
-            if (c > 0) appendStringInfoString(out, " AND ");
-            if (value == nullptr)
-                appendStringInfo(out, "%s IS NULL", names[c]);
-            else
-                appendStringInfo(out, "%s OPERATOR(pg_catalog.=) %s", names[c],
-                                 typed_literal(value, types[c]));
-        }
-        appendStringInfoChar(out, ')');
-    }
+    MemoryContext spi = MemoryContextSwitchTo(caller);
+    char* filter = groups_filter(SPI_tuptable, groups, keys);
+    MemoryContextSwitchTo(spi);
     SPI_finish();
     decoupled::leave_owner(&scope);
+    PG_RETURN_DATUM(groups_result(fcinfo, static_cast<int64>(groups), filter));
+}
 
-    StringInfoData filter;
-    initStringInfo(&filter);
-    if (any.len > 0)
-        appendStringInfo(&filter, "%s OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::%s[])", names[0],
-                         any.data, format_type_be_qualified(types[0]));
-    if (rows.len > 0) appendStringInfo(&filter, "%s%s", filter.len ? " OR " : "", rows.data);
-    if (nulls_part.len > 0)
-        appendStringInfo(&filter, "%s%s", filter.len ? " OR " : "", nulls_part.data);
+// ---------------------------------------------------------------------------
+// Kept counts and sums ('sums' views)
+//
+// State c<view>_state: the key columns (named as in the view), mz_n (the
+// group's rows), and per distinct aggregated expression j: mz_nn_j (its
+// non-null values) and mz_s_j (their sum, numeric).  mz_* names are
+// reserved in a view's columns, so they never clash with a key.  A step aggregates the
+// changes at t into c<view>_dstate (as the owner), adds them to the state
+// (_merge_sums, as the extension: arithmetic only), and computes the
+// touched groups' rows from the state (as the owner).
+// ---------------------------------------------------------------------------
 
-    MemoryContextSwitchTo(caller);
-    Datum values[2] = {Int64GetDatum(static_cast<int64>(groups)), 0};
-    bool isnull[2] = {false, filter.len == 0};
-    if (filter.len > 0) values[1] = CStringGetTextDatum(psprintf("(%s)", filter.data));
+namespace {
+
+struct SumsContext {
+    List* keys;  // key expressions, in GROUP BY order
+    List* args;  // distinct aggregated expressions
+    List* summable;  // per arg: is it an exact number (int2/4/8, numeric)?
+    bool ok;     // only count/sum/avg of exact numbers, no other input column
+    bool mutate;
+    Oid kept_sum_int8, kept_sum_numeric, kept_avg;
+};
+
+// Integers only: a numeric sum kept across retractions keeps the largest
+// scale it ever saw, and its text would differ from the recomputation's.
+bool exact_number(Oid type) { return type == INT2OID || type == INT4OID || type == INT8OID; }
+
+int arg_index(SumsContext* c, Node* arg) {
+    int j = 0;
+    ListCell* lc;
+    foreach (lc, c->args) {
+        if (equal(lfirst(lc), arg)) return j;
+        j++;
+    }
+    c->args = lappend(c->args, arg);
+    c->summable = lappend_int(c->summable, exact_number(exprType(arg)) ? 1 : 0);
+    return j;
+}
+
+Node* kept_call(Oid fn, Oid result, Var* n, Var* s) {
+    return reinterpret_cast<Node*>(makeFuncExpr(fn, result, list_make2(n, s), InvalidOid,
+                                                InvalidOid, COERCE_EXPLICIT_CALL));
+}
+
+Node* to_state(Node* node, SumsContext* c);
+bool state_walker(Node* node, void* context);
+Node* state_mutator(Node* node, void* context);
+
+using Mutator = Node* (*)();
+Mutator as_mutator(Node* (*fn)(Node*, void*)) {
+    return reinterpret_cast<Mutator>(reinterpret_cast<void (*)()>(fn));
+}
+
+// Replaces every key expression by the state's key column and every
+// aggregate by what the state keeps; `ok` turns false at anything else.
+Node* to_state(Node* node, SumsContext* c) {
+    if (node == nullptr) return nullptr;
+    int k = 1;
+    ListCell* lc;
+    foreach (lc, c->keys) {
+        Node* key = static_cast<Node*>(lfirst(lc));
+        if (equal(node, key))
+            return reinterpret_cast<Node*>(makeVar(1, k, exprType(key), exprTypmod(key),
+                                                   exprCollation(key), 0));
+        k++;
+    }
+    int nkeys = list_length(c->keys);
+    if (IsA(node, Aggref)) {
+        auto* agg = reinterpret_cast<Aggref*>(node);
+        const char* name = get_func_name(agg->aggfnoid);
+        bool plain = agg->aggdistinct == NIL && agg->aggorder == NIL && agg->aggfilter == nullptr &&
+                     agg->aggkind == AGGKIND_NORMAL && agg->agglevelsup == 0 &&
+                     get_func_namespace(agg->aggfnoid) == PG_CATALOG_NAMESPACE && name != nullptr;
+        if (plain && agg->aggstar && strcmp(name, "count") == 0)
+            return reinterpret_cast<Node*>(makeVar(1, nkeys + 1, INT8OID, -1, InvalidOid, 0));
+        if (!plain || agg->aggstar || list_length(agg->args) != 1) {
+            c->ok = false;
+            return node;
+        }
+        Node* arg = reinterpret_cast<Node*>(linitial_node(TargetEntry, agg->args)->expr);
+        bool sum = strcmp(name, "sum") == 0, avg = strcmp(name, "avg") == 0;
+        if (!(strcmp(name, "count") == 0 || ((sum || avg) && exact_number(exprType(arg))))) {
+            c->ok = false;
+            return node;
+        }
+        int j = arg_index(c, arg);
+        Var* nn = makeVar(1, nkeys + 2 + 2 * j, INT8OID, -1, InvalidOid, 0);
+        Var* total = makeVar(1, nkeys + 3 + 2 * j, NUMERICOID, -1, InvalidOid, 0);
+        if (!c->mutate) return node;
+        if (strcmp(name, "count") == 0) return reinterpret_cast<Node*>(nn);
+        if (avg) return kept_call(c->kept_avg, NUMERICOID, nn, total);
+        return agg->aggtype == INT8OID ? kept_call(c->kept_sum_int8, INT8OID, nn, total)
+                                       : kept_call(c->kept_sum_numeric, NUMERICOID, nn, total);
+    }
+    if (IsA(node, Var) && reinterpret_cast<Var*>(node)->varlevelsup == 0) c->ok = false;
+    if (!c->mutate) {
+        (void)expression_tree_walker(node, as_walker(state_walker), c);
+        return node;
+    }
+    return expression_tree_mutator(node, as_mutator(state_mutator), c);
+}
+
+bool state_walker(Node* node, void* context) {
+    (void)to_state(node, static_cast<SumsContext*>(context));
+    return false;
+}
+
+Node* state_mutator(Node* node, void* context) {
+    return to_state(node, static_cast<SumsContext*>(context));
+}
+
+Oid kept_function(const char* name) {
+    Oid args[2] = {INT8OID, NUMERICOID};
+    return LookupFuncName(list_make2(makeString(pstrdup("decoupled")), makeString(pstrdup(name))), 2,
+                          args, false);
+}
+
+// Walks (or, with `mutate`, rewrites) the select list and HAVING of a
+// grouped query over the state.
+SumsContext sums_of(Query* q, bool mutate) {
+    SumsContext c{NIL, NIL, NIL, true, mutate, InvalidOid, InvalidOid, InvalidOid};
+    ListCell* lc;
+    foreach (lc, q->groupClause)
+        c.keys = lappend(c.keys, get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc),
+                                                         q->targetList)->expr);
+    if (mutate) {
+        c.kept_sum_int8 = kept_function("_kept_sum_int8");
+        c.kept_sum_numeric = kept_function("_kept_sum_numeric");
+        c.kept_avg = kept_function("_kept_avg");
+    }
+    foreach (lc, q->targetList) {
+        TargetEntry* te = lfirst_node(TargetEntry, lc);
+        if (te->resjunk) continue;
+        Node* kept = to_state(reinterpret_cast<Node*>(te->expr), &c);
+        if (mutate) te->expr = reinterpret_cast<Expr*>(kept);
+    }
+    Node* having = to_state(q->havingQual, &c);
+    if (mutate) q->havingQual = having;
+    return c;
+}
+
+}  // namespace
+
+bool kept_sums_suffice(Query* q) {
+    return sums_of(static_cast<Query*>(copyObjectImpl(q)), false).ok;
+}
+
+// decoupled._mv_kept_state(plan regclass, OUT columns text, OUT keys text)
+// The state table's column definitions and its key columns, for a 'sums'
+// view.
+Datum decoupled_mv_kept_state(PG_FUNCTION_ARGS) {
+    Query* q = plan_query(PG_GETARG_OID(0));
+    Keys keys = group_keys(q);
+    SumsContext c = sums_of(q, false);
+    StringInfoData columns, key_list;
+    initStringInfo(&columns);
+    initStringInfo(&key_list);
+    ListCell* lc;
+    int k = 0;
+    foreach (lc, keys.entries) {
+        Node* expr = reinterpret_cast<Node*>(lfirst_node(TargetEntry, lc)->expr);
+        Oid collation = exprCollation(expr);
+        appendStringInfo(&columns, "%s %s%s%s, ", keys.names[k],
+                         format_type_with_typemod(exprType(expr), exprTypmod(expr)),
+                         OidIsValid(collation) && collation != get_typcollation(exprType(expr))
+                             ? " COLLATE "
+                             : "",
+                         OidIsValid(collation) && collation != get_typcollation(exprType(expr))
+                             ? generate_collation_name(collation)
+                             : "");
+        appendStringInfo(&key_list, "%s%s", k > 0 ? ", " : "", keys.names[k]);
+        k++;
+    }
+    appendStringInfoString(&columns, "mz_n bigint NOT NULL");
+    for (int j = 0; j < list_length(c.args); ++j)
+        appendStringInfo(&columns, ", mz_nn_%d bigint NOT NULL, mz_s_%d numeric NOT NULL", j + 1, j + 1);
+    Datum values[2] = {CStringGetTextDatum(columns.data), CStringGetTextDatum(key_list.data)};
+    bool nulls[2] = {false, false};
     TupleDesc desc;
     if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-        elog(ERROR, "_touched_groups must return a composite type");
-    PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, isnull)));
+        elog(ERROR, "_mv_kept_state must return a composite type");
+    PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+// decoupled._stage_sums(plan regclass, owner oid, ts bigint, input bigint,
+//                       target regclass, initial boolean) -> bigint
+// Per group: the count of rows and, per aggregated expression, of its
+// non-null values and their sum — of the input's changes at ts (counted
+// with their signs), or with `initial` of the input's state at ts — as
+// the owner, into target (the view's dstate).
+Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
+    Prepared p = prepared_args(fcinfo);
+    if (PG_ARGISNULL(4) || PG_ARGISNULL(5)) elog(ERROR, "target and initial must not be null");
+    Oid target_oid = PG_GETARG_OID(4);
+    bool initial = PG_GETARG_BOOL(5);
+
+    Relation target = table_open(target_oid, RowExclusiveLock);
+    decoupled::OwnerScope scope;
+    decoupled::enter_owner(p.owner, p.ts, &scope);
+    Query* q = plan_query(p.plan);
+    int rti = input_rti_of(q, p.input);
+    Keys keys = group_keys(q);
+    SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
+    int ncols = initial ? 0 : read_changes(q, rti, p.input);
+    List* tlist = keys.entries;
+    if (!initial)
+        tlist = lappend(tlist, makeTargetEntry(reinterpret_cast<Expr*>(
+                                                   makeVar(rti, ncols + 1, INT8OID, -1, InvalidOid, 0)),
+                                               list_length(tlist) + 1, pstrdup("mz_diff"), false));
+    ListCell* lc;
+    foreach (lc, c.args)
+        tlist = lappend(tlist, makeTargetEntry(static_cast<Expr*>(lfirst(lc)), list_length(tlist) + 1,
+                                               psprintf("a%d", list_length(tlist) + 1), false));
+    ungroup(q, tlist);
+
+    StringInfoData sql, names;
+    initStringInfo(&sql);
+    initStringInfo(&names);
+    appendStringInfoString(&sql, "SELECT ");
+    for (int k = 1; k <= keys.n; ++k) {
+        appendStringInfo(&sql, "x.k%d, ", k);
+        appendStringInfo(&names, "%sk%d", k > 1 ? ", " : "", k);
+    }
+    appendStringInfoString(&sql, initial ? "count(*)" : "sum(x.d)::pg_catalog.int8");
+    if (!initial) appendStringInfoString(&names, ", d");
+    int j = 1;
+    foreach (lc, c.summable) {
+        bool summable = lfirst_int(lc) != 0;  // count(x) of another type: no sum
+        appendStringInfo(&names, ", a%d", j);
+        if (initial)
+            appendStringInfo(&sql, ", count(x.a%d), %s", j,
+                             summable ? psprintf("coalesce(sum(x.a%d::pg_catalog.numeric), 0)", j)
+                                      : "0::pg_catalog.numeric");
+        else
+            appendStringInfo(&sql,
+                             ", coalesce(sum(CASE WHEN x.a%d IS NULL THEN 0 ELSE x.d END), 0)"
+                             "::pg_catalog.int8, %s",
+                             j,
+                             summable ? psprintf("coalesce(sum(x.d * x.a%d::pg_catalog.numeric), 0)", j)
+                                      : "0::pg_catalog.numeric");
+        j++;
+    }
+    appendStringInfo(&sql, " FROM (%s) x(%s) GROUP BY ", pg_get_querydef(q, false), names.data);
+    for (int k = 1; k <= keys.n; ++k) appendStringInfo(&sql, "%sx.k%d", k > 1 ? ", " : "", k);
+    uint64 rows = decoupled::stage_rows(target, sql.data);
+    decoupled::leave_owner(&scope);
+    table_close(target, NoLock);
+    PG_RETURN_INT64(static_cast<int64>(rows));
+}
+
+// decoupled._merge_sums(plan regclass, state regclass, dstate regclass,
+//                       OUT groups bigint, OUT filter text)
+// Adds the aggregated changes in dstate to the state (a group whose count
+// reaches 0 goes) and returns the touched groups as a condition on the key
+// columns.  Arithmetic on counts and numerics only: run as the extension.
+Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
+    Query* q = plan_query(PG_GETARG_OID(0));
+    char* state = quote_qualified_identifier(
+        get_namespace_name(get_rel_namespace(PG_GETARG_OID(1))), get_rel_name(PG_GETARG_OID(1)));
+    char* dstate = quote_qualified_identifier(
+        get_namespace_name(get_rel_namespace(PG_GETARG_OID(2))), get_rel_name(PG_GETARG_OID(2)));
+    Keys keys = group_keys(q);
+    SumsContext c = sums_of(q, false);
+    MemoryContext caller = CurrentMemoryContext;
+
+    // The state's unique index on the keys (NULLS NOT DISTINCT) finds each
+    // group; a group whose count reaches 0 is deleted through a partial
+    // index on n = 0.
+    StringInfoData set, key_list;
+    initStringInfo(&set);
+    initStringInfo(&key_list);
+    for (int k = 0; k < keys.n; ++k)
+        appendStringInfo(&key_list, "%s%s", k > 0 ? ", " : "", keys.names[k]);
+    appendStringInfoString(&set, "mz_n = s.mz_n OPERATOR(pg_catalog.+) EXCLUDED.mz_n");
+    for (int j = 1; j <= list_length(c.args); ++j)
+        appendStringInfo(&set,
+                         ", mz_nn_%d = s.mz_nn_%d OPERATOR(pg_catalog.+) EXCLUDED.mz_nn_%d"
+                         ", mz_s_%d = s.mz_s_%d OPERATOR(pg_catalog.+) EXCLUDED.mz_s_%d",
+                         j, j, j, j, j, j);
+
+    SPI_connect();
+    if (SPI_execute(psprintf("SELECT %s FROM %s", key_list.data, dstate), true, 0) != SPI_OK_SELECT)
+        elog(ERROR, "could not read the aggregated changes");
+    uint64 groups = SPI_processed;
+    MemoryContext spi = MemoryContextSwitchTo(caller);
+    char* filter = groups_filter(SPI_tuptable, groups, keys);
+    MemoryContextSwitchTo(spi);
+    if (groups > 0) {
+        if (SPI_execute(psprintf("INSERT INTO %s AS s SELECT * FROM %s "
+                                 "ON CONFLICT (%s) DO UPDATE SET %s",
+                                 state, dstate, key_list.data, set.data),
+                        false, 0) != SPI_OK_INSERT ||
+            SPI_execute(psprintf("DELETE FROM %s WHERE mz_n OPERATOR(pg_catalog.=) 0", state), false,
+                        0) != SPI_OK_DELETE ||
+            SPI_execute(psprintf("DELETE FROM %s", dstate), false, 0) != SPI_OK_DELETE)
+            elog(ERROR, "could not add the aggregated changes to %s", state);
+    }
+    SPI_finish();
+    PG_RETURN_DATUM(groups_result(fcinfo, static_cast<int64>(groups), filter));
+}
+
+// decoupled._stage_kept(plan regclass, owner oid, ts bigint, state regclass,
+//                       target regclass, filter text) -> bigint
+// The rows of the groups `filter` selects, computed from the kept state —
+// the view's select list and HAVING with each aggregate replaced by what
+// the state keeps — as the owner, into target as (ts, +1, key, hash, row).
+Datum decoupled_stage_kept(PG_FUNCTION_ARGS) {
+    for (int i = 0; i < 6; ++i)
+        if (PG_ARGISNULL(i)) elog(ERROR, "_stage_kept: argument %d must not be null", i + 1);
+    Oid plan = PG_GETARG_OID(0);
+    Oid owner = PG_GETARG_OID(1);
+    int64 ts = PG_GETARG_INT64(2);
+    Oid state = PG_GETARG_OID(3);
+    Oid target_oid = PG_GETARG_OID(4);
+    char* filter = text_to_cstring(PG_GETARG_TEXT_PP(5));
+
+    Relation target = table_open(target_oid, RowExclusiveLock);
+    decoupled::OwnerScope scope;
+    decoupled::enter_owner(owner, ts, &scope);
+    Query* q = plan_query(plan);
+    SumsContext c = sums_of(q, true);
+    if (!c.ok) elog(ERROR, "the written plan is no longer maintained by kept sums");
+    List* context = deparse_context_for("s", state);
+    StringInfoData select;
+    initStringInfo(&select);
+    int nout = 0;
+    ListCell* lc;
+    foreach (lc, q->targetList) {
+        TargetEntry* te = lfirst_node(TargetEntry, lc);
+        if (te->resjunk) continue;
+        appendStringInfo(&select, "%s%s", nout++ > 0 ? ", " : "",
+                         deparse_expression(reinterpret_cast<Node*>(te->expr), context, true, false));
+    }
+    char* having = q->havingQual
+                       ? psprintf(" AND (%s)", deparse_expression(q->havingQual, context, true, false))
+                       : pstrdup("");
+    char* cols = positional_names(nout, "o.");
+    char* sql = psprintf(
+        "SELECT " INT64_FORMAT "::pg_catalog.int8, 1::pg_catalog.int8, "
+        "       pg_catalog.textin(pg_catalog.record_out(ROW(%s))), "
+        "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(%s)))), %s "
+        "  FROM (SELECT %s FROM %s s WHERE s.mz_n OPERATOR(pg_catalog.>) 0%s AND %s) o(%s)",
+        ts, cols, cols, cols, select.data,
+        quote_qualified_identifier(get_namespace_name(get_rel_namespace(state)), get_rel_name(state)),
+        having, filter, positional_names(nout, ""));
+    uint64 rows = decoupled::stage_rows(target, sql);
+    decoupled::leave_owner(&scope);
+    table_close(target, NoLock);
+    PG_RETURN_INT64(static_cast<int64>(rows));
 }
 
 // decoupled._recompute_in_full(touched bigint, view_rows float8) -> boolean

@@ -22,13 +22,21 @@ $$;
 -- Linear: selection, projection, expressions.
 SELECT decoupled.create_materialized_view('inc_lin',
     'SELECT k, v * 2 AS v2, upper(s) AS s FROM inc_t WHERE v % 2 = 0') > 0 AS created;
--- Groups: any aggregate, HAVING, keys that are expressions.
+-- Groups: any aggregate, HAVING, keys that are expressions (min and max:
+-- the touched groups are computed again; counts and averages: kept).
 SELECT decoupled.create_materialized_view('inc_grp',
     'SELECT g, count(*) AS n, sum(v) AS total, min(v) AS lo, max(s) AS hi FROM inc_t GROUP BY g')
     > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_expr',
     'SELECT v % 5 AS b, s, count(*) AS n, avg(v) AS mean FROM inc_t GROUP BY v % 5, s '
     'HAVING count(*) > 1') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_minmax',
+    'SELECT v % 5 AS b, s, min(k) AS lo, max(k) AS hi FROM inc_t GROUP BY v % 5, s '
+    'HAVING count(*) > 1') > 0 AS created;
+-- Counts and sums of integers are kept: NULL sums, avg, sum(bigint).
+SELECT decoupled.create_materialized_view('inc_sums',
+    'SELECT g, count(*) AS n, sum(v) AS total, sum(k::bigint) AS big, count(s) AS ns, '
+    '       avg(k) AS mean, sum(v) * 2 + count(*) AS mixed FROM inc_t GROUP BY g') > 0 AS created;
 -- The same keys again: the arrangement is shared.
 SELECT decoupled.create_materialized_view('inc_grp2',
     'SELECT g, string_agg(s, '','' ORDER BY s, k) AS ss FROM inc_t GROUP BY g') > 0 AS created;

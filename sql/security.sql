@@ -237,7 +237,8 @@ RESET ROLE;
 ------------------------------------------------------------------------------
 -- What an ordinary role may execute: only these, each a public entry point
 -- that makes its own checks (_history_gate is the AS OF gate itself,
--- _shared_holds and _catalog_inventory back public views and dry_run).
+-- _shared_holds and _catalog_inventory back public views and dry_run,
+-- _kept_* are the arithmetic a view's owner evaluates over kept sums).
 SELECT p.oid::regprocedure AS executable_by_public
   FROM pg_proc p
  WHERE p.pronamespace = 'decoupled'::regnamespace

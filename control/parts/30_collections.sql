@@ -1321,7 +1321,7 @@ BEGIN
                 EXECUTE 'DROP VIEW ' || v_tables;
             END IF;
             SELECT string_agg(r::text, ', ') INTO v_tables
-              FROM unnest(ARRAY['cur', 'dead', 'stage', 'pending']) part,
+              FROM unnest(ARRAY['state', 'dstate', 'cur', 'dead', 'stage', 'pending']) part,
                    LATERAL to_regclass(decoupled._storage(v_id, part)) r
              WHERE r IS NOT NULL;
             IF v_tables IS NOT NULL THEN

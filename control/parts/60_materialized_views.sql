@@ -29,6 +29,32 @@ CREATE FUNCTION decoupled._stage_delta(plan regclass, owner oid, ts bigint, inpu
 CREATE FUNCTION decoupled._touched_groups(plan regclass, owner oid, ts bigint, input bigint,
                                           OUT groups bigint, OUT filter text)
     LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_touched_groups';
+CREATE FUNCTION decoupled._mv_kept_state(plan regclass, OUT columns text, OUT keys text)
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_kept_state';
+CREATE FUNCTION decoupled._stage_sums(plan regclass, owner oid, ts bigint, input bigint,
+                                     target regclass, initial boolean)
+    RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_sums';
+CREATE FUNCTION decoupled._merge_sums(plan regclass, state regclass, dstate regclass,
+                                     OUT groups bigint, OUT filter text)
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_merge_sums';
+CREATE FUNCTION decoupled._stage_kept(plan regclass, owner oid, ts bigint, state regclass,
+                                     target regclass, filter text)
+    RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_kept';
+-- What a kept count and sum of integers give for sum() and avg() — NULL
+-- for a group with no non-null value, as the aggregates do.  Called by the
+-- view's owner (its select list over the state), so granted to PUBLIC.
+CREATE FUNCTION decoupled._kept_sum_int8(n bigint, s numeric) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN n > 0 THEN s::bigint END
+$$;
+CREATE FUNCTION decoupled._kept_sum_numeric(n bigint, s numeric) RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN n > 0 THEN s END
+$$;
+CREATE FUNCTION decoupled._kept_avg(n bigint, s numeric) RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN n > 0 THEN s / n::numeric END
+$$;
 CREATE FUNCTION decoupled._recompute_in_full(touched bigint, view_rows double precision)
     RETURNS boolean LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_recompute_in_full';
 
@@ -84,8 +110,7 @@ DECLARE
     v_type regtype;
 BEGIN
     SELECT c->>'name' INTO v_bad FROM jsonb_array_elements(columns) c
-     WHERE c->>'name' IN ('mz_rowid', 'mz_ts', 'mz_hash', 'mz_diff', 'mz_key', 'mz_timestamp',
-                          'valid_from', 'valid_to', 'mz_net', 'mz_row')
+     WHERE c->>'name' LIKE 'mz\_%' OR c->>'name' IN ('valid_from', 'valid_to')
      LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'column name "%" of % "%" is reserved', v_bad, what, name
@@ -306,6 +331,9 @@ BEGIN
         PERFORM decoupled._arrange(v_id, v_strategy.input, v_strategy.key_expressions);
     END IF;
     PERFORM decoupled._create_storage(v_id);
+    IF v_strategy.strategy IN ('sums', 'groups') THEN
+        PERFORM decoupled._create_kept_state(v_id, v_plan, v_owner, v_strategy.strategy = 'sums');
+    END IF;
     PERFORM decoupled._create_public_view(v_id, schema, v_name);
     -- The view's data is derived from what its owner may read: only the
     -- owner reads it, and grants it on.
@@ -348,6 +376,30 @@ BEGIN
     END;
     INSERT INTO decoupled.catalog_arrangements (input, index_name, expression, view_id)
     VALUES (_arrange.input, v_name, v_expr, _arrange.view_id);
+END
+$$;
+
+-- What grouped views keep besides their history: an index on the view's
+-- key columns (its rows of a group are found by them) and, for 'sums',
+-- the state c<id>_state (keys, mz_n, mz_nn_j, mz_s_j) with a unique index on the
+-- keys (NULL matching NULL), a partial index on emptied groups, and its
+-- scratch c<id>_dstate.  The owner reads the state: its select list is
+-- computed from it.
+CREATE FUNCTION decoupled._create_kept_state(id bigint, plan regclass, owner oid, sums boolean)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_kept  record := decoupled._mv_kept_state(plan);
+    v_state text := decoupled._storage(id, 'state');
+BEGIN
+    EXECUTE format('CREATE INDEX ON %s (%s)', decoupled._storage(id, 'cur'), v_kept.keys);
+    IF NOT sums THEN
+        RETURN;
+    END IF;
+    EXECUTE format('CREATE TABLE %s (%s)', v_state, v_kept.columns);
+    EXECUTE format('CREATE UNIQUE INDEX ON %s (%s) NULLS NOT DISTINCT', v_state, v_kept.keys);
+    EXECUTE format('CREATE INDEX ON %s (mz_n) WHERE mz_n = 0', v_state);
+    EXECUTE format('CREATE UNLOGGED TABLE %s (LIKE %s)', decoupled._storage(id, 'dstate'), v_state);
+    EXECUTE format('GRANT SELECT ON %s TO %s', v_state, owner::regrole);
 END
 $$;
 
@@ -512,6 +564,8 @@ DECLARE
     v_strategy  text;
     v_input     bigint;
     v_cur       regclass := decoupled._storage(id, 'cur')::regclass;
+    v_state     regclass := to_regclass(decoupled._storage(id, 'state'));
+    v_dstate    regclass := to_regclass(decoupled._storage(id, 'dstate'));
     v_partial   boolean;
     v_groups    bigint;
     v_filter    text;
@@ -567,7 +621,26 @@ BEGIN
         IF v_strategy = 'linear' AND upper > v_as_of THEN
             PERFORM decoupled._stage_delta(v_plan, v_owner, v_t, v_input, v_stage);
             v_steps_inc := v_steps_inc + 1;
+        ELSIF v_strategy = 'sums' AND upper > v_as_of THEN
+            -- The changes' counts and sums added to the kept state; the
+            -- touched groups' rows, from the state, replace the view's.
+            PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_input, v_dstate, false);
+            SELECT g.groups, g.filter INTO v_groups, v_filter
+              FROM decoupled._merge_sums(v_plan, v_state, v_dstate) g;
+            IF v_groups > 0 THEN
+                PERFORM decoupled._stage_kept(v_plan, v_owner, v_t, v_state, v_stage, v_filter);
+                EXECUTE format('INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
+                               'SELECT $1, -1, ROW(%2$s)::text, mz_hash, %2$s FROM %3$s WHERE %4$s',
+                               v_stage, decoupled._cols(id), v_cur, v_filter)
+                    USING v_t;
+            END IF;
+            v_steps_inc := v_steps_inc + 1;
         ELSE
+            IF v_strategy = 'sums' THEN
+                -- The first computation: the state starts from the input at t.
+                PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_input, v_dstate, true);
+                PERFORM decoupled._merge_sums(v_plan, v_state, v_dstate);
+            END IF;
             v_partial := false;
             v_filter := NULL;
             IF v_strategy = 'groups' AND upper > v_as_of THEN

@@ -31,7 +31,9 @@ GRANT EXECUTE ON FUNCTION
     decoupled.acquire_hold(text, bigint), decoupled.release_hold(bigint),
     decoupled.dry_run(text), decoupled._catalog_inventory(),
     decoupled.wait_for_upper(text, bigint, interval), decoupled.verify(text, bigint),
-    decoupled._shared_holds(), decoupled.subscribe(text, bigint, bigint)
+    decoupled._shared_holds(), decoupled.subscribe(text, bigint, bigint),
+    decoupled._kept_sum_int8(bigint, numeric), decoupled._kept_sum_numeric(bigint, numeric),
+    decoupled._kept_avg(bigint, numeric)
 TO PUBLIC;
 -- Implementations of entry points (decoupled._acquire_hold, ...) and the
 -- subscription helpers are granted to nobody: their entry points call them

@@ -28,13 +28,14 @@ Strategy classify(const QueryShape& s) {
         return recompute("a GROUP BY key is not one of its output columns");
     if (s.group_by && !s.keys_comparable)
         return recompute("a GROUP BY key's type has no built-in equality");
-    if (s.group_by) return {StrategyKind::Groups, ""};
+    if (s.group_by) return {s.sums_only ? StrategyKind::Sums : StrategyKind::Groups, ""};
     return {StrategyKind::Linear, ""};
 }
 
 const char* strategy_name(StrategyKind kind) {
     switch (kind) {
         case StrategyKind::Linear:
+        case StrategyKind::Sums:
         case StrategyKind::Groups:
             return "incremental";
         case StrategyKind::Recompute:

@@ -5,6 +5,11 @@
 //   linear     one input; selection, projection and deterministic
 //              expressions only.  The view's difference at t is the query
 //              applied to the input's changes at t.
+//   sums       one input, GROUP BY whose keys are all output columns, and
+//              only count(*), count(x), sum(x) and avg(x) of integers or
+//              numerics: per group counts and sums are kept, the changes
+//              at t are aggregated and added, and the touched groups' rows
+//              are computed from the kept state.
 //   groups     one input, GROUP BY whose keys are all output columns, any
 //              aggregates and HAVING.  The groups the changes at t touch are
 //              computed again at t (an index probe on the keys) and replace
@@ -34,9 +39,10 @@ struct QueryShape {
     bool grouping_sets = false;
     bool keys_are_outputs = true;   // every GROUP BY key is an output column
     bool keys_comparable = true;    // every key type has a built-in equality
+    bool sums_only = false;         // every aggregate is count, or sum/avg of an exact number
 };
 
-enum class StrategyKind { Linear, Groups, Recompute };
+enum class StrategyKind { Linear, Sums, Groups, Recompute };
 
 struct Strategy {
     StrategyKind kind = StrategyKind::Recompute;

@@ -27,6 +27,14 @@ TEST(Strategy, GroupByWithKeysInTheOutputRecomputesTouchedGroups) {
     EXPECT_EQ(classify(s).kind, StrategyKind::Groups);
 }
 
+TEST(Strategy, CountsAndSumsAreKept) {
+    QueryShape s = one_input();
+    s.aggregates = s.group_by = s.sums_only = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Sums);
+    s.keys_are_outputs = false;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Recompute);
+}
+
 TEST(Strategy, EachConstructOutsideFallsBackAndSaysWhy) {
     struct Case {
         void (*set)(QueryShape&);
@@ -65,6 +73,7 @@ TEST(Strategy, NoInputIsRecomputed) {
 TEST(Strategy, NamesAreWhatUsersSee) {
     EXPECT_STREQ(decoupled::strategy_name(StrategyKind::Linear), "incremental");
     EXPECT_STREQ(decoupled::strategy_name(StrategyKind::Groups), "incremental");
+    EXPECT_STREQ(decoupled::strategy_name(StrategyKind::Sums), "incremental");
     EXPECT_STREQ(decoupled::strategy_name(StrategyKind::Recompute), "recompute");
 }
 
