@@ -388,6 +388,7 @@ Datum decoupled_stage_delta(PG_FUNCTION_ARGS) {
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
     decoupled::enter_owner(p.owner, p.ts, &scope);
+    decoupled::serial_only();
     // Derived and deparsed inside the owner's scope: names are printed for
     // the pinned search_path the query then runs with.
     Query* q = plan_query(p.plan);
@@ -513,6 +514,7 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
 
     decoupled::OwnerScope scope;
     decoupled::enter_owner(p.owner, p.ts, &scope);
+    decoupled::serial_only();
     Query* q = plan_query(p.plan);
     int rti = input_rti_of(q, p.input);
     Keys keys = group_keys(q);
@@ -730,6 +732,7 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
     decoupled::enter_owner(p.owner, p.ts, &scope);
+    if (!initial) decoupled::serial_only();
     Query* q = plan_query(p.plan);
     int rti = input_rti_of(q, p.input);
     Keys keys = group_keys(q);
@@ -850,6 +853,7 @@ Datum decoupled_stage_kept(PG_FUNCTION_ARGS) {
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
     decoupled::enter_owner(owner, ts, &scope);
+    decoupled::serial_only();
     Query* q = plan_query(plan);
     SumsContext c = sums_of(q, true);
     if (!c.ok) elog(ERROR, "the written plan is no longer maintained by kept sums");

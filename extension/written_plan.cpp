@@ -281,6 +281,13 @@ void decoupled::enter_owner(Oid owner, int64 ts, OwnerScope* scope) {
 // Every setting the computation changed goes back, set_config(..., false)
 // too, as after REFRESH MATERIALIZED VIEW: the owner's code must leave no
 // trace in the replica's or verify()'s caller's session.
+// A step that reads a few rows through indexes: starting parallel workers
+// would cost more than the whole step.
+void decoupled::serial_only() {
+    (void)set_config_option("max_parallel_workers_per_gather", "0", PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
+}
+
 void decoupled::leave_owner(const OwnerScope* scope) {
     SetUserIdAndSecContext(scope->saved_user, scope->saved_context);
     AtEOXact_GUC(false, scope->guc_level);
@@ -343,6 +350,7 @@ Datum decoupled_stage_plan(PG_FUNCTION_ARGS) {
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
     decoupled::enter_owner(owner, ts, &scope);
+    if (filter) decoupled::serial_only();
     uint64 rows = decoupled::stage_rows(target, sql);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);

@@ -25,6 +25,9 @@ struct OwnerScope {
 // abort.
 void enter_owner(Oid owner, int64 ts, OwnerScope* scope);
 void leave_owner(const OwnerScope* scope);
+// Inside an owner scope: no parallel workers (a step that costs what
+// changed would pay more to start them than to run).
+void serial_only();
 
 // Runs `sql` through SPI and inserts every row into `target`, whose row type
 // must match; returns the number of rows.

@@ -397,7 +397,7 @@ $$;
 -- race is not an error, it returns the actual upper to continue from.
 CREATE FUNCTION decoupled.replica_append(incarnation bigint, lifetime_id bigint, updates jsonb,
                                          expected_upper bigint, new_upper bigint) RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
 AS $$

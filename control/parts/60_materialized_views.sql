@@ -542,7 +542,7 @@ $$;
 CREATE FUNCTION decoupled.replica_maintain(incarnation bigint, lifetime_id bigint,
                                            expected_upper bigint,
                                            OUT upper bigint, OUT caught_up boolean)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
 AS $$
