@@ -30,6 +30,7 @@ extern "C" {
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_as_of);
 PG_FUNCTION_INFO_V1(decoupled_history_gate);
+PG_FUNCTION_INFO_V1(decoupled_history_gate_before);
 }
 
 namespace decoupled {
@@ -76,10 +77,22 @@ Datum decoupled_as_of(PG_FUNCTION_ARGS) {
 }
 
 // decoupled._history_gate(lifetime_id bigint) -> boolean
+static bool history_gate(int64 lifetime_id, int64 t);
+
 Datum decoupled_history_gate(PG_FUNCTION_ARGS) {
     if (!decoupled::as_of_is_set) PG_RETURN_BOOL(false);
-    int64 lifetime_id = PG_GETARG_INT64(0);
-    int64 t = decoupled::as_of_value;
+    PG_RETURN_BOOL(history_gate(PG_GETARG_INT64(0), decoupled::as_of_value));
+}
+
+// decoupled._history_gate_before(lifetime_id bigint) -> boolean: the gate of
+// the state just before decoupled.as_of (an incremental join step reads the
+// inputs after the changed one there: c<id>_before).
+Datum decoupled_history_gate_before(PG_FUNCTION_ARGS) {
+    if (!decoupled::as_of_is_set || decoupled::as_of_value == 0) PG_RETURN_BOOL(false);
+    PG_RETURN_BOOL(history_gate(PG_GETARG_INT64(0), decoupled::as_of_value - 1));
+}
+
+static bool history_gate(int64 lifetime_id, int64 t) {
 
     MemoryContext caller = CurrentMemoryContext;
     decoupled::SavedUser saved = decoupled::become_catalog_reader();
@@ -147,5 +160,5 @@ Datum decoupled_history_gate(PG_FUNCTION_ARGS) {
                      errhint("Updates at a time are final only once the upper has passed it; "
                              "retry later.")));
     }
-    PG_RETURN_BOOL(true);
+    return true;
 }

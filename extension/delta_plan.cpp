@@ -39,6 +39,8 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "nodes/bitmapset.h"
+#include "nodes/pathnodes.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_func.h"
 #include "parser/parsetree.h"
@@ -163,12 +165,49 @@ bool kept_sums_suffice(Query* q);
 
 namespace {
 
-// Describes the query for the classification; `input_rti` receives the
-// range table index of its one input when there is one.
-decoupled::QueryShape describe(Query* q, int* input_rti, int64* input_id) {
+// One input of a view: a range table entry that reads a collection whole.
+struct Input {
+    int rti;
+    int64 id;
+};
+
+// Collects the inputs of FROM: collection reads, inner-joined.
+void collect_from(Node* node, Query* q, List** inputs, decoupled::QueryShape* s) {
+    if (node == nullptr) return;
+    if (IsA(node, RangeTblRef)) {
+        int rti = castNode(RangeTblRef, node)->rtindex;
+        RangeTblEntry* rte = rt_fetch(rti, q->rtable);
+        int64 id = collection_read(rte);
+        if (id > 0) {
+            auto* input = static_cast<Input*>(palloc(sizeof(Input)));
+            *input = {rti, id};
+            *inputs = lappend(*inputs, input);
+            s->inputs++;
+        } else if (rte->rtekind == RTE_SUBQUERY) {
+            s->from_subquery = true;
+        } else if (rte->rtekind == RTE_RELATION && get_rel_relkind(rte->relid) == RELKIND_VIEW) {
+            s->inputs++;  // an ordinary view: whatever it reads, not incrementally
+            s->through_view = true;
+        } else {
+            s->other_from = true;
+        }
+    } else if (IsA(node, JoinExpr)) {
+        auto* join = reinterpret_cast<JoinExpr*>(node);
+        if (join->jointype != JOIN_INNER) s->outer_joins = true;
+        collect_from(join->larg, q, inputs, s);
+        collect_from(join->rarg, q, inputs, s);
+    } else if (IsA(node, FromExpr)) {
+        ListCell* lc;
+        foreach (lc, reinterpret_cast<FromExpr*>(node)->fromlist)
+            collect_from(static_cast<Node*>(lfirst(lc)), q, inputs, s);
+    }
+}
+
+// Describes the query for the classification; `inputs` receives its
+// inputs (Input*) in range table order of FROM.
+decoupled::QueryShape describe(Query* q, List** inputs) {
     decoupled::QueryShape s;
-    *input_rti = 0;
-    *input_id = 0;
+    *inputs = NIL;
     s.sublinks = q->hasSubLinks;
     s.ctes = q->cteList != NIL;
     s.set_operations = q->setOperations != nullptr;
@@ -179,28 +218,8 @@ decoupled::QueryShape describe(Query* q, int* input_rti, int64* input_id) {
     s.aggregates = q->hasAggs;
     s.group_by = q->groupClause != NIL;
     s.grouping_sets = q->groupingSets != NIL;
-
-    // What FROM reads: one relation (or the read rewrite's subquery), not a
-    // join; the view rule's OLD and NEW entries are never in FROM.
-    List* from = q->jointree ? q->jointree->fromlist : NIL;
-    if (list_length(from) != 1 || !IsA(linitial(from), RangeTblRef)) {
-        s.joins = list_length(from) > 1 || (from != NIL && IsA(linitial(from), JoinExpr));
-        s.inputs = from == NIL ? 0 : 2;
-        return s;
-    }
-    int rti = castNode(RangeTblRef, linitial(from))->rtindex;
-    RangeTblEntry* rte = rt_fetch(rti, q->rtable);
-    int64 id = collection_read(rte);
-    if (id > 0) {
-        s.inputs = 1;
-        *input_rti = rti;
-        *input_id = id;
-    } else if (rte->rtekind == RTE_SUBQUERY) {
-        s.from_subquery = true;
-    } else if (rte->rtekind == RTE_RELATION && get_rel_relkind(rte->relid) == RELKIND_VIEW) {
-        s.inputs = 1;  // an ordinary view: whatever it reads, not incrementally
-        s.through_view = true;
-    }
+    // The view rule's OLD and NEW entries are never in FROM.
+    collect_from(reinterpret_cast<Node*>(q->jointree), q, inputs, &s);
 
     // Every GROUP BY key must be an output column with a built-in equality:
     // the view's rows of a group are found by it.
@@ -222,25 +241,25 @@ decoupled::QueryShape describe(Query* q, int* input_rti, int64* input_id) {
 // Deriving the step's query
 // ---------------------------------------------------------------------------
 
-Oid delta_view_of(int64 input) {
-    char* name = psprintf("c" INT64_FORMAT "_delta", input);
+Oid storage_view(int64 input, const char* part) {
+    char* name = psprintf("c" INT64_FORMAT "_%s", input, part);
     Oid rel = get_relname_relid(name, get_namespace_oid("decoupled_storage", false));
     if (!OidIsValid(rel))
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                        errmsg("collection " INT64_FORMAT " has no change view", input)));
+                        errmsg("collection " INT64_FORMAT " has no view %s", input, name)));
     return rel;
 }
 
-// Replaces the input's entry with the input's changes at decoupled.as_of:
-// the same columns in the same order, and mz_diff after them.  Returns the
-// number of the input's own columns.
-int read_changes(Query* q, int rti, int64 input) {
+// Replaces an input's entry with a view of its storage with the same
+// columns in the same order (and, for the changes, mz_diff after them).
+// Returns the number of the input's own columns.
+int read_storage_view(Query* q, int rti, int64 input, const char* part, bool with_diff) {
     RangeTblEntry* rte = rt_fetch(rti, q->rtable);
     int ncols = list_length(rte->eref->colnames);
     List* colnames = list_copy(rte->eref->colnames);
-    colnames = lappend(colnames, makeString(pstrdup("mz_diff")));
+    if (with_diff) colnames = lappend(colnames, makeString(pstrdup("mz_diff")));
     rte->rtekind = RTE_RELATION;
-    rte->relid = delta_view_of(input);
+    rte->relid = storage_view(input, part);
     rte->relkind = RELKIND_VIEW;
     rte->rellockmode = AccessShareLock;
     rte->subquery = nullptr;
@@ -255,6 +274,16 @@ int read_changes(Query* q, int rti, int64 input) {
     rte->extraUpdatedCols = nullptr;
     rte->eref = makeAlias(rte->eref->aliasname, colnames);
     return ncols;
+}
+
+// The input's changes at decoupled.as_of (c<id>_delta), with mz_diff.
+int read_changes(Query* q, int rti, int64 input) {
+    return read_storage_view(q, rti, input, "delta", true);
+}
+
+// The input's state just before decoupled.as_of (c<id>_before).
+void read_before(Query* q, int rti, int64 input) {
+    (void)read_storage_view(q, rti, input, "before", false);
 }
 
 // The number of the plan's output columns (those of the view).
@@ -278,25 +307,55 @@ struct Prepared {
     Oid plan;
     Oid owner;
     int64 ts;
-    int64 input;
 };
 
 Prepared prepared_args(FunctionCallInfo fcinfo) {
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 3; ++i)
         if (PG_ARGISNULL(i)) elog(ERROR, "argument %d must not be null", i + 1);
-    return {PG_GETARG_OID(0), PG_GETARG_OID(1), PG_GETARG_INT64(2), PG_GETARG_INT64(3)};
+    return {PG_GETARG_OID(0), PG_GETARG_OID(1), PG_GETARG_INT64(2)};
 }
 
-int input_rti_of(Query* q, int64 expected_input) {
-    int rti;
-    int64 input;
-    decoupled::QueryShape shape = describe(q, &rti, &input);
-    decoupled::Strategy strategy = decoupled::classify(shape);
-    if (strategy.kind == decoupled::StrategyKind::Recompute || input != expected_input)
+// The plan's inputs, checking that it is still incremental.
+List* inputs_of(Query* q) {
+    List* inputs;
+    decoupled::QueryShape shape = describe(q, &inputs);
+    if (decoupled::classify(shape).kind == decoupled::StrategyKind::Recompute)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("the written plan is no longer incremental over collection "
-                               INT64_FORMAT, expected_input)));
-    return rti;
+                        errmsg("the written plan is no longer incremental")));
+    return inputs;
+}
+
+// The view's changes at decoupled.as_of as one query: the sum (UNION ALL)
+// over its inputs i of the plan with input i replaced by its changes, the
+// inputs before i read at as_of and those after it just before (C13.1 —
+// a self-join is two inputs).  `select_list` shapes each term's output
+// from the term's query, the changed input's range table index and its
+// column count (mz_diff is the column after them).
+using SelectList = void (*)(Query* q, int changed_rti, int changed_ncols, void* arg);
+
+char* changes_union(Query* base, SelectList select_list, void* arg) {
+    List* inputs = inputs_of(base);
+    StringInfoData sql;
+    initStringInfo(&sql);
+    for (int i = 0; i < list_length(inputs); ++i) {
+        Query* q = static_cast<Query*>(copyObjectImpl(base));
+        int changed_ncols = 0;
+        auto* changed = static_cast<Input*>(list_nth(inputs, i));
+        for (int j = 0; j < list_length(inputs); ++j) {
+            auto* input = static_cast<Input*>(list_nth(inputs, j));
+            if (j == i) changed_ncols = read_changes(q, input->rti, input->id);
+            if (j > i) read_before(q, input->rti, input->id);
+        }
+        select_list(q, changed->rti, changed_ncols, arg);
+        appendStringInfo(&sql, "%s(%s)", i > 0 ? " UNION ALL " : "", pg_get_querydef(q, false));
+    }
+    return sql.data;
+}
+
+TargetEntry* diff_entry(Query* q, int rti, int ncols) {
+    return makeTargetEntry(
+        reinterpret_cast<Expr*>(makeVar(rti, ncols + 1, INT8OID, -1, InvalidOid, 0)),
+        list_length(q->targetList) + 1, pstrdup("mz_diff"), false);
 }
 
 // Storage is written with the extension's rights: an index on it may only
@@ -323,21 +382,123 @@ char* typed_literal(const char* value, Oid type) {
 
 }  // namespace
 
+namespace {
+
+// An arrangement: an index on input `id`'s storage over `keys` (deparsed
+// over its columns, e.g. "(k % 10), (s)").
+struct Arrangement {
+    int64 id;
+    char* keys;
+};
+
+// `expr` (over input `in`'s columns) as an index expression on its storage,
+// or nullptr if it calls anything but built-in functions (storage is
+// written with the extension's rights).
+char* storage_expression(Node* expr, const Input* in) {
+    if (calls_other_than_builtins(expr, nullptr)) return nullptr;
+    char* history = psprintf("c" INT64_FORMAT "_history", in->id);
+    Oid rel = get_relname_relid(history, get_namespace_oid("decoupled_storage", false));
+    Node* copy = static_cast<Node*>(copyObjectImpl(expr));
+    ChangeVarNodes(copy, in->rti, 1, 0);
+    return psprintf("(%s)", deparse_expression(copy, deparse_context_for(history, rel), false, false));
+}
+
+const Input* only_input_of(Node* expr, List* inputs) {
+    Relids varnos = pull_varnos(nullptr, expr);
+    const Input* found = nullptr;
+    ListCell* lc;
+    foreach (lc, inputs) {
+        auto* in = static_cast<Input*>(lfirst(lc));
+        if (bms_is_member(in->rti, varnos)) {
+            if (found) return nullptr;
+            found = in;
+        }
+    }
+    return found;
+}
+
+// The join keys: each side of an equality between columns of two inputs,
+// in WHERE or an inner join's ON, is probed when the other side changes.
+void join_arrangements(Node* quals, List* inputs, List** out) {
+    if (quals == nullptr) return;
+    if (is_andclause(quals)) {
+        ListCell* lc;
+        foreach (lc, reinterpret_cast<BoolExpr*>(quals)->args)
+            join_arrangements(static_cast<Node*>(lfirst(lc)), inputs, out);
+        return;
+    }
+    if (!IsA(quals, OpExpr) || list_length(reinterpret_cast<OpExpr*>(quals)->args) != 2) return;
+    Node* sides[2] = {static_cast<Node*>(linitial(reinterpret_cast<OpExpr*>(quals)->args)),
+                      static_cast<Node*>(lsecond(reinterpret_cast<OpExpr*>(quals)->args))};
+    const Input* a = only_input_of(sides[0], inputs);
+    const Input* b = only_input_of(sides[1], inputs);
+    if (a == nullptr || b == nullptr || a == b) return;
+    for (int i = 0; i < 2; ++i) {
+        const Input* in = i == 0 ? a : b;
+        char* keys = storage_expression(sides[i], in);
+        if (keys) {
+            auto* arrangement = static_cast<Arrangement*>(palloc(sizeof(Arrangement)));
+            *arrangement = {in->id, keys};
+            *out = lappend(*out, arrangement);
+        }
+    }
+}
+
+void collect_join_quals(Node* node, List* inputs, List** out) {
+    if (node == nullptr) return;
+    if (IsA(node, JoinExpr)) {
+        auto* join = reinterpret_cast<JoinExpr*>(node);
+        join_arrangements(join->quals, inputs, out);
+        collect_join_quals(join->larg, inputs, out);
+        collect_join_quals(join->rarg, inputs, out);
+    } else if (IsA(node, FromExpr)) {
+        auto* from = reinterpret_cast<FromExpr*>(node);
+        join_arrangements(from->quals, inputs, out);
+        ListCell* lc;
+        foreach (lc, from->fromlist) collect_join_quals(static_cast<Node*>(lfirst(lc)), inputs, out);
+    }
+}
+
+}  // namespace
+
 // decoupled._mv_strategy(plan regclass, OUT strategy text, OUT reason text,
-//                        OUT input bigint, OUT key_expressions text[])
-// How the view is maintained (strategy 'linear', 'groups' or 'recompute'),
-// why not incrementally, its one input, and — for 'groups' — its GROUP BY
-// keys as expressions over the input's columns (for the arrangement).
+//                        OUT arrangement_inputs bigint[], OUT arrangement_keys text[])
+// How the view is maintained ('linear', 'sums', 'groups' or 'recompute'),
+// why not incrementally, and the arrangements its steps probe: the join
+// keys of every input, and for 'groups' over one input its GROUP BY keys.
 Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
     Oid plan = PG_GETARG_OID(0);
     Query* q = plan_query(plan);
-    int rti;
-    int64 input;
-    decoupled::QueryShape shape = describe(q, &rti, &input);
+    List* inputs;
+    decoupled::QueryShape shape = describe(q, &inputs);
     decoupled::Strategy strategy = decoupled::classify(shape);
 
+    List* arrangements = NIL;
+    if (strategy.kind != decoupled::StrategyKind::Recompute) {
+        collect_join_quals(reinterpret_cast<Node*>(q->jointree), inputs, &arrangements);
+        if (strategy.kind == decoupled::StrategyKind::Groups && list_length(inputs) == 1) {
+            auto* in = static_cast<Input*>(linitial(inputs));
+            StringInfoData keys;
+            initStringInfo(&keys);
+            bool builtin = true;
+            ListCell* lc;
+            foreach (lc, q->groupClause) {
+                TargetEntry* te = get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc),
+                                                          q->targetList);
+                char* key = storage_expression(reinterpret_cast<Node*>(te->expr), in);
+                builtin = builtin && key != nullptr;
+                if (key) appendStringInfo(&keys, "%s%s", keys.len ? ", " : "", key);
+            }
+            if (builtin) {
+                auto* arrangement = static_cast<Arrangement*>(palloc(sizeof(Arrangement)));
+                *arrangement = {in->id, keys.data};
+                arrangements = lappend(arrangements, arrangement);
+            }
+        }
+    }
+
     Datum values[4];
-    bool nulls[4] = {false, false, false, false};
+    bool nulls[4] = {false, false, true, true};
     const char* kind = strategy.kind == decoupled::StrategyKind::Linear   ? "linear"
                        : strategy.kind == decoupled::StrategyKind::Sums   ? "sums"
                        : strategy.kind == decoupled::StrategyKind::Groups ? "groups"
@@ -345,30 +506,18 @@ Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
     values[0] = CStringGetTextDatum(kind);
     values[1] = CStringGetTextDatum(strategy.reason.c_str());
     nulls[1] = strategy.reason.empty();
-    values[2] = Int64GetDatum(input);
-    nulls[2] = strategy.kind == decoupled::StrategyKind::Recompute;
-    nulls[3] = true;
-    if (strategy.kind == decoupled::StrategyKind::Groups) {
-        // The keys over the input's own columns: its history view has them,
-        // in order, so a Var of the input reads the same there.
-        char* history = psprintf("c" INT64_FORMAT "_history", input);
-        Oid history_rel = get_relname_relid(history, get_namespace_oid("decoupled_storage", false));
-        List* context = deparse_context_for(history, history_rel);
-        int n = list_length(q->groupClause);
-        Datum* exprs = static_cast<Datum*>(palloc(sizeof(Datum) * n));
-        int i = 0;
-        bool builtin = true;
-        ListCell* lc;
-        foreach (lc, q->groupClause) {
-            TargetEntry* te = get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc),
-                                                      q->targetList);
-            Node* expr = static_cast<Node*>(copyObjectImpl(te->expr));
-            builtin = builtin && !calls_other_than_builtins(expr, nullptr);
-            ChangeVarNodes(expr, rti, 1, 0);
-            exprs[i++] = CStringGetTextDatum(deparse_expression(expr, context, false, false));
+    int n = list_length(arrangements);
+    if (n > 0) {
+        Datum* ids = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+        Datum* keys = static_cast<Datum*>(palloc(sizeof(Datum) * n));
+        for (int i = 0; i < n; ++i) {
+            auto* a = static_cast<Arrangement*>(list_nth(arrangements, i));
+            ids[i] = Int64GetDatum(a->id);
+            keys[i] = CStringGetTextDatum(a->keys);
         }
-        values[3] = PointerGetDatum(construct_array(exprs, n, TEXTOID, -1, false, TYPALIGN_INT));
-        nulls[3] = !builtin;
+        values[2] = PointerGetDatum(construct_array(ids, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+        values[3] = PointerGetDatum(construct_array(keys, n, TEXTOID, -1, false, TYPALIGN_INT));
+        nulls[2] = nulls[3] = false;
     }
     TupleDesc desc;
     if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
@@ -376,14 +525,22 @@ Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 
-// decoupled._stage_delta(plan regclass, owner oid, ts bigint, input bigint,
-//                        target regclass) -> bigint
+namespace {
+
+void linear_select_list(Query* q, int changed_rti, int changed_ncols, void*) {
+    q->targetList = lappend(q->targetList, diff_entry(q, changed_rti, changed_ncols));
+    q->sortClause = NIL;
+}
+
+}  // namespace
+
+// decoupled._stage_delta(plan regclass, owner oid, ts bigint, target regclass) -> bigint
 // A linear view's difference at ts, as its owner, into target as
 // (ts, diff, row key, row hash, row...).
 Datum decoupled_stage_delta(PG_FUNCTION_ARGS) {
     Prepared p = prepared_args(fcinfo);
-    if (PG_ARGISNULL(4)) elog(ERROR, "target must not be null");
-    Oid target_oid = PG_GETARG_OID(4);
+    if (PG_ARGISNULL(3)) elog(ERROR, "target must not be null");
+    Oid target_oid = PG_GETARG_OID(3);
 
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
@@ -392,21 +549,15 @@ Datum decoupled_stage_delta(PG_FUNCTION_ARGS) {
     // Derived and deparsed inside the owner's scope: names are printed for
     // the pinned search_path the query then runs with.
     Query* q = plan_query(p.plan);
-    int rti = input_rti_of(q, p.input);
-    int ncols = read_changes(q, rti, p.input);
     int nout = output_columns(q);
-    q->targetList = lappend(
-        q->targetList,
-        makeTargetEntry(reinterpret_cast<Expr*>(makeVar(rti, ncols + 1, INT8OID, -1, InvalidOid, 0)),
-                        list_length(q->targetList) + 1, pstrdup("mz_diff"), false));
-    q->sortClause = NIL;
+    char* changes = changes_union(q, linear_select_list, nullptr);
     char* cols = positional_names(nout, "d.");
     char* sql = psprintf(
         "SELECT " INT64_FORMAT "::pg_catalog.int8, d.mz_diff, "
         "       pg_catalog.textin(pg_catalog.record_out(ROW(%s))), "
         "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(%s)))), %s "
         "  FROM (%s) d(%s, mz_diff)",
-        p.ts, cols, cols, cols, pg_get_querydef(q, false), positional_names(nout, ""));
+        p.ts, cols, cols, cols, changes, positional_names(nout, ""));
     uint64 rows = decoupled::stage_rows(target, sql);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
@@ -503,9 +654,18 @@ Datum groups_result(FunctionCallInfo fcinfo, int64 groups, const char* filter) {
 
 }  // namespace
 
-// decoupled._touched_groups(plan regclass, owner oid, ts bigint, input bigint,
+namespace {
+
+void keys_select_list(Query* q, int, int, void*) {
+    Keys keys = group_keys(q);
+    ungroup(q, keys.entries);
+}
+
+}  // namespace
+
+// decoupled._touched_groups(plan regclass, owner oid, ts bigint,
 //                           OUT groups bigint, OUT filter text)
-// The groups of a 'groups' view that the input's changes at ts touch, and
+// The groups of a 'groups' view that its inputs' changes at ts touch, and
 // a condition on the view's key columns that selects exactly them (NULL
 // when none is touched).
 Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
@@ -516,11 +676,9 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
     decoupled::enter_owner(p.owner, p.ts, &scope);
     decoupled::serial_only();
     Query* q = plan_query(p.plan);
-    int rti = input_rti_of(q, p.input);
     Keys keys = group_keys(q);
-    read_changes(q, rti, p.input);
-    ungroup(q, keys.entries);
-    char* sql = psprintf("SELECT DISTINCT * FROM (%s) k", pg_get_querydef(q, false));
+    char* sql = psprintf("SELECT DISTINCT * FROM (%s) k",
+                         changes_union(q, keys_select_list, nullptr));
 
     SPI_connect();
     if (SPI_execute(sql, true, 0) != SPI_OK_SELECT) elog(ERROR, "could not read the touched groups");
@@ -717,37 +875,57 @@ Datum decoupled_mv_kept_state(PG_FUNCTION_ARGS) {
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 
-// decoupled._stage_sums(plan regclass, owner oid, ts bigint, input bigint,
-//                       target regclass, initial boolean) -> bigint
+namespace {
+
+// Keys, then mz_diff (changes only), then the aggregated expressions.
+List* sums_select_list(Query* q, TargetEntry* diff) {
+    Keys keys = group_keys(q);
+    SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
+    List* tlist = keys.entries;
+    if (diff) {
+        diff->resno = list_length(tlist) + 1;
+        tlist = lappend(tlist, diff);
+    }
+    ListCell* lc;
+    foreach (lc, c.args)
+        tlist = lappend(tlist, makeTargetEntry(static_cast<Expr*>(lfirst(lc)), list_length(tlist) + 1,
+                                               psprintf("a%d", list_length(tlist) + 1), false));
+    return tlist;
+}
+
+void sums_changes_select_list(Query* q, int changed_rti, int changed_ncols, void*) {
+    ungroup(q, sums_select_list(q, diff_entry(q, changed_rti, changed_ncols)));
+}
+
+}  // namespace
+
+// decoupled._stage_sums(plan regclass, owner oid, ts bigint, target regclass,
+//                       initial boolean) -> bigint
 // Per group: the count of rows and, per aggregated expression, of its
-// non-null values and their sum — of the input's changes at ts (counted
-// with their signs), or with `initial` of the input's state at ts — as
-// the owner, into target (the view's dstate).
+// non-null values and their sum — of the inputs' changes at ts (counted
+// with their signs), or with `initial` of the view's rows at ts — as the
+// owner, into target (the view's dstate).
 Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     Prepared p = prepared_args(fcinfo);
-    if (PG_ARGISNULL(4) || PG_ARGISNULL(5)) elog(ERROR, "target and initial must not be null");
-    Oid target_oid = PG_GETARG_OID(4);
-    bool initial = PG_GETARG_BOOL(5);
+    if (PG_ARGISNULL(3) || PG_ARGISNULL(4)) elog(ERROR, "target and initial must not be null");
+    Oid target_oid = PG_GETARG_OID(3);
+    bool initial = PG_GETARG_BOOL(4);
 
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
     decoupled::enter_owner(p.owner, p.ts, &scope);
     if (!initial) decoupled::serial_only();
     Query* q = plan_query(p.plan);
-    int rti = input_rti_of(q, p.input);
     Keys keys = group_keys(q);
     SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
-    int ncols = initial ? 0 : read_changes(q, rti, p.input);
-    List* tlist = keys.entries;
-    if (!initial)
-        tlist = lappend(tlist, makeTargetEntry(reinterpret_cast<Expr*>(
-                                                   makeVar(rti, ncols + 1, INT8OID, -1, InvalidOid, 0)),
-                                               list_length(tlist) + 1, pstrdup("mz_diff"), false));
+    char* rows_sql;
+    if (initial) {
+        ungroup(q, sums_select_list(q, nullptr));
+        rows_sql = pg_get_querydef(q, false);
+    } else {
+        rows_sql = changes_union(q, sums_changes_select_list, nullptr);
+    }
     ListCell* lc;
-    foreach (lc, c.args)
-        tlist = lappend(tlist, makeTargetEntry(static_cast<Expr*>(lfirst(lc)), list_length(tlist) + 1,
-                                               psprintf("a%d", list_length(tlist) + 1), false));
-    ungroup(q, tlist);
 
     StringInfoData sql, names;
     initStringInfo(&sql);
@@ -776,7 +954,7 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
                                       : "0::pg_catalog.numeric");
         j++;
     }
-    appendStringInfo(&sql, " FROM (%s) x(%s) GROUP BY ", pg_get_querydef(q, false), names.data);
+    appendStringInfo(&sql, " FROM (%s) x(%s) GROUP BY ", rows_sql, names.data);
     for (int k = 1; k <= keys.n; ++k) appendStringInfo(&sql, "%sx.k%d", k > 1 ? ", " : "", k);
     uint64 rows = decoupled::stage_rows(target, sql.data);
     decoupled::leave_owner(&scope);

@@ -43,9 +43,25 @@ SELECT decoupled.create_materialized_view('inc_grp2',
 -- A view over an incremental view steps incrementally too.
 SELECT decoupled.create_materialized_view('inc_over',
     'SELECT n, count(*) AS groups FROM inc_grp GROUP BY n') > 0 AS created;
--- Recomputed, with the reason.
+-- Inner joins of any arity, self-joins too: the sum over inputs of the
+-- query with that input's changes, the inputs before it at t and after it
+-- at t - 1; with kept sums or touched groups over them.
 SELECT decoupled.create_materialized_view('inc_join',
     'SELECT t.k, u.w FROM inc_t t JOIN inc_u u ON u.k = t.k') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_join3',
+    'SELECT a.k, a.v, b.g AS bg, u.w FROM inc_t a, inc_t b, inc_u u '
+    'WHERE b.k = a.k + 1 AND u.k = a.k AND a.v < 150') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_join_sums',
+    'SELECT u.w % 3 AS bucket, count(*) AS n, sum(t.v) AS total FROM inc_t t '
+    'JOIN inc_u u ON u.k = t.g GROUP BY u.w % 3') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_join_groups',
+    'SELECT t.g, max(u.w) AS top, min(t.s) AS first FROM inc_t t '
+    'JOIN inc_u u ON u.k = t.k GROUP BY t.g') > 0 AS created;
+-- Recomputed, with the reason.
+SELECT decoupled.create_materialized_view('inc_outer',
+    'SELECT t.k, u.w FROM inc_t t LEFT JOIN inc_u u ON u.k = t.k') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_series',
+    'SELECT t.k, x FROM inc_t t, generate_series(1, 2) x') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_total',
     'SELECT count(*) AS n FROM inc_t') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_hidden_key',
@@ -56,15 +72,17 @@ SELECT decoupled.create_materialized_view('inc_top',
     'SELECT k, v FROM inc_t ORDER BY v DESC, k LIMIT 3') > 0 AS created;
 SELECT name, strategy, method, reason FROM decoupled.view_maintenance ORDER BY name;
 
--- One arrangement per distinct key set, on the input's cur and dead.
-SELECT string_agg(lifetime_id::text, '|') AS ids FROM decoupled.objects
- WHERE name IN ('inc_t', 'inc_grp') \gset
-SELECT v.name, a.expression, a.index_name ~ '^c[0-9]+_a[0-9a-f]{12}$' AS named
+-- Arrangements: the GROUP BY keys of a one-input 'groups' view and the
+-- join keys of every input, each an index on the input's cur and dead,
+-- one per distinct key set.
+SELECT v.name, i.name AS input, a.expression, a.index_name ~ '^c[0-9]+_a[0-9a-f]{12}$' AS named
   FROM decoupled.catalog_arrangements a JOIN decoupled.objects v ON v.lifetime_id = a.view_id
- ORDER BY 1;
-SELECT count(*) AS arrangement_indexes FROM pg_indexes
- WHERE schemaname = 'decoupled_storage' AND indexname ~ ('^c(' || :'ids' || ')_a[0-9a-f]{12}_(cur|dead)$');
-
+  JOIN decoupled.objects i ON i.lifetime_id = a.input
+ ORDER BY 1, 2, 3;
+SELECT a.index_name AS g_arrangement FROM decoupled.catalog_arrangements a
+  JOIN decoupled.objects v ON v.lifetime_id = a.view_id WHERE v.name = 'inc_grp' \gset
+SELECT count(*) AS g_indexes FROM pg_indexes
+ WHERE schemaname = 'decoupled_storage' AND indexname LIKE :'g_arrangement' || '\_%';
 SELECT inc_caught_up(name) FROM decoupled.objects WHERE kind = 'materialized view' ORDER BY name;
 
 -- A seeded workload: inserts, duplicates, NULL keys, updates moving rows
@@ -90,6 +108,10 @@ BEGIN
         END CASE;
         IF step % 17 = 0 THEN
             DELETE FROM inc_t WHERE g = 3;  -- a group emptied
+        END IF;
+        IF step % 3 = 0 THEN  -- both sides of the joins change at one time
+            UPDATE inc_u SET w = w + 1 WHERE k = step % 20;
+            INSERT INTO inc_u VALUES (step % 25, step);
         END IF;
         PERFORM decoupled.tick_tables();
         COMMIT;
@@ -136,13 +158,17 @@ SELECT * FROM inc_explain('SELECT * FROM ' || :'plan' || ' WHERE g OPERATOR(pg_c
 RESET enable_seqscan;
 RESET decoupled.as_of;
 
--- Dropped with the last view that uses it.
+-- Dropped with the last view that uses it (inc_grp, inc_grp2 and
+-- inc_join_sums share the arrangement on inc_t's g).
 SELECT decoupled.drop('inc_grp2');
-SELECT count(*) AS arrangement_indexes FROM pg_indexes
- WHERE schemaname = 'decoupled_storage' AND indexname ~ ('^c(' || :'ids' || ')_a[0-9a-f]{12}_(cur|dead)$');
+SELECT count(*) AS g_indexes FROM pg_indexes
+ WHERE schemaname = 'decoupled_storage' AND indexname LIKE :'g_arrangement' || '\_%';
 SELECT decoupled.drop('inc_over'), decoupled.drop('inc_grp');
-SELECT count(*) AS arrangement_indexes FROM pg_indexes
- WHERE schemaname = 'decoupled_storage' AND indexname ~ ('^c(' || :'ids' || ')_a[0-9a-f]{12}_(cur|dead)$');
+SELECT count(*) AS g_indexes FROM pg_indexes
+ WHERE schemaname = 'decoupled_storage' AND indexname LIKE :'g_arrangement' || '\_%';
+SELECT decoupled.drop('inc_join_sums');
+SELECT count(*) AS g_indexes FROM pg_indexes
+ WHERE schemaname = 'decoupled_storage' AND indexname LIKE :'g_arrangement' || '\_%';
 
 SELECT decoupled.drop(name) FROM decoupled.objects WHERE kind = 'materialized view' ORDER BY name;
 SELECT decoupled.unregister_table('inc_t'), decoupled.unregister_table('inc_u');

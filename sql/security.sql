@@ -236,7 +236,8 @@ RESET ROLE;
 -- 4. Internal helpers are not callable
 ------------------------------------------------------------------------------
 -- What an ordinary role may execute: only these, each a public entry point
--- that makes its own checks (_history_gate is the AS OF gate itself,
+-- that makes its own checks (_history_gate and _history_gate_before are
+-- the AS OF gates themselves,
 -- _shared_holds and _catalog_inventory back public views and dry_run,
 -- _kept_* are the arithmetic a view's owner evaluates over kept sums).
 SELECT p.oid::regprocedure AS executable_by_public

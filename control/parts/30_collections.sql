@@ -38,6 +38,9 @@ COMMENT ON FUNCTION decoupled.as_of() IS 'decoupled.as_of as a timestamp, NULL w
 CREATE FUNCTION decoupled._history_gate(lifetime_id bigint) RETURNS boolean
     LANGUAGE C STABLE STRICT PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'decoupled_history_gate';
+CREATE FUNCTION decoupled._history_gate_before(lifetime_id bigint) RETURNS boolean
+    LANGUAGE C STABLE STRICT PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'decoupled_history_gate_before';
 CREATE FUNCTION decoupled._execute_unrewritten(sql text) RETURNS void
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_execute_unrewritten';
 CREATE FUNCTION decoupled._propose_bound(upper bigint, retain_ms bigint, current_bound bigint,
@@ -143,6 +146,18 @@ BEGIN
         decoupled._storage(id, 'delta'), names, decoupled._storage(id, 'cur'),
         decoupled._storage(id, 'dead'), id);
     EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'delta'));
+    -- Its state just before decoupled.as_of: an incremental join step reads
+    -- the inputs after the changed one there.
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate_before(%5$s) '
+        '  AND mz_ts < decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate_before(%5$s) '
+        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of()',
+        decoupled._storage(id, 'before'), names, decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'before'));
 END
 $$;
 
@@ -1318,7 +1333,7 @@ BEGIN
             PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
              WHERE o.lifetime_id = v_id;
             SELECT string_agg(r::text, ', ') INTO v_tables
-              FROM unnest(ARRAY['plan', 'delta', 'history']) part,
+              FROM unnest(ARRAY['plan', 'delta', 'before', 'history']) part,
                    LATERAL to_regclass(decoupled._storage(v_id, part)) r
              WHERE r IS NOT NULL;
             IF v_tables IS NOT NULL THEN

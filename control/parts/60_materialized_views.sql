@@ -21,18 +21,18 @@ CREATE FUNCTION decoupled._stage_plan(plan regclass, owner oid, ts bigint, targe
 -- strategy a written plan allows, a linear view's difference at a time,
 -- the groups a time's changes touch, and the step-size rule.
 CREATE FUNCTION decoupled._mv_strategy(plan regclass, OUT strategy text, OUT reason text,
-                                       OUT input bigint, OUT key_expressions text[])
+                                       OUT arrangement_inputs bigint[],
+                                       OUT arrangement_keys text[])
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_strategy';
-CREATE FUNCTION decoupled._stage_delta(plan regclass, owner oid, ts bigint, input bigint,
-                                      target regclass)
+CREATE FUNCTION decoupled._stage_delta(plan regclass, owner oid, ts bigint, target regclass)
     RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_delta';
-CREATE FUNCTION decoupled._touched_groups(plan regclass, owner oid, ts bigint, input bigint,
+CREATE FUNCTION decoupled._touched_groups(plan regclass, owner oid, ts bigint,
                                           OUT groups bigint, OUT filter text)
     LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_touched_groups';
 CREATE FUNCTION decoupled._mv_kept_state(plan regclass, OUT columns text, OUT keys text)
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_kept_state';
-CREATE FUNCTION decoupled._stage_sums(plan regclass, owner oid, ts bigint, input bigint,
-                                     target regclass, initial boolean)
+CREATE FUNCTION decoupled._stage_sums(plan regclass, owner oid, ts bigint, target regclass,
+                                     initial boolean)
     RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_sums';
 CREATE FUNCTION decoupled._merge_sums(plan regclass, state regclass, dstate regclass,
                                      OUT groups bigint, OUT filter text)
@@ -323,13 +323,11 @@ BEGIN
            definition = o.definition || jsonb_build_object(
                'columns', v_cols, 'plan', v_plan::oid, 'inputs', to_jsonb(v_inputs),
                'direct', to_jsonb(v_direct), 'as_of', v_as_of,
-               'strategy', v_strategy.strategy, 'reason', v_strategy.reason,
-               'input', v_strategy.input)
+               'strategy', v_strategy.strategy, 'reason', v_strategy.reason)
      WHERE o.lifetime_id = v_id;
     INSERT INTO decoupled.view_steps (lifetime_id) VALUES (v_id);
-    IF v_strategy.key_expressions IS NOT NULL THEN
-        PERFORM decoupled._arrange(v_id, v_strategy.input, v_strategy.key_expressions);
-    END IF;
+    PERFORM decoupled._arrange(v_id, a.input, a.keys)
+       FROM unnest(v_strategy.arrangement_inputs, v_strategy.arrangement_keys) AS a(input, keys);
     PERFORM decoupled._create_storage(v_id);
     IF v_strategy.strategy IN ('sums', 'groups') THEN
         PERFORM decoupled._create_kept_state(v_id, v_plan, v_owner, v_strategy.strategy = 'sums');
@@ -354,15 +352,14 @@ END
 $$;
 
 -- The arrangement of `input` on `keys` for view `view_id`: an index on the
--- input's cur and dead storage over the key expressions (built-in
--- functions only: storage is written with the extension's rights), created
--- unless another view already has it.  Keys PostgreSQL cannot index (not
+-- input's cur and dead storage over the key expressions, e.g. "(k % 10),
+-- (s)" (built-in functions only: storage is written with the extension's
+-- rights), created unless another view already has it.  Keys PostgreSQL cannot index (not
 -- immutable) get none: the view's steps then read the input without it.
-CREATE FUNCTION decoupled._arrange(view_id bigint, input bigint, keys text[]) RETURNS void
+CREATE FUNCTION decoupled._arrange(view_id bigint, input bigint, keys text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
-    v_expr text := (SELECT string_agg('(' || k || ')', ', ' ORDER BY i)
-                      FROM unnest(keys) WITH ORDINALITY AS x(k, i));
+    v_expr text := keys;
     v_name text := 'c' || input || '_a' || substr(md5(v_expr), 1, 12);
 BEGIN
     BEGIN
@@ -375,7 +372,7 @@ BEGIN
         RETURN;
     END;
     INSERT INTO decoupled.catalog_arrangements (input, index_name, expression, view_id)
-    VALUES (_arrange.input, v_name, v_expr, _arrange.view_id);
+    VALUES (_arrange.input, v_name, v_expr, _arrange.view_id) ON CONFLICT DO NOTHING;
 END
 $$;
 
@@ -562,7 +559,6 @@ DECLARE
     v_owner  oid;
     v_stage  regclass := decoupled._storage(id, 'stage')::regclass;
     v_strategy  text;
-    v_input     bigint;
     v_cur       regclass := decoupled._storage(id, 'cur')::regclass;
     v_state     regclass := to_regclass(decoupled._storage(id, 'state'));
     v_dstate    regclass := to_regclass(decoupled._storage(id, 'dstate'));
@@ -584,7 +580,6 @@ BEGIN
     v_plan := (o.definition->>'plan')::oid::regclass;
     v_owner := (o.definition->>'owner')::oid;
     v_strategy := o.definition->>'strategy';
-    v_input := (o.definition->>'input')::bigint;
 
     -- The owner reads the inputs, as PostgreSQL checks for a view: a revoked
     -- privilege stalls the view instead of leaking data.
@@ -619,12 +614,12 @@ BEGIN
         -- After the first computation, a step of an incremental view costs
         -- what changed (C13.1); the rest, and large changes, recompute.
         IF v_strategy = 'linear' AND upper > v_as_of THEN
-            PERFORM decoupled._stage_delta(v_plan, v_owner, v_t, v_input, v_stage);
+            PERFORM decoupled._stage_delta(v_plan, v_owner, v_t, v_stage);
             v_steps_inc := v_steps_inc + 1;
         ELSIF v_strategy = 'sums' AND upper > v_as_of THEN
             -- The changes' counts and sums added to the kept state; the
             -- touched groups' rows, from the state, replace the view's.
-            PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_input, v_dstate, false);
+            PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_dstate, false);
             SELECT g.groups, g.filter INTO v_groups, v_filter
               FROM decoupled._merge_sums(v_plan, v_state, v_dstate) g;
             IF v_groups > 0 THEN
@@ -638,14 +633,14 @@ BEGIN
         ELSE
             IF v_strategy = 'sums' THEN
                 -- The first computation: the state starts from the input at t.
-                PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_input, v_dstate, true);
+                PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_dstate, true);
                 PERFORM decoupled._merge_sums(v_plan, v_state, v_dstate);
             END IF;
             v_partial := false;
             v_filter := NULL;
             IF v_strategy = 'groups' AND upper > v_as_of THEN
                 SELECT g.groups, g.filter INTO v_groups, v_filter
-                  FROM decoupled._touched_groups(v_plan, v_owner, v_t, v_input) g;
+                  FROM decoupled._touched_groups(v_plan, v_owner, v_t) g;
                 v_partial := v_groups = 0 OR NOT decoupled._recompute_in_full(v_groups,
                     (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_cur));
             END IF;

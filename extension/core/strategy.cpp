@@ -13,8 +13,10 @@ Strategy classify(const QueryShape& s) {
     if (s.from_subquery && s.inputs == 0) return recompute("it reads a subquery in FROM");
     if (s.inputs == 0) return recompute("it reads no collection");
     if (s.through_view) return recompute("it reads a collection through an ordinary view");
-    if (s.inputs > 1 || s.joins) return recompute("it joins (incremental joins are not built yet)");
+    if (s.outer_joins)
+        return recompute("it uses an outer join (incremental outer joins are not built yet)");
     if (s.from_subquery) return recompute("it reads a subquery in FROM");
+    if (s.other_from) return recompute("it reads a function or VALUES in FROM");
     if (s.set_operations) return recompute("it uses UNION, INTERSECT or EXCEPT");
     if (s.sublinks) return recompute("it uses a subquery (EXISTS, IN or a scalar subquery)");
     if (s.ctes) return recompute("it uses WITH");

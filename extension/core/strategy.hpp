@@ -2,15 +2,17 @@
 // allows, and, per step, whether to recompute instead.  Pure logic: the
 // query walk (extension/delta_plan.cpp) describes the query as a QueryShape.
 //
-//   linear     one input; selection, projection and deterministic
-//              expressions only.  The view's difference at t is the query
-//              applied to the input's changes at t.
-//   sums       one input, GROUP BY whose keys are all output columns, and
+//   linear     inputs inner-joined (one, or any number, self-joins too);
+//              selection, projection and deterministic expressions.  The
+//              view's difference at t is the sum over inputs i of the query
+//              with input i replaced by its changes at t, the inputs before
+//              i read at t and those after it at t - 1.
+//   sums       the same, GROUP BY whose keys are all output columns, and
 //              only count(*), count(x), sum(x) and avg(x) of integers or
 //              numerics: per group counts and sums are kept, the changes
 //              at t are aggregated and added, and the touched groups' rows
 //              are computed from the kept state.
-//   groups     one input, GROUP BY whose keys are all output columns, any
+//   groups     the same, GROUP BY whose keys are all output columns, any
 //              aggregates and HAVING.  The groups the changes at t touch are
 //              computed again at t (an index probe on the keys) and replace
 //              the view's rows of those groups.
@@ -23,10 +25,11 @@
 namespace decoupled {
 
 struct QueryShape {
-    int inputs = 0;                 // references to collections, anywhere in the query
+    int inputs = 0;                 // references to collections in FROM (inner joins)
     bool through_view = false;      // an input reached through an ordinary view
     bool from_subquery = false;     // a subquery in FROM
-    bool joins = false;             // more than one item in FROM, or a JOIN
+    bool outer_joins = false;       // LEFT, RIGHT or FULL JOIN
+    bool other_from = false;        // a function, VALUES or table in FROM that is no collection
     bool sublinks = false;          // EXISTS / IN / scalar subqueries
     bool ctes = false;              // WITH
     bool set_operations = false;    // UNION / INTERSECT / EXCEPT

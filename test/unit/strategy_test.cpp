@@ -41,8 +41,8 @@ TEST(Strategy, EachConstructOutsideFallsBackAndSaysWhy) {
         const char* reason_part;
     };
     const Case cases[] = {
-        {[](QueryShape& s) { s.inputs = 2; }, "joins"},
-        {[](QueryShape& s) { s.joins = true; }, "joins"},
+        {[](QueryShape& s) { s.inputs = 2; s.outer_joins = true; }, "outer join"},
+        {[](QueryShape& s) { s.other_from = true; }, "function or VALUES"},
         {[](QueryShape& s) { s.through_view = true; }, "ordinary view"},
         {[](QueryShape& s) { s.from_subquery = true; }, "subquery in FROM"},
         {[](QueryShape& s) { s.set_operations = true; }, "UNION"},
@@ -64,6 +64,14 @@ TEST(Strategy, EachConstructOutsideFallsBackAndSaysWhy) {
         EXPECT_EQ(strategy.kind, StrategyKind::Recompute) << c.reason_part;
         EXPECT_NE(strategy.reason.find(c.reason_part), std::string::npos) << strategy.reason;
     }
+}
+
+TEST(Strategy, InnerJoinsOfAnyArityAreIncremental) {
+    QueryShape s = one_input();
+    s.inputs = 3;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Linear);
+    s.aggregates = s.group_by = s.sums_only = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Sums);
 }
 
 TEST(Strategy, NoInputIsRecomputed) {
