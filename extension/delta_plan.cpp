@@ -165,6 +165,10 @@ bool kept_sums_suffice(Query* q);
 
 namespace {
 
+// What identifies a view's groups: its GROUP BY, or for SELECT DISTINCT its
+// DISTINCT list (every output column: each distinct row is a group).
+List* key_clauses(Query* q) { return q->groupClause != NIL ? q->groupClause : q->distinctClause; }
+
 // One input of a view: a range table entry that reads a collection whole.
 struct Input {
     int rti;
@@ -214,6 +218,7 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
     s.window_functions = q->hasWindowFuncs;
     s.limit = q->limitCount != nullptr || q->limitOffset != nullptr;
     s.distinct = q->distinctClause != NIL;
+    s.distinct_on = q->hasDistinctOn;
     s.set_returning = q->hasTargetSRFs;
     s.aggregates = q->hasAggs;
     s.group_by = q->groupClause != NIL;
@@ -224,7 +229,7 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
     // Every GROUP BY key must be an output column with a built-in equality:
     // the view's rows of a group are found by it.
     ListCell* lc;
-    foreach (lc, q->groupClause) {
+    foreach (lc, key_clauses(q)) {
         auto* clause = lfirst_node(SortGroupClause, lc);
         TargetEntry* te = get_sortgroupclause_tle(clause, q->targetList);
         if (te->resjunk) s.keys_are_outputs = false;
@@ -482,7 +487,7 @@ Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
             initStringInfo(&keys);
             bool builtin = true;
             ListCell* lc;
-            foreach (lc, q->groupClause) {
+            foreach (lc, key_clauses(q)) {
                 TargetEntry* te = get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc),
                                                           q->targetList);
                 char* key = storage_expression(reinterpret_cast<Node*>(te->expr), in);
@@ -577,12 +582,12 @@ struct Keys {
 };
 
 Keys group_keys(Query* q) {
-    Keys keys{list_length(q->groupClause), nullptr, nullptr, NIL};
+    Keys keys{list_length(key_clauses(q)), nullptr, nullptr, NIL};
     keys.names = static_cast<char**>(palloc(sizeof(char*) * keys.n));
     keys.types = static_cast<Oid*>(palloc(sizeof(Oid) * keys.n));
     int k = 0;
     ListCell* lc;
-    foreach (lc, q->groupClause) {
+    foreach (lc, key_clauses(q)) {
         TargetEntry* te = get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc), q->targetList);
         keys.names[k] = pstrdup(quote_identifier(te->resname));
         keys.types[k] = exprType(reinterpret_cast<Node*>(te->expr));
@@ -599,6 +604,7 @@ Keys group_keys(Query* q) {
 void ungroup(Query* q, List* target_list) {
     q->targetList = target_list;
     q->groupClause = NIL;
+    q->distinctClause = NIL;
     q->havingQual = nullptr;
     q->hasAggs = false;
     q->sortClause = NIL;

@@ -22,7 +22,9 @@ Strategy classify(const QueryShape& s) {
     if (s.ctes) return recompute("it uses WITH");
     if (s.window_functions) return recompute("it uses window functions");
     if (s.limit) return recompute("it uses LIMIT or OFFSET");
-    if (s.distinct) return recompute("it uses DISTINCT");
+    if (s.distinct_on) return recompute("it uses DISTINCT ON");
+    if (s.distinct && (s.group_by || s.aggregates))
+        return recompute("it uses DISTINCT over aggregates");
     if (s.set_returning) return recompute("it calls a set-returning function in its select list");
     if (s.grouping_sets) return recompute("it uses GROUPING SETS, ROLLUP or CUBE");
     if (s.aggregates && !s.group_by) return recompute("it aggregates without GROUP BY");
@@ -31,6 +33,10 @@ Strategy classify(const QueryShape& s) {
     if (s.group_by && !s.keys_comparable)
         return recompute("a GROUP BY key's type has no built-in equality");
     if (s.group_by) return {s.sums_only ? StrategyKind::Sums : StrategyKind::Groups, ""};
+    if (s.distinct) {
+        if (!s.keys_comparable) return recompute("a DISTINCT column's type has no built-in equality");
+        return {StrategyKind::Groups, ""};
+    }
     return {StrategyKind::Linear, ""};
 }
 

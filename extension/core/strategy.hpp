@@ -13,7 +13,8 @@
 //              at t are aggregated and added, and the touched groups' rows
 //              are computed from the kept state.
 //   groups     the same, GROUP BY whose keys are all output columns, any
-//              aggregates and HAVING.  The groups the changes at t touch are
+//              aggregates and HAVING; or SELECT DISTINCT (each distinct row
+//              a group).  The groups the changes at t touch are
 //              computed again at t (an index probe on the keys) and replace
 //              the view's rows of those groups.
 //   recompute  anything else: the whole query at t, diffed with the view.
@@ -35,7 +36,8 @@ struct QueryShape {
     bool set_operations = false;    // UNION / INTERSECT / EXCEPT
     bool window_functions = false;
     bool limit = false;             // LIMIT / OFFSET
-    bool distinct = false;          // DISTINCT / DISTINCT ON
+    bool distinct = false;          // DISTINCT
+    bool distinct_on = false;       // DISTINCT ON (keeps an arbitrary row per key)
     bool set_returning = false;     // set-returning functions in the select list
     bool aggregates = false;
     bool group_by = false;

@@ -50,7 +50,9 @@ TEST(Strategy, EachConstructOutsideFallsBackAndSaysWhy) {
         {[](QueryShape& s) { s.ctes = true; }, "WITH"},
         {[](QueryShape& s) { s.window_functions = true; }, "window"},
         {[](QueryShape& s) { s.limit = true; }, "LIMIT"},
-        {[](QueryShape& s) { s.distinct = true; }, "DISTINCT"},
+        {[](QueryShape& s) { s.distinct = s.distinct_on = true; }, "DISTINCT ON"},
+        {[](QueryShape& s) { s.distinct = s.aggregates = s.group_by = true; }, "DISTINCT over"},
+        {[](QueryShape& s) { s.distinct = true; s.keys_comparable = false; }, "DISTINCT column"},
         {[](QueryShape& s) { s.set_returning = true; }, "set-returning"},
         {[](QueryShape& s) { s.group_by = s.aggregates = s.grouping_sets = true; }, "GROUPING"},
         {[](QueryShape& s) { s.aggregates = true; }, "without GROUP BY"},
@@ -72,6 +74,12 @@ TEST(Strategy, InnerJoinsOfAnyArityAreIncremental) {
     EXPECT_EQ(classify(s).kind, StrategyKind::Linear);
     s.aggregates = s.group_by = s.sums_only = true;
     EXPECT_EQ(classify(s).kind, StrategyKind::Sums);
+}
+
+TEST(Strategy, DistinctRowsAreGroups) {
+    QueryShape s = one_input();
+    s.distinct = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Groups);
 }
 
 TEST(Strategy, NoInputIsRecomputed) {
