@@ -207,6 +207,32 @@ void collect_from(Node* node, Query* q, List** inputs, decoupled::QueryShape* s)
     }
 }
 
+decoupled::QueryShape describe(Query* q, List** inputs);
+
+// The branches (Query*) of a UNION ALL tree, or NIL when `op` is anything
+// else (UNION, INTERSECT, EXCEPT, or a branch that is itself not a query).
+List* union_all_branches(Query* q, Node* op) {
+    if (IsA(op, RangeTblRef)) {
+        RangeTblEntry* rte = rt_fetch(castNode(RangeTblRef, op)->rtindex, q->rtable);
+        return rte->rtekind == RTE_SUBQUERY ? list_make1(rte->subquery) : NIL;
+    }
+    auto* set = reinterpret_cast<SetOperationStmt*>(op);
+    if (!IsA(op, SetOperationStmt) || set->op != SETOP_UNION || !set->all) return NIL;
+    List* left = union_all_branches(q, set->larg);
+    List* right = union_all_branches(q, set->rarg);
+    return left == NIL || right == NIL ? NIL : list_concat(left, right);
+}
+
+bool all_branches_linear(List* branches) {
+    ListCell* lc;
+    foreach (lc, branches) {
+        List* inputs;
+        decoupled::QueryShape shape = describe(static_cast<Query*>(lfirst(lc)), &inputs);
+        if (decoupled::classify(shape).kind != decoupled::StrategyKind::Linear) return false;
+    }
+    return branches != NIL;
+}
+
 // Describes the query for the classification; `inputs` receives its
 // inputs (Input*) in range table order of FROM.
 decoupled::QueryShape describe(Query* q, List** inputs) {
@@ -215,6 +241,8 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
     s.sublinks = q->hasSubLinks;
     s.ctes = q->cteList != NIL;
     s.set_operations = q->setOperations != nullptr;
+    s.union_all_of_linear =
+        s.set_operations && all_branches_linear(union_all_branches(q, q->setOperations));
     s.window_functions = q->hasWindowFuncs;
     s.limit = q->limitCount != nullptr || q->limitOffset != nullptr;
     s.distinct = q->distinctClause != NIL;
@@ -339,6 +367,17 @@ List* inputs_of(Query* q) {
 using SelectList = void (*)(Query* q, int changed_rti, int changed_ncols, void* arg);
 
 char* changes_union(Query* base, SelectList select_list, void* arg) {
+    if (base->setOperations != nullptr) {
+        // UNION ALL: the changes of each branch, in turn.
+        (void)inputs_of(base);
+        StringInfoData sql;
+        initStringInfo(&sql);
+        ListCell* lc;
+        foreach (lc, union_all_branches(base, base->setOperations))
+            appendStringInfo(&sql, "%s%s", sql.len ? " UNION ALL " : "",
+                             changes_union(static_cast<Query*>(lfirst(lc)), select_list, arg));
+        return sql.data;
+    }
     List* inputs = inputs_of(base);
     StringInfoData sql;
     initStringInfo(&sql);

@@ -62,11 +62,17 @@ SELECT decoupled.create_materialized_view('inc_distinct',
     'SELECT DISTINCT g, s FROM inc_t') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_distinct_join',
     'SELECT DISTINCT t.g, u.w % 4 AS w4 FROM inc_t t JOIN inc_u u ON u.k = t.k') > 0 AS created;
+-- UNION ALL of linear branches: the changes of each branch.
+SELECT decoupled.create_materialized_view('inc_union',
+    'SELECT k, v FROM inc_t WHERE v > 50 UNION ALL SELECT k, w FROM inc_u '
+    'UNION ALL SELECT t.k, u.w FROM inc_t t JOIN inc_u u ON u.k = t.g') > 0 AS created;
 -- Recomputed, with the reason.
 SELECT decoupled.create_materialized_view('inc_outer',
     'SELECT t.k, u.w FROM inc_t t LEFT JOIN inc_u u ON u.k = t.k') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_distinct_on',
     'SELECT DISTINCT ON (g) g, k FROM inc_t ORDER BY g, k') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_union_distinct',
+    'SELECT k FROM inc_t UNION SELECT k FROM inc_u') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_series',
     'SELECT t.k, x FROM inc_t t, generate_series(1, 2) x') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_total',

@@ -10,6 +10,9 @@ Strategy recompute(const char* reason) { return {StrategyKind::Recompute, reason
 
 Strategy classify(const QueryShape& s) {
     // The first construct in this order names the reason.
+    if (s.set_operations && s.union_all_of_linear && !s.limit && !s.distinct)
+        return {StrategyKind::Linear, ""};
+    if (s.set_operations) return recompute("it uses UNION, INTERSECT or EXCEPT");
     if (s.from_subquery && s.inputs == 0) return recompute("it reads a subquery in FROM");
     if (s.inputs == 0) return recompute("it reads no collection");
     if (s.through_view) return recompute("it reads a collection through an ordinary view");

@@ -2,7 +2,8 @@
 // allows, and, per step, whether to recompute instead.  Pure logic: the
 // query walk (extension/delta_plan.cpp) describes the query as a QueryShape.
 //
-//   linear     inputs inner-joined (one, or any number, self-joins too);
+//   linear     inputs inner-joined (one, or any number, self-joins too), or
+//              a UNION ALL of such branches;
 //              selection, projection and deterministic expressions.  The
 //              view's difference at t is the sum over inputs i of the query
 //              with input i replaced by its changes at t, the inputs before
@@ -34,6 +35,7 @@ struct QueryShape {
     bool sublinks = false;          // EXISTS / IN / scalar subqueries
     bool ctes = false;              // WITH
     bool set_operations = false;    // UNION / INTERSECT / EXCEPT
+    bool union_all_of_linear = false;  // UNION ALL of branches that are each linear
     bool window_functions = false;
     bool limit = false;             // LIMIT / OFFSET
     bool distinct = false;          // DISTINCT

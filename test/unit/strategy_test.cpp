@@ -76,6 +76,14 @@ TEST(Strategy, InnerJoinsOfAnyArityAreIncremental) {
     EXPECT_EQ(classify(s).kind, StrategyKind::Sums);
 }
 
+TEST(Strategy, UnionAllOfLinearBranchesIsLinear) {
+    QueryShape s;
+    s.set_operations = s.union_all_of_linear = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Linear);
+    s.union_all_of_linear = false;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Recompute);
+}
+
 TEST(Strategy, DistinctRowsAreGroups) {
     QueryShape s = one_input();
     s.distinct = true;
