@@ -248,7 +248,7 @@ DROP TABLE bids;
 SELECT decoupled.catalog_version() - :v AS bumps;
 SELECT name FROM decoupled.objects;
 SELECT name, status FROM decoupled.status_history WHERE name IN ('auctions', 'bids') ORDER BY name;
-SELECT decoupled.finalize_dropped() AS finalized;
+SELECT regress_finalize() AS finalized;
 SELECT decoupled.finalize_dropped() AS finalized_again;
 SELECT count(*) AS storage_left FROM pg_class
  WHERE relnamespace = 'decoupled_storage'::regnamespace;
@@ -258,4 +258,4 @@ SELECT decoupled.register_table('bids') > 0 AS registered;
 SELECT count(DISTINCT lifetime_id) AS lifetimes FROM decoupled.catalog_objects WHERE name = 'bids';
 DROP TABLE bids, auctions, scratch, fleeting, reshaped, other.bids;
 DROP SCHEMA other;
-SELECT decoupled.finalize_dropped() AS finalized;
+SELECT regress_finalize() AS finalized;

@@ -193,5 +193,5 @@ SELECT count(*) AS requirements FROM decoupled.requirements;
 DROP TABLE events;
 SELECT count(*) AS holds FROM decoupled.catalog_holds;
 SELECT regress_try($$SELECT decoupled.acquire_hold('events')$$);
-SELECT decoupled.finalize_dropped() AS finalized;
+SELECT regress_finalize() AS finalized;
 DROP ROLE decoupled_stranger;
