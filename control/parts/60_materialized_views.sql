@@ -284,6 +284,16 @@ BEGIN
     v_cols := decoupled._relation_columns(v_plan);
     PERFORM decoupled._check_columns('materialized view', v_name, v_cols);
     v_strategy := decoupled._mv_strategy(v_plan);
+    -- The arrangements' indexes lock their inputs' storage against writers:
+    -- take those locks first, in the order every writer takes them
+    -- (ascending lifetime id, cur before dead), so that a replica appending
+    -- to two of them (a source's outputs, a tick) cannot deadlock with us.
+    IF v_strategy.arrangement_inputs IS NOT NULL THEN
+        EXECUTE (SELECT 'LOCK TABLE ' || string_agg(decoupled._storage(i, p), ', ' ORDER BY i, p)
+                        || ' IN SHARE MODE'
+                   FROM (SELECT DISTINCT unnest(v_strategy.arrangement_inputs) AS i) x,
+                        unnest(ARRAY['cur', 'dead']) AS p);
+    END IF;
 
     -- Admission (C3.2, C3.3): the first computation reads every input at
     -- as_of, so each must be readable there and stay so; locking their
