@@ -327,6 +327,18 @@ struct ReplicaEngine::Impl {
         return true;
     }
 
+    // Every source output, view and sink of this replica: `stalled` with
+    // `error`, in the caller's transaction.
+    void report_every_object_stalled(pqxx::work& tx, const std::string& error) {
+        for (const auto& [source_id, s] : sources)
+            for (const auto& out : s.outputs)
+                tx.exec_params("SELECT decoupled.replica_report($1, $2, 'stalled', $3, NULL, false)",
+                               incarnation, out.id, error);
+        for (const auto& [lifetime_id, m] : maintained)
+            tx.exec_params("SELECT decoupled.replica_report($1, $2, 'stalled', $3, NULL, false)",
+                           incarnation, lifetime_id, error);
+    }
+
     // A phase of a pass outside any object's step failed: the replica
     // reports itself stalled with the error (replica_statuses) and, once per
     // episode, each of its objects too (object_statuses, status_history).
@@ -338,14 +350,7 @@ struct ReplicaEngine::Impl {
             pqxx::work tx(conn);
             tx.exec_params("SELECT decoupled.replica_heartbeat($1, 'stalled', $2)", incarnation,
                            error);
-            for (const auto& [source_id, s] : sources)
-                for (const auto& out : s.outputs)
-                    tx.exec_params(
-                        "SELECT decoupled.replica_report($1, $2, 'stalled', $3, NULL, false)",
-                        incarnation, out.id, error);
-            for (const auto& [lifetime_id, m] : maintained)
-                tx.exec_params("SELECT decoupled.replica_report($1, $2, 'stalled', $3, NULL, false)",
-                               incarnation, lifetime_id, error);
+            report_every_object_stalled(tx, error);
             tx.commit();
             for (auto& [source_id, s] : sources) s.reported = "stalled";
             for (auto& [lifetime_id, m] : maintained) m.reported = "stalled";
@@ -468,14 +473,7 @@ struct ReplicaEngine::Impl {
             std::string message = "replica stopped: " + error;
             tx.exec_params("SELECT decoupled.replica_heartbeat($1, 'stalled', $2)", incarnation,
                            message);
-            for (const auto& [source_id, s] : sources)
-                for (const auto& out : s.outputs)
-                    tx.exec_params(
-                        "SELECT decoupled.replica_report($1, $2, 'stalled', $3, NULL, false)",
-                        incarnation, out.id, message);
-            for (const auto& [lifetime_id, m] : maintained)
-                tx.exec_params("SELECT decoupled.replica_report($1, $2, 'stalled', $3, NULL, false)",
-                               incarnation, lifetime_id, message);
+            report_every_object_stalled(tx, message);
             tx.commit();
         } catch (const std::exception& e) {
             host.log("pg_decoupled replica could not report its stop: " + error_text(e));

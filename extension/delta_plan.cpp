@@ -595,13 +595,9 @@ Datum decoupled_stage_delta(PG_FUNCTION_ARGS) {
     Query* q = plan_query(p.plan);
     int nout = output_columns(q);
     char* changes = changes_union(q, linear_select_list, nullptr);
-    char* cols = positional_names(nout, "d.");
-    char* sql = psprintf(
-        "SELECT " INT64_FORMAT "::pg_catalog.int8, d.mz_diff, "
-        "       pg_catalog.textin(pg_catalog.record_out(ROW(%s))), "
-        "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(%s)))), %s "
-        "  FROM (%s) d(%s, mz_diff)",
-        p.ts, cols, cols, cols, changes, positional_names(nout, ""));
+    char* sql = decoupled::staging_sql(
+        p.ts, "d.mz_diff", positional_names(nout, "d."),
+        psprintf("(%s) d(%s, mz_diff)", changes, positional_names(nout, "")));
     uint64 rows = decoupled::stage_rows(target, sql);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
@@ -1094,15 +1090,13 @@ Datum decoupled_stage_kept(PG_FUNCTION_ARGS) {
     char* having = q->havingQual
                        ? psprintf(" AND (%s)", deparse_expression(q->havingQual, context, true, false))
                        : pstrdup("");
-    char* cols = positional_names(nout, "o.");
-    char* sql = psprintf(
-        "SELECT " INT64_FORMAT "::pg_catalog.int8, 1::pg_catalog.int8, "
-        "       pg_catalog.textin(pg_catalog.record_out(ROW(%s))), "
-        "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(%s)))), %s "
-        "  FROM (SELECT %s FROM %s s WHERE s.mz_n OPERATOR(pg_catalog.>) 0%s AND %s) o(%s)",
-        ts, cols, cols, cols, select.data,
-        quote_qualified_identifier(get_namespace_name(get_rel_namespace(state)), get_rel_name(state)),
-        having, filter, positional_names(nout, ""));
+    char* sql = decoupled::staging_sql(
+        ts, "1", positional_names(nout, "d."),
+        psprintf("(SELECT %s FROM %s s WHERE s.mz_n OPERATOR(pg_catalog.>) 0%s AND %s) d(%s)",
+                 select.data,
+                 quote_qualified_identifier(get_namespace_name(get_rel_namespace(state)),
+                                            get_rel_name(state)),
+                 having, filter, positional_names(nout, "")));
     uint64 rows = decoupled::stage_rows(target, sql);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);

@@ -324,6 +324,15 @@ uint64 decoupled::stage_rows(Relation target, const char* sql) {
     return receiver.rows;
 }
 
+char* decoupled::staging_sql(int64 ts, const char* diff, const char* cols, const char* from) {
+    return psprintf(
+        "SELECT " INT64_FORMAT "::pg_catalog.int8, %s::pg_catalog.int8, "
+        "       pg_catalog.textin(pg_catalog.record_out(ROW(%s))), "
+        "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(%s)))), %s "
+        "  FROM %s",
+        ts, diff, cols, cols, cols, from);
+}
+
 // decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass,
 //                       filter text DEFAULT NULL) -> bigint
 // The plan at ts, as its owner, into target as (ts, +1, row key, row hash,
@@ -340,12 +349,9 @@ Datum decoupled_stage_plan(PG_FUNCTION_ARGS) {
 
     char* plan_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(plan)),
                                                  get_rel_name(plan));
-    char* sql = psprintf(
-        "SELECT " INT64_FORMAT "::pg_catalog.int8, 1::pg_catalog.int8, "
-        "       pg_catalog.textin(pg_catalog.record_out(ROW(p.*))), "
-        "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(p.*)))), p.* "
-        "  FROM %s p%s%s",
-        ts, plan_name, filter ? " WHERE " : "", filter ? filter : "");
+    char* sql = decoupled::staging_sql(
+        ts, "1", "d.*",
+        psprintf("%s d%s%s", plan_name, filter ? " WHERE " : "", filter ? filter : ""));
 
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;

@@ -29,6 +29,12 @@ void leave_owner(const OwnerScope* scope);
 // changed would pay more to start them than to run).
 void serial_only();
 
+// The staging query: (ts, diff, row key, row hash, row...) for every row
+// of `from` (a FROM item with alias d), whose row is `cols` (e.g. "d.*" or
+// "d.x1, d.x2"); the row key is the row's text, the same wherever a view's
+// rows are staged.
+char* staging_sql(int64 ts, const char* diff, const char* cols, const char* from);
+
 // Runs `sql` through SPI and inserts every row into `target`, whose row type
 // must match; returns the number of rows.
 uint64 stage_rows(Relation target, const char* sql);
