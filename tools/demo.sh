@@ -160,6 +160,8 @@ done
 psql_demo -c "SELECT * FROM seller_totals ORDER BY total DESC, seller LIMIT 5" \
     -c "SELECT decoupled.verify('winning_bids') AS winning_bids_verified,
                decoupled.verify('seller_totals') AS seller_totals_verified" \
+    -c "SELECT name, strategy, method, reason, incremental_steps, recompute_steps
+          FROM decoupled.view_maintenance ORDER BY name" \
     -c "SELECT count(*) AS changes_written, count(DISTINCT mz_timestamp) AS times,
                sum(mz_diff) AS net_rows FROM seller_changes"
 
