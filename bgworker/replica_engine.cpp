@@ -297,29 +297,45 @@ struct ReplicaEngine::Impl {
     // retried at the next pass; anything else — the object is reported
     // `stalled` with the error and retried with backoff, while the replica
     // goes on with its other objects.
-    template <typename Object, typename Step>
-    bool guarded_step(Object& o, const std::string& what, int64_t now, Step step) {
-        std::string error;
+    // How a piece of a pass ended: fencing and a lost connection end the
+    // run (they propagate); any other error is returned with its SQLSTATE
+    // (empty when it was not SQL's) and its text.
+    struct Failure {
+        bool failed = false;
+        std::string sqlstate, text;
+    };
+
+    template <typename Run>
+    Failure attempt(Run run) {
         try {
-            step();
-            o.failures = 0;
-            o.retry_at = 0;
-            return true;
+            run();
+            return {};
         } catch (const Fenced&) {
             throw;
         } catch (const pqxx::broken_connection&) {
             throw;
         } catch (const pqxx::sql_error& e) {
             if (is_fencing(e)) throw Fenced(e.what());
-            if (e.sqlstate() == kDroppedMeanwhile) {
-                catalog_version = -1;
-                return false;
-            }
-            if (e.sqlstate() == kLostRace) return true;
-            error = error_text(e);
+            return {true, e.sqlstate(), error_text(e)};
         } catch (const std::exception& e) {
-            error = error_text(e);
+            return {true, "", error_text(e)};
         }
+    }
+
+    template <typename Object, typename Step>
+    bool guarded_step(Object& o, const std::string& what, int64_t now, Step step) {
+        Failure f = attempt(step);
+        if (!f.failed) {
+            o.failures = 0;
+            o.retry_at = 0;
+            return true;
+        }
+        if (f.sqlstate == kDroppedMeanwhile) {
+            catalog_version = -1;
+            return false;
+        }
+        if (f.sqlstate == kLostRace) return true;
+        const std::string& error = f.text;
         o.failures++;
         o.retry_at = now + retry_delay(o.failures);
         host.log("pg_decoupled replica: " + what + " stalled: " + error);
@@ -374,22 +390,10 @@ struct ReplicaEngine::Impl {
     // succeeded.
     template <typename Phase>
     bool phase(const char* what, bool& failed, Phase run_phase) {
-        std::string error;
-        try {
-            run_phase();
-            return true;
-        } catch (const Fenced&) {
-            throw;
-        } catch (const pqxx::broken_connection&) {
-            throw;
-        } catch (const pqxx::sql_error& e) {
-            if (is_fencing(e)) throw Fenced(e.what());
-            error = error_text(e);
-        } catch (const std::exception& e) {
-            error = error_text(e);
-        }
+        Failure f = attempt(run_phase);
+        if (!f.failed) return true;
         failed = true;
-        replica_failed(std::string(what) + ": " + error);
+        replica_failed(std::string(what) + ": " + f.text);
         return false;
     }
 
