@@ -52,6 +52,7 @@ OBJS = \
 	extension/wait_functions.o \
 	extension/written_plan.o \
 	extension/delta_plan.o \
+	extension/partition_plan.o \
 	extension/sessions.o \
 	extension/subscribe.o \
 	bgworker/adapterd.o \

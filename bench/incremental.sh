@@ -2,13 +2,15 @@
 # Incremental maintenance (brief C13.5, issue 11 item 6), two measurements
 # side by side in one throwaway server (bench/lib.sh):
 #
-#   step     per-step cost of three view shapes over a registered table
+#   step     per-step cost of four view shapes over a registered table
 #            t(id, k, v) of ROWS rows in NGROUPS groups (and d(g, name) of
 #            NGROUPS rows for the join):
 #              group  SELECT k, count(*), sum(v) FROM t GROUP BY k
 #              join   SELECT d.name, count(*), sum(t.v) FROM t JOIN d
 #                       ON d.g = t.k GROUP BY d.name
 #              minmax SELECT k, min(v), max(v) FROM t GROUP BY k
+#              left   SELECT d.g, count(t.id), sum(t.v) FROM d LEFT JOIN t
+#                       ON t.k = d.g GROUP BY d.g   (the partitions strategy)
 #            after UPDATEs of v in 1, 1,000 and 100,000 random rows (CHANGES),
 #            against REFRESH MATERIALIZED VIEW CONCURRENTLY of the same query
 #            on a plain copy changed the same way, and pg_ivm where it is
@@ -156,6 +158,7 @@ SQL
         "group|SELECT k, count(*) AS n, sum(v) AS s FROM {T} GROUP BY k|k"
         "join|SELECT d.name, count(*) AS n, sum(t.v) AS s FROM {T} t JOIN {D} d ON d.g = t.k GROUP BY d.name|name"
         "minmax|SELECT k, min(v) AS lo, max(v) AS hi FROM {T} GROUP BY k|k"
+        "left|SELECT d.g, count(t.id) AS n, sum(t.v) AS s FROM {D} d LEFT JOIN {T} t ON t.k = d.g GROUP BY d.g|g"
     )
     local off=0 idle_runs=$((RUNS > 5 ? RUNS : 5))
     local shape name tmpl key q_reg q_plain q_ivm

@@ -59,7 +59,10 @@ extern "C" {
 #include <cstring>
 
 #include "core/strategy.hpp"
+#include "delta_plan.hpp"
 #include "written_plan.hpp"
+
+using namespace decoupled::delta;
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_mv_strategy);
@@ -72,16 +75,59 @@ PG_FUNCTION_INFO_V1(decoupled_merge_sums);
 PG_FUNCTION_INFO_V1(decoupled_stage_kept);
 }
 
-namespace {
+namespace decoupled::delta {
 
 // ---------------------------------------------------------------------------
 // The plan's query and its one input
 // ---------------------------------------------------------------------------
 
+// WITH: each reference to a non-recursive CTE becomes a subquery in FROM
+// (as the planner inlines them), so that the strategies see through it.
+// Only when every reference is in the query's own FROM (none in a
+// subquery or in another CTE) — else the CTEs stay, and so does
+// recomputation.  A view's query is deterministic (checked at creation),
+// so MATERIALIZED changes nothing but the plan.
+void inline_ctes(Query* q) {
+    if (q->cteList == NIL || q->hasRecursive) return;
+    ListCell* lc;
+    foreach (lc, q->cteList) {
+        auto* cte = lfirst_node(CommonTableExpr, lc);
+        int refs = 0;
+        ListCell* rc;
+        foreach (rc, q->rtable) {
+            auto* rte = static_cast<RangeTblEntry*>(lfirst(rc));
+            refs += rte->rtekind == RTE_CTE && rte->ctelevelsup == 0 &&
+                    strcmp(rte->ctename, cte->ctename) == 0;
+        }
+        if (cte->cterecursive || refs != cte->cterefcount || !IsA(cte->ctequery, Query) ||
+            castNode(Query, cte->ctequery)->commandType != CMD_SELECT)
+            return;
+    }
+    foreach (lc, q->rtable) {
+        auto* rte = static_cast<RangeTblEntry*>(lfirst(lc));
+        if (rte->rtekind != RTE_CTE) continue;
+        ListCell* cc;
+        foreach (cc, q->cteList) {
+            auto* cte = lfirst_node(CommonTableExpr, cc);
+            if (strcmp(rte->ctename, cte->ctename) != 0) continue;
+            rte->rtekind = RTE_SUBQUERY;
+            rte->subquery = static_cast<Query*>(copyObjectImpl(cte->ctequery));
+            rte->security_barrier = false;
+            rte->ctename = nullptr;
+            rte->ctelevelsup = 0;
+            rte->self_reference = false;
+            rte->coltypes = rte->coltypmods = rte->colcollations = NIL;
+            break;
+        }
+    }
+    q->cteList = NIL;
+}
+
 Query* plan_query(Oid plan) {
     Relation rel = table_open(plan, AccessShareLock);
     Query* q = static_cast<Query*>(copyObjectImpl(get_view_query(rel)));
     table_close(rel, AccessShareLock);
+    inline_ctes(q);
     return q;
 }
 
@@ -159,21 +205,43 @@ Oid operator_namespace(Oid op) {
     return ns;
 }
 
-}  // namespace
+}  // namespace decoupled::delta
 
 bool kept_sums_suffice(Query* q);
 
-namespace {
+namespace decoupled::delta {
 
 // What identifies a view's groups: its GROUP BY, or for SELECT DISTINCT its
 // DISTINCT list (every output column: each distinct row is a group).
 List* key_clauses(Query* q) { return q->groupClause != NIL ? q->groupClause : q->distinctClause; }
 
-// One input of a view: a range table entry that reads a collection whole.
-struct Input {
-    int rti;
-    int64 id;
-};
+// The target entries of those keys; for a set operation (each distinct row
+// a group) every output column.
+List* key_entries(Query* q) {
+    List* entries = NIL;
+    ListCell* lc;
+    if (q->setOperations != nullptr) {
+        foreach (lc, q->targetList)
+            if (!lfirst_node(TargetEntry, lc)->resjunk) entries = lappend(entries, lfirst(lc));
+        return entries;
+    }
+    foreach (lc, key_clauses(q))
+        entries = lappend(entries,
+                          get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc), q->targetList));
+    return entries;
+}
+
+
+decoupled::QueryShape describe(Query* q, List** inputs);
+
+// A subquery in FROM (or an inlined CTE) that is itself linear: selection,
+// projection and inner joins of collections.
+bool linear_subquery(RangeTblEntry* rte) {
+    if (rte->lateral || rte->subquery->setOperations != nullptr) return false;
+    List* inputs;
+    decoupled::QueryShape shape = describe(rte->subquery, &inputs);
+    return decoupled::classify(shape).kind == decoupled::StrategyKind::Linear;
+}
 
 // Collects the inputs of FROM: collection reads, inner-joined.
 void collect_from(Node* node, Query* q, List** inputs, decoupled::QueryShape* s) {
@@ -187,6 +255,18 @@ void collect_from(Node* node, Query* q, List** inputs, decoupled::QueryShape* s)
             *input = {rti, id};
             *inputs = lappend(*inputs, input);
             s->inputs++;
+        } else if (rte->rtekind == RTE_SUBQUERY && linear_subquery(rte)) {
+            // A linear subquery: its inputs are the view's, one level down.
+            List* nested;
+            (void)describe(rte->subquery, &nested);
+            ListCell* lc;
+            foreach (lc, nested) {
+                auto* input = static_cast<Input*>(palloc(sizeof(Input)));
+                *input = *static_cast<Input*>(lfirst(lc));
+                input->outer = lcons_int(rti, list_copy(input->outer));
+                *inputs = lappend(*inputs, input);
+                s->inputs++;
+            }
         } else if (rte->rtekind == RTE_SUBQUERY) {
             s->from_subquery = true;
         } else if (rte->rtekind == RTE_RELATION && get_rel_relkind(rte->relid) == RELKIND_VIEW) {
@@ -209,19 +289,23 @@ void collect_from(Node* node, Query* q, List** inputs, decoupled::QueryShape* s)
 
 decoupled::QueryShape describe(Query* q, List** inputs);
 
-// The branches (Query*) of a UNION ALL tree, or NIL when `op` is anything
-// else (UNION, INTERSECT, EXCEPT, or a branch that is itself not a query).
-List* union_all_branches(Query* q, Node* op) {
+// The branches (Query*) of a set operation tree: with `union_all_only`,
+// NIL when `op` is anything but UNION ALL; NIL too when a branch is itself
+// not a query.
+List* setop_branches(Query* q, Node* op, bool union_all_only) {
     if (IsA(op, RangeTblRef)) {
         RangeTblEntry* rte = rt_fetch(castNode(RangeTblRef, op)->rtindex, q->rtable);
         return rte->rtekind == RTE_SUBQUERY ? list_make1(rte->subquery) : NIL;
     }
     auto* set = reinterpret_cast<SetOperationStmt*>(op);
-    if (!IsA(op, SetOperationStmt) || set->op != SETOP_UNION || !set->all) return NIL;
-    List* left = union_all_branches(q, set->larg);
-    List* right = union_all_branches(q, set->rarg);
+    if (!IsA(op, SetOperationStmt) || (union_all_only && (set->op != SETOP_UNION || !set->all)))
+        return NIL;
+    List* left = setop_branches(q, set->larg, union_all_only);
+    List* right = setop_branches(q, set->rarg, union_all_only);
     return left == NIL || right == NIL ? NIL : list_concat(left, right);
 }
+
+List* union_all_branches(Query* q, Node* op) { return setop_branches(q, op, true); }
 
 bool all_branches_linear(List* branches) {
     ListCell* lc;
@@ -243,6 +327,8 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
     s.set_operations = q->setOperations != nullptr;
     s.union_all_of_linear =
         s.set_operations && all_branches_linear(union_all_branches(q, q->setOperations));
+    s.setop_of_linear = s.set_operations && !s.union_all_of_linear &&
+                        all_branches_linear(setop_branches(q, q->setOperations, false));
     s.window_functions = q->hasWindowFuncs;
     s.limit = q->limitCount != nullptr || q->limitOffset != nullptr;
     s.distinct = q->distinctClause != NIL;
@@ -257,9 +343,8 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
     // Every GROUP BY key must be an output column with a built-in equality:
     // the view's rows of a group are found by it.
     ListCell* lc;
-    foreach (lc, key_clauses(q)) {
-        auto* clause = lfirst_node(SortGroupClause, lc);
-        TargetEntry* te = get_sortgroupclause_tle(clause, q->targetList);
+    foreach (lc, key_entries(q)) {
+        TargetEntry* te = lfirst_node(TargetEntry, lc);
         if (te->resjunk) s.keys_are_outputs = false;
         TypeCacheEntry* type = lookup_type_cache(exprType(reinterpret_cast<Node*>(te->expr)),
                                                  TYPECACHE_EQ_OPR);
@@ -267,6 +352,8 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
             s.keys_comparable = false;
     }
     s.sums_only = s.group_by && s.aggregates && s.keys_are_outputs && kept_sums_suffice(q);
+    if ((s.outer_joins || s.sublinks) && !s.set_operations)
+        decoupled::describe_partitions(q, &s, nullptr);
     return s;
 }
 
@@ -336,12 +423,6 @@ char* positional_names(int n, const char* prefix) {
     return buf.data;
 }
 
-struct Prepared {
-    Oid plan;
-    Oid owner;
-    int64 ts;
-};
-
 Prepared prepared_args(FunctionCallInfo fcinfo) {
     for (int i = 0; i < 3; ++i)
         if (PG_ARGISNULL(i)) elog(ERROR, "argument %d must not be null", i + 1);
@@ -358,6 +439,45 @@ List* inputs_of(Query* q) {
     return inputs;
 }
 
+TargetEntry* diff_entry(Query* q, int rti, int ncols);
+
+// The query an input is read in: `depth` levels of its path down from `q`
+// (-1: all of them, the input's own query).
+Query* query_at(Query* q, const Input* in, int depth) {
+    int level = 0;
+    ListCell* lc;
+    foreach (lc, in->outer) {
+        if (depth >= 0 && level++ == depth) break;
+        q = rt_fetch(lfirst_int(lc), q->rtable)->subquery;
+    }
+    return q;
+}
+
+// A changed input inside subqueries: each subquery on its path passes its
+// mz_diff up as one more output column, so that the view's query sees it
+// as column (*ncols + 1) of entry *rti.
+void carry_diff_up(Query* q, const Input* changed, int* rti, int* ncols) {
+    for (int depth = list_length(changed->outer); depth >= 1; --depth) {
+        Query* inner = query_at(q, changed, depth);
+        Query* parent = query_at(q, changed, depth - 1);
+        int sub_rti = list_nth_int(changed->outer, depth - 1);
+        // Only the output columns stay (a linear subquery's ORDER BY means
+        // nothing), so the new one is numbered right after them.
+        List* outputs = NIL;
+        ListCell* lc;
+        foreach (lc, inner->targetList)
+            if (!lfirst_node(TargetEntry, lc)->resjunk) outputs = lappend(outputs, lfirst(lc));
+        inner->targetList = outputs;
+        inner->sortClause = NIL;
+        int width = list_length(outputs);
+        inner->targetList = lappend(inner->targetList, diff_entry(inner, *rti, *ncols));
+        RangeTblEntry* rte = rt_fetch(sub_rti, parent->rtable);
+        rte->eref->colnames = lappend(list_copy(rte->eref->colnames), makeString(pstrdup("mz_diff")));
+        *rti = sub_rti;
+        *ncols = width;
+    }
+}
+
 // The view's changes at decoupled.as_of as one query: the sum (UNION ALL)
 // over its inputs i of the plan with input i replaced by its changes, the
 // inputs before i read at as_of and those after it just before (C13.1 —
@@ -368,12 +488,13 @@ using SelectList = void (*)(Query* q, int changed_rti, int changed_ncols, void* 
 
 char* changes_union(Query* base, SelectList select_list, void* arg) {
     if (base->setOperations != nullptr) {
-        // UNION ALL: the changes of each branch, in turn.
+        // A set operation: the changes of each branch, in turn (for UNION
+        // ALL, the view's changes; for the others, the rows they touch).
         (void)inputs_of(base);
         StringInfoData sql;
         initStringInfo(&sql);
         ListCell* lc;
-        foreach (lc, union_all_branches(base, base->setOperations))
+        foreach (lc, setop_branches(base, base->setOperations, false))
             appendStringInfo(&sql, "%s%s", sql.len ? " UNION ALL " : "",
                              changes_union(static_cast<Query*>(lfirst(lc)), select_list, arg));
         return sql.data;
@@ -387,10 +508,12 @@ char* changes_union(Query* base, SelectList select_list, void* arg) {
         auto* changed = static_cast<Input*>(list_nth(inputs, i));
         for (int j = 0; j < list_length(inputs); ++j) {
             auto* input = static_cast<Input*>(list_nth(inputs, j));
-            if (j == i) changed_ncols = read_changes(q, input->rti, input->id);
-            if (j > i) read_before(q, input->rti, input->id);
+            if (j == i) changed_ncols = read_changes(query_at(q, input, -1), input->rti, input->id);
+            if (j > i) read_before(query_at(q, input, -1), input->rti, input->id);
         }
-        select_list(q, changed->rti, changed_ncols, arg);
+        int changed_rti = changed->rti;
+        carry_diff_up(q, changed, &changed_rti, &changed_ncols);
+        select_list(q, changed_rti, changed_ncols, arg);
         appendStringInfo(&sql, "%s(%s)", i > 0 ? " UNION ALL " : "", pg_get_querydef(q, false));
     }
     return sql.data;
@@ -424,22 +547,18 @@ char* typed_literal(const char* value, Oid type) {
     return psprintf("%s::%s", quote_literal_cstr(value), format_type_be_qualified(type));
 }
 
-}  // namespace
+}  // namespace decoupled::delta
 
-namespace {
+namespace decoupled::delta {
 
-// An arrangement: an index on input `id`'s storage over `keys` (deparsed
-// over its columns, e.g. "(k % 10), (s)").
-struct Arrangement {
-    int64 id;
-    char* keys;
-};
 
 // `expr` (over input `in`'s columns) as an index expression on its storage,
 // or nullptr if it calls anything but built-in functions (storage is
 // written with the extension's rights).
 char* storage_expression(Node* expr, const Input* in) {
     if (calls_other_than_builtins(expr, nullptr)) return nullptr;
+    Relids varnos = pull_varnos(nullptr, expr);
+    if (bms_num_members(varnos) != 1 || !bms_is_member(in->rti, varnos)) return nullptr;
     char* history = psprintf("c" INT64_FORMAT "_history", in->id);
     Oid rel = get_relname_relid(history, get_namespace_oid("decoupled_storage", false));
     Node* copy = static_cast<Node*>(copyObjectImpl(expr));
@@ -503,7 +622,7 @@ void collect_join_quals(Node* node, List* inputs, List** out) {
     }
 }
 
-}  // namespace
+}  // namespace decoupled::delta
 
 // decoupled._mv_strategy(plan regclass, OUT strategy text, OUT reason text,
 //                        OUT arrangement_inputs bigint[], OUT arrangement_keys text[])
@@ -518,9 +637,20 @@ Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
     decoupled::Strategy strategy = decoupled::classify(shape);
 
     List* arrangements = NIL;
-    if (strategy.kind != decoupled::StrategyKind::Recompute) {
+    if (strategy.kind == decoupled::StrategyKind::Partitions) {
+        decoupled::describe_partitions(q, &shape, &arrangements);
+    } else if (strategy.kind != decoupled::StrategyKind::Recompute) {
+        // Arrangements are on the inputs the view's query reads itself (not
+        // through a subquery): their keys are its expressions.
+        List* top = NIL;
+        ListCell* lc;
+        foreach (lc, inputs)
+            if (static_cast<Input*>(lfirst(lc))->outer == NIL) top = lappend(top, lfirst(lc));
+        bool only_top = list_length(top) == list_length(inputs);
+        inputs = top;
         collect_join_quals(reinterpret_cast<Node*>(q->jointree), inputs, &arrangements);
-        if (strategy.kind == decoupled::StrategyKind::Groups && list_length(inputs) == 1) {
+        if (strategy.kind == decoupled::StrategyKind::Groups && list_length(inputs) == 1 &&
+            only_top) {
             auto* in = static_cast<Input*>(linitial(inputs));
             StringInfoData keys;
             initStringInfo(&keys);
@@ -546,7 +676,8 @@ Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
     const char* kind = strategy.kind == decoupled::StrategyKind::Linear   ? "linear"
                        : strategy.kind == decoupled::StrategyKind::Sums   ? "sums"
                        : strategy.kind == decoupled::StrategyKind::Groups ? "groups"
-                                                                          : "recompute";
+                       : strategy.kind == decoupled::StrategyKind::Partitions ? "partitions"
+                                                                              : "recompute";
     values[0] = CStringGetTextDatum(kind);
     values[1] = CStringGetTextDatum(strategy.reason.c_str());
     nulls[1] = strategy.reason.empty();
@@ -617,13 +748,14 @@ struct Keys {
 };
 
 Keys group_keys(Query* q) {
-    Keys keys{list_length(key_clauses(q)), nullptr, nullptr, NIL};
+    List* entries = key_entries(q);
+    Keys keys{list_length(entries), nullptr, nullptr, NIL};
     keys.names = static_cast<char**>(palloc(sizeof(char*) * keys.n));
     keys.types = static_cast<Oid*>(palloc(sizeof(Oid) * keys.n));
     int k = 0;
     ListCell* lc;
-    foreach (lc, key_clauses(q)) {
-        TargetEntry* te = get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc), q->targetList);
+    foreach (lc, entries) {
+        TargetEntry* te = lfirst_node(TargetEntry, lc);
         keys.names[k] = pstrdup(quote_identifier(te->resname));
         keys.types[k] = exprType(reinterpret_cast<Node*>(te->expr));
         TargetEntry* key = flatCopyTargetEntry(te);
@@ -698,6 +830,15 @@ Datum groups_result(FunctionCallInfo fcinfo, int64 groups, const char* filter) {
 namespace {
 
 void keys_select_list(Query* q, int, int, void*) {
+    if (key_clauses(q) == NIL) {
+        // A branch of a set operation: each of its rows is a group.
+        List* rows = NIL;
+        ListCell* lc;
+        foreach (lc, q->targetList)
+            if (!lfirst_node(TargetEntry, lc)->resjunk) rows = lappend(rows, lfirst(lc));
+        ungroup(q, rows);
+        return;
+    }
     Keys keys = group_keys(q);
     ungroup(q, keys.entries);
 }

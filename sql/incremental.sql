@@ -66,21 +66,24 @@ SELECT decoupled.create_materialized_view('inc_distinct_join',
 SELECT decoupled.create_materialized_view('inc_union',
     'SELECT k, v FROM inc_t WHERE v > 50 UNION ALL SELECT k, w FROM inc_u '
     'UNION ALL SELECT t.k, u.w FROM inc_t t JOIN inc_u u ON u.k = t.g') > 0 AS created;
--- Recomputed, with the reason.
+-- An outer join on one key: the touched key partitions at t and before t.
 SELECT decoupled.create_materialized_view('inc_outer',
     'SELECT t.k, u.w FROM inc_t t LEFT JOIN inc_u u ON u.k = t.k') > 0 AS created;
-SELECT decoupled.create_materialized_view('inc_distinct_on',
-    'SELECT DISTINCT ON (g) g, k FROM inc_t ORDER BY g, k') > 0 AS created;
+-- UNION: each distinct row a group, touched by either branch's changes.
 SELECT decoupled.create_materialized_view('inc_union_distinct',
     'SELECT k FROM inc_t UNION SELECT k FROM inc_u') > 0 AS created;
+-- A linear subquery in FROM: its input is the view's.
+SELECT decoupled.create_materialized_view('inc_sub',
+    'SELECT k FROM (SELECT k, v FROM inc_t WHERE v > 10) x') > 0 AS created;
+-- Recomputed, with the reason.
+SELECT decoupled.create_materialized_view('inc_distinct_on',
+    'SELECT DISTINCT ON (g) g, k FROM inc_t ORDER BY g, k') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_series',
     'SELECT t.k, x FROM inc_t t, generate_series(1, 2) x') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_total',
     'SELECT count(*) AS n FROM inc_t') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_hidden_key',
     'SELECT count(*) AS n FROM inc_t GROUP BY g') > 0 AS created;
-SELECT decoupled.create_materialized_view('inc_sub',
-    'SELECT k FROM (SELECT k, v FROM inc_t WHERE v > 10) x') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_top',
     'SELECT k, v FROM inc_t ORDER BY v DESC, k LIMIT 3') > 0 AS created;
 SELECT name, strategy, method, reason FROM decoupled.view_maintenance ORDER BY name;
@@ -168,6 +171,13 @@ BEGIN
 END
 $$;
 SELECT * FROM inc_explain('SELECT * FROM ' || :'plan' || ' WHERE g OPERATOR(pg_catalog.=) ANY (ARRAY[1])');
+-- A partitions step (inc_outer) reads each input at t and just before t
+-- for the touched join keys: index scans, the latest rows through the join
+-- key's arrangement.
+SELECT * FROM inc_explain('SELECT * FROM ' || replace(:'cur', '_cur', '_history')
+                          || ' WHERE (k) OPERATOR(pg_catalog.=) ANY (ARRAY[1]) OR (k) IS NULL');
+SELECT * FROM inc_explain('SELECT * FROM ' || replace(:'cur', '_cur', '_before')
+                          || ' WHERE (k) OPERATOR(pg_catalog.=) ANY (ARRAY[1])');
 RESET enable_seqscan;
 RESET decoupled.as_of;
 

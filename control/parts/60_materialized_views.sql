@@ -29,6 +29,9 @@ CREATE FUNCTION decoupled._stage_delta(plan regclass, owner oid, ts bigint, targ
 CREATE FUNCTION decoupled._touched_groups(plan regclass, owner oid, ts bigint,
                                           OUT groups bigint, OUT filter text)
     LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_touched_groups';
+CREATE FUNCTION decoupled._stage_partitions(plan regclass, owner oid, ts bigint, target regclass,
+                                            view_rows double precision)
+    RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_partitions';
 CREATE FUNCTION decoupled._mv_kept_state(plan regclass, OUT columns text, OUT keys text)
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_kept_state';
 CREATE FUNCTION decoupled._stage_sums(plan regclass, owner oid, ts bigint, target regclass,
@@ -648,6 +651,13 @@ BEGIN
             END IF;
             v_partial := false;
             v_filter := NULL;
+            IF v_strategy = 'partitions' AND upper > v_as_of THEN
+                -- The touched partitions' rows at t and just before t, staged
+                -- as the view's difference; -1: recompute in full instead.
+                v_groups := decoupled._stage_partitions(v_plan, v_owner, v_t, v_stage,
+                    (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_cur));
+                v_partial := v_groups >= 0;
+            END IF;
             IF v_strategy = 'groups' AND upper > v_as_of THEN
                 SELECT g.groups, g.filter INTO v_groups, v_filter
                   FROM decoupled._touched_groups(v_plan, v_owner, v_t) g;
@@ -660,7 +670,7 @@ BEGIN
                 v_steps_rec := v_steps_rec + 1;
                 v_filter := NULL;
             END IF;
-            IF NOT v_partial OR v_groups > 0 THEN
+            IF NOT v_partial OR (v_strategy = 'groups' AND v_groups > 0) THEN
                 -- The plan at t — for the touched groups only, if partial —
                 -- replaces the view's rows (of those groups).
                 PERFORM decoupled._stage_plan(v_plan, v_owner, v_t, v_stage, v_filter);

@@ -160,7 +160,7 @@ CREATE VIEW decoupled.subscriptions AS
 -- and the arrangements (indexes on its input) its steps probe.
 CREATE VIEW decoupled.view_maintenance AS
     SELECT o.name::text,
-           CASE WHEN o.definition->>'strategy' IN ('linear', 'sums', 'groups') THEN 'incremental'
+           CASE WHEN o.definition->>'strategy' IN ('linear', 'sums', 'groups', 'partitions') THEN 'incremental'
                 ELSE 'recompute' END AS strategy,
            o.definition->>'reason' AS reason,
            o.definition->>'strategy' AS method,

@@ -12,16 +12,23 @@ Strategy classify(const QueryShape& s) {
     // The first construct in this order names the reason.
     if (s.set_operations && s.union_all_of_linear && !s.limit && !s.distinct)
         return {StrategyKind::Linear, ""};
-    if (s.set_operations) return recompute("it uses UNION, INTERSECT or EXCEPT");
+    if (s.set_operations && s.setop_of_linear && !s.limit) {
+        if (!s.keys_comparable) return recompute("an output column's type has no built-in equality");
+        return {StrategyKind::Groups, ""};
+    }
+    if (s.set_operations)
+        return recompute("it uses UNION, INTERSECT or EXCEPT of branches that are not all linear");
+    if (s.partitions) return {StrategyKind::Partitions, ""};
     if (s.from_subquery && s.inputs == 0) return recompute("it reads a subquery in FROM");
     if (s.inputs == 0) return recompute("it reads no collection");
     if (s.through_view) return recompute("it reads a collection through an ordinary view");
-    if (s.outer_joins)
-        return recompute("it uses an outer join (incremental outer joins are not built yet)");
+    if (s.outer_joins && s.partition_problem) return recompute(s.partition_problem);
+    if (s.outer_joins) return recompute("it uses an outer join");
     if (s.from_subquery) return recompute("it reads a subquery in FROM");
     if (s.other_from) return recompute("it reads a function or VALUES in FROM");
     if (s.set_operations) return recompute("it uses UNION, INTERSECT or EXCEPT");
-    if (s.sublinks) return recompute("it uses a subquery (EXISTS, IN or a scalar subquery)");
+    if (s.sublinks && s.partition_problem) return recompute(s.partition_problem);
+    if (s.sublinks) return recompute("it uses a subquery in an expression");
     if (s.ctes) return recompute("it uses WITH");
     if (s.window_functions) return recompute("it uses window functions");
     if (s.limit) return recompute("it uses LIMIT or OFFSET");
@@ -48,6 +55,7 @@ const char* strategy_name(StrategyKind kind) {
         case StrategyKind::Linear:
         case StrategyKind::Sums:
         case StrategyKind::Groups:
+        case StrategyKind::Partitions:
             return "incremental";
         case StrategyKind::Recompute:
             break;

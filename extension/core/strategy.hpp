@@ -15,9 +15,17 @@
 //              are computed from the kept state.
 //   groups     the same, GROUP BY whose keys are all output columns, any
 //              aggregates and HAVING; or SELECT DISTINCT (each distinct row
-//              a group).  The groups the changes at t touch are
-//              computed again at t (an index probe on the keys) and replace
-//              the view's rows of those groups.
+//              a group); or UNION, INTERSECT, EXCEPT (with or without ALL)
+//              of linear branches (each distinct row a group).  The groups
+//              the changes at t touch are computed again at t (an index
+//              probe on the keys) and replace the view's rows of those
+//              groups.
+//   partitions outer joins, EXISTS, IN, NOT EXISTS and NOT IN subqueries
+//              whose inputs all meet on one equality key (a.k = b.k in
+//              every join's ON and every subquery's correlation): the
+//              view's rows split into partitions by that key, and the
+//              partitions the changes at t touch are computed at t and just
+//              before t; their difference is the view's.
 //   recompute  anything else: the whole query at t, diffed with the view.
 #pragma once
 
@@ -47,9 +55,12 @@ struct QueryShape {
     bool keys_are_outputs = true;   // every GROUP BY key is an output column
     bool keys_comparable = true;    // every key type has a built-in equality
     bool sums_only = false;         // every aggregate is count, or sum/avg of an exact number
+    bool setop_of_linear = false;   // UNION/INTERSECT/EXCEPT whose branches are each linear
+    bool partitions = false;        // outer joins / subqueries over inputs sharing one key
+    const char* partition_problem = nullptr;  // else why not (outer joins or subqueries)
 };
 
-enum class StrategyKind { Linear, Sums, Groups, Recompute };
+enum class StrategyKind { Linear, Sums, Groups, Partitions, Recompute };
 
 struct Strategy {
     StrategyKind kind = StrategyKind::Recompute;
@@ -59,8 +70,9 @@ struct Strategy {
 Strategy classify(const QueryShape& shape);
 const char* strategy_name(StrategyKind kind);
 
-// A `groups` step recomputes the touched groups through an index; once they
-// are a large part of the view, one pass over the input is cheaper.
+// A `groups` (or `partitions`) step recomputes the touched groups through an
+// index; once they are a large part of the view, one pass over the input is
+// cheaper.
 // `view_rows` is the planner's estimate (negative: unknown).
 bool recompute_touched_groups_in_full(int64_t touched, double view_rows);
 

@@ -84,6 +84,41 @@ TEST(Strategy, UnionAllOfLinearBranchesIsLinear) {
     EXPECT_EQ(classify(s).kind, StrategyKind::Recompute);
 }
 
+TEST(Strategy, SetOperationsOfLinearBranchesAreGroups) {
+    QueryShape s;
+    s.set_operations = s.setop_of_linear = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Groups);
+    s.keys_comparable = false;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Recompute);
+    s.keys_comparable = true;
+    s.limit = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Recompute);
+    s.limit = false;
+    s.setop_of_linear = false;
+    EXPECT_NE(classify(s).reason.find("not all linear"), std::string::npos);
+}
+
+TEST(Strategy, OuterJoinsAndSubqueriesOnOneKeyArePartitions) {
+    QueryShape s;
+    s.inputs = 2;
+    s.outer_joins = s.sublinks = s.partitions = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Partitions);
+    EXPECT_STREQ(decoupled::strategy_name(StrategyKind::Partitions), "incremental");
+}
+
+TEST(Strategy, OuterJoinsOnDifferentKeysSayWhy) {
+    QueryShape s;
+    s.inputs = 3;
+    s.outer_joins = true;
+    s.partition_problem = "its joins and subqueries do not all meet on one equality key";
+    decoupled::Strategy strategy = classify(s);
+    EXPECT_EQ(strategy.kind, StrategyKind::Recompute);
+    EXPECT_EQ(strategy.reason, s.partition_problem);
+    s.outer_joins = false;
+    s.sublinks = true;
+    EXPECT_EQ(classify(s).reason, s.partition_problem);
+}
+
 TEST(Strategy, DistinctRowsAreGroups) {
     QueryShape s = one_input();
     s.distinct = true;

@@ -1,0 +1,77 @@
+// What the incremental strategies share (delta_plan.cpp defines these,
+// partition_plan.cpp also uses them): the written plan's query, the
+// collections it reads, and the storage views a step reads them through.
+// Every function may longjmp: no C++ objects.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "nodes/parsenodes.h"
+}
+
+#include "core/strategy.hpp"
+
+namespace decoupled::delta {
+
+// One input of a view: a range table entry that reads a collection whole,
+// in the view's query or (`outer`: the range table indexes of the
+// subqueries in FROM leading to it, from the top) in a linear subquery.
+struct Input {
+    int rti;
+    int64 id;
+    List* outer = NIL;
+};
+
+// An arrangement: an index on input `id`'s storage over `keys` (deparsed
+// over its columns, e.g. "(k % 10), (s)").
+struct Arrangement {
+    int64 id;
+    char* keys;
+};
+
+// The arguments every step function starts with: (plan, owner, ts).
+struct Prepared {
+    Oid plan;
+    Oid owner;
+    int64 ts;
+};
+Prepared prepared_args(FunctionCallInfo fcinfo);
+
+// A copy of the written plan's query.
+Query* plan_query(Oid plan);
+// The collection a range table entry reads whole, or 0.
+int64 collection_read(RangeTblEntry* rte);
+Oid operator_namespace(Oid op);
+
+// decoupled_storage.c<input>_<part>, a view over the collection's storage
+// with its columns in order: `history` (its state at decoupled.as_of),
+// `before` (just before), `delta` (its changes then, with mz_diff).
+Oid storage_view(int64 input, const char* part);
+// Replaces range table entry `rti` of `q` by that view; returns the
+// number of the input's own columns.
+int read_storage_view(Query* q, int rti, int64 input, const char* part, bool with_diff);
+
+// The number of the plan's output columns; "x1, ..., xn" with a prefix.
+int output_columns(Query* q);
+char* positional_names(int n, const char* prefix);
+
+bool calls_other_than_builtins(Node* node, void* context);
+// A SQL literal of `value` as a value of `type`.
+char* typed_literal(const char* value, Oid type);
+// `expr` over `in`'s columns, deparsed over its storage's columns, or
+// nullptr if it calls anything but built-in functions.
+char* storage_expression(Node* expr, const Input* in);
+// The one input among `inputs` whose columns `expr` reads, or nullptr.
+const Input* only_input_of(Node* expr, List* inputs);
+
+}  // namespace decoupled::delta
+
+// The partitions strategy (partition_plan.cpp): whether a query with outer
+// joins or subqueries qualifies (shape->partitions, or the reason in
+// shape->partition_problem) and, with `arrangements`, the arrangements
+// (Arrangement*) its steps probe.
+namespace decoupled {
+void describe_partitions(Query* q, QueryShape* shape, List** arrangements);
+}
