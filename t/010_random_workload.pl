@@ -48,9 +48,23 @@ $node->safe_psql('postgres', q{
     SELECT decoupled.create_materialized_view('region_summary',
         'SELECT count(*) AS regions, sum(total) AS total FROM by_region',
         retain_history => '1 hour');
+    SELECT decoupled.create_materialized_view('owner_accounts',
+        'SELECT o.id, o.name, count(a.id) AS n, sum(a.balance) AS total FROM owners o
+           LEFT JOIN accounts a ON a.owner = o.id GROUP BY o.id, o.name',
+        retain_history => '1 hour');
+    SELECT decoupled.create_materialized_view('outside_west',
+        'SELECT id, balance FROM accounts a
+          WHERE NOT EXISTS (SELECT 1 FROM owners o WHERE o.id = a.owner AND o.region = ''west'')',
+        retain_history => '1 hour');
     SELECT decoupled.create_sink('account_sink', 'accounts', 'account_changes');
 });
-my @views = qw(by_region rich_owners even_accounts per_owner owner_range region_summary);
+my @views = qw(by_region rich_owners even_accounts per_owner owner_range region_summary
+  owner_accounts outside_west);
+# The outer join and the subquery are maintained by key partitions.
+is($node->safe_psql('postgres', q{
+    SELECT string_agg(name || ':' || method, ' ' ORDER BY name) FROM decoupled.view_maintenance
+     WHERE name IN ('owner_accounts', 'outside_west')}),
+   'outside_west:partitions owner_accounts:partitions', 'outer join and NOT EXISTS are partitions');
 
 my ($ticks, $kills) = (0, 0);
 my @regions = qw(north south east west);
