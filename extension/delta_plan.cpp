@@ -215,11 +215,16 @@ namespace decoupled::delta {
 // DISTINCT list (every output column: each distinct row is a group).
 List* key_clauses(Query* q) { return q->groupClause != NIL ? q->groupClause : q->distinctClause; }
 
+int grouped_subquery(Query* q);
+List* outer_key_entries(Query* q, int rti);
+
 // The target entries of those keys; for a set operation (each distinct row
-// a group) every output column.
+// a group) every output column; for a selection over a grouped subquery,
+// its output columns that are the subquery's keys.
 List* key_entries(Query* q) {
     List* entries = NIL;
     ListCell* lc;
+    if (int rti = grouped_subquery(q)) return outer_key_entries(q, rti);
     if (q->setOperations != nullptr) {
         foreach (lc, q->targetList)
             if (!lfirst_node(TargetEntry, lc)->resjunk) entries = lappend(entries, lfirst(lc));
@@ -233,6 +238,53 @@ List* key_entries(Query* q) {
 
 
 decoupled::QueryShape describe(Query* q, List** inputs);
+
+// `q`'s output entries that are plain references to the GROUP BY keys of
+// its subquery `rti`, in GROUP BY order; NIL unless every key is output.
+List* outer_key_entries(Query* q, int rti) {
+    Query* sub = rt_fetch(rti, q->rtable)->subquery;
+    List* entries = NIL;
+    ListCell* kc;
+    foreach (kc, key_entries(sub)) {
+        TargetEntry* key = lfirst_node(TargetEntry, kc);
+        TargetEntry* found = nullptr;
+        ListCell* lc;
+        foreach (lc, q->targetList) {
+            TargetEntry* te = lfirst_node(TargetEntry, lc);
+            auto* var = reinterpret_cast<Var*>(te->expr);
+            if (!te->resjunk && IsA(var, Var) && var->varno == rti && var->varlevelsup == 0 &&
+                var->varattno == key->resno) {
+                found = te;
+                break;
+            }
+        }
+        if (found == nullptr) return NIL;
+        entries = lappend(entries, found);
+    }
+    return entries;
+}
+
+// A selection and projection over one subquery in FROM (or inlined CTE)
+// that is a `groups` or `sums` query, whose keys it outputs: each of its
+// rows lies in one group of the subquery, so the touched groups are
+// computed again through it.  Returns the subquery's range table index, or
+// 0.
+int grouped_subquery(Query* q) {
+    if (q->setOperations != nullptr || q->hasAggs || q->groupClause != NIL ||
+        q->distinctClause != NIL || q->hasWindowFuncs || q->limitCount || q->limitOffset ||
+        q->hasTargetSRFs || q->hasSubLinks || q->cteList != NIL || q->jointree == nullptr ||
+        list_length(q->jointree->fromlist) != 1 || !IsA(linitial(q->jointree->fromlist), RangeTblRef))
+        return 0;
+    int rti = castNode(RangeTblRef, linitial(q->jointree->fromlist))->rtindex;
+    RangeTblEntry* rte = rt_fetch(rti, q->rtable);
+    if (rte->rtekind != RTE_SUBQUERY || rte->lateral || rte->subquery->groupClause == NIL ||
+        collection_read(rte) != 0)
+        return 0;
+    List* inputs;
+    decoupled::StrategyKind kind = decoupled::classify(describe(rte->subquery, &inputs)).kind;
+    if (kind != decoupled::StrategyKind::Groups && kind != decoupled::StrategyKind::Sums) return 0;
+    return outer_key_entries(q, rti) != NIL ? rti : 0;
+}
 
 // A subquery in FROM (or an inlined CTE) that is itself linear: selection,
 // projection and inner joins of collections.
@@ -325,6 +377,7 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
     s.sublinks = q->hasSubLinks;
     s.ctes = q->cteList != NIL;
     s.set_operations = q->setOperations != nullptr;
+    s.grouped_subquery = grouped_subquery(q) != 0;
     s.union_all_of_linear =
         s.set_operations && all_branches_linear(union_all_branches(q, q->setOperations));
     s.setop_of_linear = s.set_operations && !s.union_all_of_linear &&
@@ -635,6 +688,11 @@ Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
     List* inputs;
     decoupled::QueryShape shape = describe(q, &inputs);
     decoupled::Strategy strategy = decoupled::classify(shape);
+    if (int sub = grouped_subquery(q)) {
+        // Its subquery's arrangements: the groups are computed through it.
+        q = rt_fetch(sub, q->rtable)->subquery;
+        (void)describe(q, &inputs);
+    }
 
     List* arrangements = NIL;
     if (strategy.kind == decoupled::StrategyKind::Partitions) {
@@ -859,8 +917,11 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
     decoupled::serial_only();
     Query* q = plan_query(p.plan);
     Keys keys = group_keys(q);
+    // Over a grouped subquery, its groups are the view's.
+    int sub = grouped_subquery(q);
     char* sql = psprintf("SELECT DISTINCT * FROM (%s) k",
-                         changes_union(q, keys_select_list, nullptr));
+                         changes_union(sub ? rt_fetch(sub, q->rtable)->subquery : q,
+                                       keys_select_list, nullptr));
 
     SPI_connect();
     if (SPI_execute(sql, true, 0) != SPI_OK_SELECT) elog(ERROR, "could not read the touched groups");

@@ -320,6 +320,10 @@ struct Partitioning {
     List* slots;   // Slot*
     Node** keys;   // per slot
     const char* problem;
+    // A star (different keys): the slot every other one joins directly,
+    // and per other slot the root's side of that equality; else root -1.
+    int root;
+    Node** root_keys;
 };
 
 int find(int* parent, int i) {
@@ -402,8 +406,11 @@ bool sublink_in_joins(Node* node) {
            sublink_in_joins(join->rarg);
 }
 
+const char* one_key(Query* q, Partitioning* out, List* edges);
+bool star(Query* q, Partitioning* p, List* edges);
+
 Partitioning partitioning(Query* q) {
-    Partitioning p{NIL, nullptr, nullptr};
+    Partitioning p{NIL, nullptr, nullptr, -1, nullptr};
     if (q->cteList != NIL) {
         p.problem = "it uses a WITH query that is read inside a subquery";
         return p;
@@ -437,6 +444,37 @@ Partitioning partitioning(Query* q) {
     for (int s = 0; s < list_length(p.slots); ++s)
         if (static_cast<Slot*>(list_nth(p.slots, s))->sublink) sublink_edge(s, q, p.slots, &edges);
 
+    const char* problem = one_key(q, &p, edges);
+    if (problem != nullptr && !star(q, &p, edges)) {
+        p.problem = problem;
+        return p;
+    }
+
+    // The keys are probed through arrangements: built-in expressions only.
+    int nslots = list_length(p.slots);
+    for (int s = 0; s < nslots; ++s) {
+        auto* slot = static_cast<Slot*>(list_nth(p.slots, s));
+        Input in{slot->rti, slot->id};
+        Input root_in{0, 0};
+        if (p.root >= 0) {
+            auto* root = static_cast<Slot*>(list_nth(p.slots, p.root));
+            root_in = {root->rti, root->id};
+        }
+        if (storage_expression(p.keys[s], &in) == nullptr ||
+            (p.root >= 0 && s != p.root && storage_expression(p.root_keys[s], &root_in) == nullptr)) {
+            p.problem = "its join key calls a function that is not built in";
+            return p;
+        }
+    }
+    return p;
+}
+
+// One key class: every slot has exactly one key in it, and the class's
+// equalities bridge every join; a GROUP BY or DISTINCT on top groups by
+// the key of an input that is never null-extended.
+const char* one_key(Query* q, Partitioning* out, List* edges) {
+    Partitioning& p = *out;
+    ListCell* lc;
     List* nodes = NIL;  // (slot, key) pairs as Edge halves: a, key_a
     auto node_of = [&nodes](int slot, Node* key) {
         for (int i = 0; i < list_length(nodes); ++i) {
@@ -474,10 +512,7 @@ Partitioning partitioning(Query* q) {
         for (int s = 0; s < nslots; ++s) covers = covers && count[s] == 1;
         if (covers) chosen = root;
     }
-    if (chosen < 0) {
-        p.problem = "its joins and subqueries do not all meet on one equality key";
-        return p;
-    }
+    if (chosen < 0) return "its joins and subqueries do not all meet on one equality key";
     for (int i = 0; i < n; ++i) {
         auto* node = static_cast<Edge*>(list_nth(nodes, i));
         if (find(parent, i) == chosen) p.keys[node->a] = node->key_a;
@@ -489,20 +524,8 @@ Partitioning partitioning(Query* q) {
         if (equal(p.keys[e->a], e->key_a) && equal(p.keys[e->b], e->key_b))
             class_edges = lappend(class_edges, e);
     }
-    if (!joins_bridged(reinterpret_cast<Node*>(q->jointree), q, p.slots, class_edges)) {
-        p.problem = "its joins and subqueries do not all meet on one equality key";
-        return p;
-    }
-
-    // The keys are probed through arrangements: built-in expressions only.
-    for (int s = 0; s < nslots; ++s) {
-        auto* slot = static_cast<Slot*>(list_nth(p.slots, s));
-        Input in{slot->rti, slot->id};
-        if (storage_expression(p.keys[s], &in) == nullptr) {
-            p.problem = "its join key calls a function that is not built in";
-            return p;
-        }
-    }
+    if (!joins_bridged(reinterpret_cast<Node*>(q->jointree), q, p.slots, class_edges))
+        return "its joins and subqueries do not all meet on one equality key";
 
     // Grouping on top: each group must lie in one partition.
     if (q->hasAggs || q->groupClause != NIL || q->distinctClause != NIL) {
@@ -516,12 +539,98 @@ Partitioning partitioning(Query* q) {
                 keyed = keyed || (slot->via == Via::From && !slot->nullable && equal(expr, p.keys[s]));
             }
         }
-        if (!keyed) {
-            p.problem = "it groups rows of an outer join or subquery by other than the join key";
-            return p;
-        }
+        if (!keyed) return "it groups rows of an outer join or subquery by other than the join key";
     }
-    return p;
+    return nullptr;
+}
+
+// The equality that brings slot `s` to `root`, held by `where` (a JoinExpr's
+// ON, or nullptr: WHERE or a subquery's correlation).
+const Edge* edge_to_root(List* edges, int s, int root, Node* where) {
+    ListCell* lc;
+    foreach (lc, edges) {
+        auto* e = static_cast<Edge*>(lfirst(lc));
+        if (e->where == where && ((e->a == s && e->b == root) || (e->b == s && e->a == root)))
+            return e;
+    }
+    return nullptr;
+}
+
+bool take_edge(const Edge* e, int s, Partitioning* p) {
+    if (e == nullptr) return false;
+    p->keys[s] = e->a == s ? e->key_a : e->key_b;
+    p->root_keys[s] = e->a == s ? e->key_b : e->key_a;
+    return true;
+}
+
+int slot_at(Node* node, Query* q, List* slots) {
+    if (!IsA(node, RangeTblRef)) return -1;
+    for (int i = 0; i < list_length(slots); ++i) {
+        auto* slot = static_cast<Slot*>(list_nth(slots, i));
+        if (slot->query == q && slot->rti == castNode(RangeTblRef, node)->rtindex) return i;
+    }
+    return -1;
+}
+
+// Every join brings one slot to the root (never null-extended), through an
+// equality with the root in its ON; FROM's other items are single slots
+// equated with the root in WHERE.
+bool star_joins(Node* node, Query* q, Partitioning* p, List* edges) {
+    if (IsA(node, RangeTblRef)) return slot_at(node, q, p->slots) == p->root;
+    if (IsA(node, JoinExpr)) {
+        auto* join = reinterpret_cast<JoinExpr*>(node);
+        bool root_left = bms_is_member(p->root, slots_under(join->larg, q, p->slots));
+        if (join->jointype == JOIN_FULL || (join->jointype == JOIN_LEFT && !root_left) ||
+            (join->jointype == JOIN_RIGHT && root_left))
+            return false;
+        int s = slot_at(root_left ? join->rarg : join->larg, q, p->slots);
+        return s >= 0 && take_edge(edge_to_root(edges, s, p->root, node), s, p) &&
+               star_joins(root_left ? join->larg : join->rarg, q, p, edges);
+    }
+    bool root_found = false;
+    ListCell* lc;
+    foreach (lc, reinterpret_cast<FromExpr*>(node)->fromlist) {
+        Node* item = static_cast<Node*>(lfirst(lc));
+        if (bms_is_member(p->root, slots_under(item, q, p->slots))) {
+            root_found = true;
+            if (!star_joins(item, q, p, edges)) return false;
+            continue;
+        }
+        int s = slot_at(item, q, p->slots);
+        if (s < 0 || !take_edge(edge_to_root(edges, s, p->root, nullptr), s, p)) return false;
+    }
+    return root_found;
+}
+
+// A star: one input (the root) that every other one joins directly — a
+// chain of LEFT joins to dimensions on different keys, say.  Each row of
+// the view holds exactly one root row, so the rows to compute again are
+// those of the root rows whose key for some input matches that input's
+// changes (or that changed); the other inputs are read whole, probed by
+// their keys.  No grouping on top (a group could span unchanged rows), no
+// NOT IN.
+bool star(Query* q, Partitioning* p, List* edges) {
+    if (q->hasAggs || q->groupClause != NIL || q->distinctClause != NIL) return false;
+    int nslots = list_length(p->slots);
+    for (int r = 0; r < nslots; ++r) {
+        auto* root = static_cast<Slot*>(list_nth(p->slots, r));
+        if (root->via != Via::From || root->nullable) continue;
+        p->root = r;
+        p->keys = static_cast<Node**>(palloc0(sizeof(Node*) * nslots));
+        p->root_keys = static_cast<Node**>(palloc0(sizeof(Node*) * nslots));
+        bool ok = star_joins(reinterpret_cast<Node*>(q->jointree), q, p, edges);
+        for (int s = 0; ok && s < nslots; ++s) {
+            auto* slot = static_cast<Slot*>(list_nth(p->slots, s));
+            if (slot->via == Via::NotIn) ok = false;
+            if (slot->sublink && ok) ok = take_edge(edge_to_root(edges, s, r, nullptr), s, p);
+        }
+        // The root's own changes are found by its first key.
+        for (int s = 0; ok && s < nslots && p->keys[r] == nullptr; ++s)
+            if (s != r) p->keys[r] = p->root_keys[s];
+        if (ok && p->keys[r] != nullptr) return true;
+    }
+    p->root = -1;
+    return false;
 }
 
 }  // namespace
@@ -531,13 +640,27 @@ void decoupled::describe_partitions(Query* q, QueryShape* shape, List** arrangem
     shape->partitions = p.problem == nullptr;
     shape->partition_problem = p.problem;
     if (!shape->partitions || arrangements == nullptr) return;
+    auto arrange = [arrangements](int64 id, char* keys) {
+        ListCell* lc;
+        foreach (lc, *arrangements) {
+            auto* a = static_cast<Arrangement*>(lfirst(lc));
+            if (a->id == id && strcmp(a->keys, keys) == 0) return;
+        }
+        auto* arrangement = static_cast<Arrangement*>(palloc(sizeof(Arrangement)));
+        *arrangement = {id, keys};
+        *arrangements = lappend(*arrangements, arrangement);
+    };
     for (int s = 0; s < list_length(p.slots); ++s) {
         auto* slot = static_cast<Slot*>(list_nth(p.slots, s));
         if (slot->via == Via::NotIn) continue;  // read whole
         Input in{slot->rti, slot->id};
-        auto* arrangement = static_cast<Arrangement*>(palloc(sizeof(Arrangement)));
-        *arrangement = {slot->id, storage_expression(p.keys[s], &in)};
-        *arrangements = lappend(*arrangements, arrangement);
+        arrange(slot->id, storage_expression(p.keys[s], &in));
+        if (p.root >= 0 && s != p.root) {
+            // The root is found by its key for each other input.
+            auto* root = static_cast<Slot*>(list_nth(p.slots, p.root));
+            Input root_in{root->rti, root->id};
+            arrange(root->id, storage_expression(p.root_keys[s], &root_in));
+        }
     }
 }
 
@@ -547,69 +670,124 @@ namespace {
 // A step
 // ---------------------------------------------------------------------------
 
-// The touched keys: an array literal of the non-null ones, and whether NULL
-// is among them.
-struct Touched {
-    int64 count;
-    char* array;     // "ARRAY[...]::type[]" or nullptr
+// The keys a slot's changes at t touch: the distinct non-null values (as
+// typed SQL literals) and whether NULL is among them.
+struct Keys {
+    List* literals;  // char*
     bool null;
+};
+
+Keys changed_keys(Slot* slot, Node* key) {
+    Input in{slot->rti, slot->id};
+    char* sql = psprintf("SELECT DISTINCT %s FROM decoupled_storage.c" INT64_FORMAT "_delta",
+                         storage_expression(key, &in), slot->id);
+    Oid type = exprType(key);
+    Keys keys{NIL, false};
+    MemoryContext caller = CurrentMemoryContext;
+    SPI_connect();
+    if (SPI_execute(sql, true, 0) != SPI_OK_SELECT) elog(ERROR, "could not read the touched keys");
+    MemoryContext spi = MemoryContextSwitchTo(caller);
+    for (uint64 r = 0; r < SPI_processed; ++r) {
+        char* value = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+        if (value == nullptr)
+            keys.null = true;
+        else
+            keys.literals = lappend(keys.literals, typed_literal(value, type));
+    }
+    MemoryContextSwitchTo(spi);
+    SPI_finish();
+    return keys;
+}
+
+// `expr` (over a slot's storage columns) matching `keys`: "expr = ANY
+// (ARRAY[...]) OR expr IS NULL", either part only when needed; nullptr
+// when no key.
+char* key_condition(const char* expr, Oid type, List* literals, bool null) {
+    StringInfoData buf;
+    initStringInfo(&buf);
+    if (literals != NIL) {
+        appendStringInfo(&buf, "%s OPERATOR(pg_catalog.=) ANY (ARRAY[", expr);
+        ListCell* lc;
+        foreach (lc, literals)
+            appendStringInfo(&buf, "%s%s", foreach_current_index(lc) > 0 ? ", " : "",
+                             static_cast<char*>(lfirst(lc)));
+        appendStringInfo(&buf, "]::%s[])", format_type_be_qualified(type));
+    }
+    if (null) appendStringInfo(&buf, "%s%s IS NULL", buf.len ? " OR " : "", expr);
+    return buf.len ? buf.data : nullptr;
+}
+
+// What a step computes again: per slot, the condition that restricts its
+// rows (nullptr: read whole).
+struct Touched {
+    int64 count;          // touched keys (partitions, or keys of root rows)
+    char** conditions;    // per slot
     bool whole_changed;   // a NOT IN input changed
     bool whole_null;      // ... with a NULL key
 };
 
-Touched touched_keys(const Partitioning& p, Oid key_type) {
-    StringInfoData sql;
-    initStringInfo(&sql);
-    for (int s = 0; s < list_length(p.slots); ++s) {
+Touched touched(const Partitioning& p) {
+    int nslots = list_length(p.slots);
+    Touched t{0, static_cast<char**>(palloc0(sizeof(char*) * nslots)), false, false};
+    Keys* keys = static_cast<Keys*>(palloc(sizeof(Keys) * nslots));
+    for (int s = 0; s < nslots; ++s) {
         auto* slot = static_cast<Slot*>(list_nth(p.slots, s));
-        Input in{slot->rti, slot->id};
-        appendStringInfo(&sql, "%sSELECT %s AS k, %s AS whole FROM decoupled_storage.c" INT64_FORMAT "_delta",
-                         s > 0 ? " UNION ALL " : "", storage_expression(p.keys[s], &in),
-                         slot->via == Via::NotIn ? "true" : "false", slot->id);
-    }
-    char* query = psprintf("SELECT DISTINCT k, whole FROM (%s) t", sql.data);
-
-    Touched t{0, nullptr, false, false, false};
-    MemoryContext caller = CurrentMemoryContext;
-    SPI_connect();
-    if (SPI_execute(query, true, 0) != SPI_OK_SELECT) elog(ERROR, "could not read the touched keys");
-    MemoryContext spi = MemoryContextSwitchTo(caller);
-    StringInfoData values;
-    initStringInfo(&values);
-    List* seen = NIL;
-    for (uint64 r = 0; r < SPI_processed; ++r) {
-        HeapTuple tuple = SPI_tuptable->vals[r];
-        char* value = SPI_getvalue(tuple, SPI_tuptable->tupdesc, 1);
-        bool whole = strcmp(SPI_getvalue(tuple, SPI_tuptable->tupdesc, 2), "t") == 0;
-        t.whole_changed |= whole;
-        t.whole_null |= whole && value == nullptr;
-        if (value == nullptr) {
-            t.null = true;
-            continue;
+        keys[s] = changed_keys(slot, p.keys[s]);
+        if (slot->via == Via::NotIn) {
+            t.whole_changed |= keys[s].literals != NIL || keys[s].null;
+            t.whole_null |= keys[s].null;
         }
-        bool dup = false;
-        ListCell* lc;
-        foreach (lc, seen) dup = dup || strcmp(static_cast<char*>(lfirst(lc)), value) == 0;
-        if (dup) continue;
-        seen = lappend(seen, value);
-        appendStringInfo(&values, "%s%s", values.len ? ", " : "", typed_literal(value, key_type));
     }
-    MemoryContextSwitchTo(spi);
-    SPI_finish();
-    t.count = list_length(seen) + (t.null ? 1 : 0);
-    if (values.len > 0)
-        t.array = psprintf("ARRAY[%s]::%s[]", values.data, format_type_be_qualified(key_type));
+    if (p.root < 0) {
+        // One key: every slot but NOT IN's is restricted to all the keys.
+        List* all = NIL;
+        bool null = false;
+        for (int s = 0; s < nslots; ++s) {
+            ListCell* lc;
+            foreach (lc, keys[s].literals)
+                if (!list_member(all, makeString(static_cast<char*>(lfirst(lc)))))
+                    all = lappend(all, makeString(static_cast<char*>(lfirst(lc))));
+            null |= keys[s].null;
+        }
+        List* literals = NIL;
+        ListCell* lc;
+        foreach (lc, all) literals = lappend(literals, strVal(lfirst(lc)));
+        t.count = list_length(literals) + (null ? 1 : 0);
+        for (int s = 0; s < nslots && t.count > 0; ++s) {
+            auto* slot = static_cast<Slot*>(list_nth(p.slots, s));
+            if (slot->via == Via::NotIn) continue;
+            Input in{slot->rti, slot->id};
+            t.conditions[s] = key_condition(storage_expression(p.keys[s], &in),
+                                            exprType(p.keys[s]), literals, null);
+        }
+        return t;
+    }
+    // A star: the root rows whose key for slot s matches s's changes (a NULL
+    // key matches nothing), or that changed themselves; the rest whole.
+    auto* root = static_cast<Slot*>(list_nth(p.slots, p.root));
+    Input root_in{root->rti, root->id};
+    StringInfoData condition;
+    initStringInfo(&condition);
+    for (int s = 0; s < nslots; ++s) {
+        bool own = s == p.root;
+        Node* key = own ? p.keys[s] : p.root_keys[s];
+        char* c = key_condition(storage_expression(key, &root_in), exprType(key), keys[s].literals,
+                                own && keys[s].null);
+        if (c == nullptr) continue;
+        t.count += list_length(keys[s].literals) + (own && keys[s].null ? 1 : 0);
+        appendStringInfo(&condition, "%s(%s)", condition.len ? " OR " : "", c);
+    }
+    if (condition.len > 0) t.conditions[p.root] = condition.data;
     return t;
 }
 
 // Replaces slot's entry by its storage at `part` ("history": at t;
-// "before": just before t) restricted to the touched keys.
-void read_touched(Slot* slot, Node* key, const char* part, const Touched& t) {
-    Input in{slot->rti, slot->id};
-    char* expr = storage_expression(key, &in);
-    char* condition = psprintf("%s%s%s", t.array ? psprintf("%s OPERATOR(pg_catalog.=) ANY (%s)", expr, t.array) : "",
-                               t.array && t.null ? " OR " : "",
-                               t.null ? psprintf("%s IS NULL", expr) : "");
+// "before": just before t), restricted by `condition` unless nullptr.
+void read_part(Slot* slot, const char* part, const char* condition) {
+    if (condition == nullptr) {
+        (void)read_storage_view(slot->query, slot->rti, slot->id, part, false);
+        return;
+    }
     char* sql = psprintf("SELECT * FROM decoupled_storage.c" INT64_FORMAT "_%s WHERE %s", slot->id,
                          part, condition);
     RawStmt* raw = linitial_node(RawStmt, raw_parser(sql, RAW_PARSE_DEFAULT));
@@ -633,18 +811,13 @@ void read_touched(Slot* slot, Node* key, const char* part, const Touched& t) {
     rte->extraUpdatedCols = nullptr;
 }
 
-// The plan at `part` for the touched partitions (NOT IN's input whole).
+// The plan at `part` for what the changes touched.
 char* touched_query(Oid plan, const char* part, const Touched& t) {
     Query* q = plan_query(plan);
     Partitioning p = partitioning(q);
     if (p.problem) elog(ERROR, "the written plan is no longer partitioned: %s", p.problem);
-    for (int s = 0; s < list_length(p.slots); ++s) {
-        auto* slot = static_cast<Slot*>(list_nth(p.slots, s));
-        if (slot->via == Via::NotIn)
-            (void)read_storage_view(slot->query, slot->rti, slot->id, part, false);
-        else
-            read_touched(slot, p.keys[s], part, t);
-    }
+    for (int s = 0; s < list_length(p.slots); ++s)
+        read_part(static_cast<Slot*>(list_nth(p.slots, s)), part, t.conditions[s]);
     return pg_get_querydef(q, false);
 }
 
@@ -698,7 +871,7 @@ Datum decoupled_stage_partitions(PG_FUNCTION_ARGS) {
     Query* q = plan_query(p.plan);
     Partitioning parts = partitioning(q);
     if (parts.problem) elog(ERROR, "the written plan is no longer partitioned: %s", parts.problem);
-    Touched t = touched_keys(parts, exprType(parts.keys[0]));
+    Touched t = touched(parts);
 
     int64 result = t.count;
     if (t.whole_null || (t.whole_changed && not_in_emptiness_flips(p.plan)) ||

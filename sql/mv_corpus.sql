@@ -12,7 +12,7 @@
 -- Everything above the line "-- end of corpus setup" is also run by
 -- t/012_mv_corpus_seeds.pl, which calls corpus_run() with more seeds.
 --
--- Cost: 86 views x 200 steps is 17,200 view steps and as many verify()
+-- Cost: 90 views x 200 steps is 18,000 view steps and as many verify()
 -- calls; at today's fixed cost of each (a recomputation step or a verify()
 -- takes several milliseconds even over a few dozen rows) this suite takes
 -- about 5 minutes on 2 cores.
@@ -183,7 +183,16 @@ INSERT INTO corpus_shapes (name, query) VALUES
 ('mv84_self_left_join', 'SELECT a.k, a.v, b.v AS v2 FROM ca a LEFT JOIN ca b ON b.k = a.k AND b.v > a.v + 30'),
 ('mv85_distinct_over_left', 'SELECT DISTINCT a.k, b.w FROM ca a LEFT JOIN cb b ON b.k = a.k'),
 ('mv86_cte_in', 'WITH wide AS (SELECT k FROM cb WHERE w >= 10)
-  SELECT g, v FROM ca WHERE k IN (SELECT k FROM wide) AND v < 70');
+  SELECT g, v FROM ca WHERE k IN (SELECT k FROM wide) AND v < 70'),
+-- stars: every input joins one root input, each on its own key
+('mv87_star_exists', 'SELECT a.k, a.v, c.name FROM ca a LEFT JOIN cc c ON c.g = a.g
+  WHERE EXISTS (SELECT 1 FROM cb WHERE cb.k = a.k AND cb.w > 5)'),
+('mv88_star_right_left', 'SELECT c.name, a.v, b.w FROM cb b RIGHT JOIN ca a ON b.k = a.k
+  LEFT JOIN cc c ON c.g = a.g AND c.lim > a.v'),
+('mv89_star_comma', 'SELECT a.k, a.v, b.w, c.name FROM ca a, cb b, cc c
+  WHERE b.k = a.k AND c.g = a.g AND NOT EXISTS (SELECT 1 FROM cb d WHERE d.k = a.g)'),
+('mv90_selection_over_grouped_cte', 'WITH totals AS (SELECT k, count(*) AS n, sum(v) AS sv FROM ca GROUP BY k)
+  SELECT k, n, sv * 2 AS sv2 FROM totals WHERE n > 1');
 -- what stays recomputation
 INSERT INTO corpus_shapes (name, recompute, query) VALUES
 ('mv71_window_rank', true, 'SELECT g, v, rank() OVER (PARTITION BY g ORDER BY v) AS rk FROM ca'),

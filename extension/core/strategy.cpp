@@ -19,6 +19,10 @@ Strategy classify(const QueryShape& s) {
     if (s.set_operations)
         return recompute("it uses UNION, INTERSECT or EXCEPT of branches that are not all linear");
     if (s.partitions) return {StrategyKind::Partitions, ""};
+    if (s.grouped_subquery) {
+        if (!s.keys_comparable) return recompute("a GROUP BY key's type has no built-in equality");
+        return {StrategyKind::Groups, ""};
+    }
     if (s.from_subquery && s.inputs == 0) return recompute("it reads a subquery in FROM");
     if (s.inputs == 0) return recompute("it reads no collection");
     if (s.through_view) return recompute("it reads a collection through an ordinary view");

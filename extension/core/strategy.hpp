@@ -19,7 +19,8 @@
 //              of linear branches (each distinct row a group).  The groups
 //              the changes at t touch are computed again at t (an index
 //              probe on the keys) and replace the view's rows of those
-//              groups.
+//              groups.  Also a selection and projection over such a
+//              grouped subquery (or CTE) that outputs its keys.
 //   partitions outer joins, EXISTS, IN, NOT EXISTS and NOT IN subqueries
 //              whose inputs all meet on one equality key (a.k = b.k in
 //              every join's ON and every subquery's correlation): the
@@ -56,6 +57,7 @@ struct QueryShape {
     bool keys_comparable = true;    // every key type has a built-in equality
     bool sums_only = false;         // every aggregate is count, or sum/avg of an exact number
     bool setop_of_linear = false;   // UNION/INTERSECT/EXCEPT whose branches are each linear
+    bool grouped_subquery = false;  // selection over a sums/groups subquery, its keys output
     bool partitions = false;        // outer joins / subqueries over inputs sharing one key
     const char* partition_problem = nullptr;  // else why not (outer joins or subqueries)
 };

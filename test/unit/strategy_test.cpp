@@ -119,6 +119,14 @@ TEST(Strategy, OuterJoinsOnDifferentKeysSayWhy) {
     EXPECT_EQ(classify(s).reason, s.partition_problem);
 }
 
+TEST(Strategy, SelectionOverAGroupedSubqueryIsGroups) {
+    QueryShape s;
+    s.from_subquery = s.grouped_subquery = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Groups);
+    s.keys_comparable = false;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Recompute);
+}
+
 TEST(Strategy, DistinctRowsAreGroups) {
     QueryShape s = one_input();
     s.distinct = true;
