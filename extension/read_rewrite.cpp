@@ -14,6 +14,14 @@
 // execution, so cached plans stay correct when as_of changes.  Targets of
 // INSERT/UPDATE/DELETE/MERGE and FOR UPDATE references are left alone.
 //
+// The rewrite applies once.  A tree that already holds it reaches the hook
+// again — EXPLAIN calls the hook on its inner query after the statement's
+// own analysis (for query jumbling), and SQL deparsed from a tree holding
+// the rewrite (a view's definition, the terms of view maintenance) is
+// parsed again — so the subquery it made is recognised and left alone:
+// else its `ONLY t` branch would become a second union, and EXPLAIN would
+// show a plan that never runs.
+//
 // No C++ objects live here: parse analysis may longjmp through this file.
 extern "C" {
 #include "postgres.h"
@@ -28,6 +36,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "parser/analyze.h"
+#include "parser/parse_func.h"
 #include "parser/parser.h"
 #include "parser/parsetree.h"
 #include "storage/lmgr.h"
@@ -53,7 +62,8 @@ post_parse_analyze_hook_type prev_post_parse_analyze_hook = nullptr;
 struct ReadEntry {
     Oid relid;
     int64 lifetime_id;
-    char* columns;  // quoted, comma-separated
+    char* columns;     // quoted, comma-separated
+    Oid history_relid;  // decoupled_storage.c<id>_history
 };
 
 HTAB* read_cache = nullptr;
@@ -63,6 +73,7 @@ bool cache_loaded = false;
 bool cache_loaded_in_xact = false;  // forget it if this transaction aborts
 bool in_rewrite = false;   // our own analysis and cache loads are not rewritten
 int suppress_depth = 0;    // decoupled._execute_unrewritten()
+Oid as_of_function = InvalidOid;  // decoupled.as_of(), the gate of the table branch
 
 // Runs as a superuser with search_path pinned to pg_catalog (see
 // catalog_access.hpp), with the latest snapshot: a cache built from an older
@@ -71,7 +82,8 @@ constexpr const char* kLoadSql = R"sql(
     SELECT o.relation, o.lifetime_id,
            (SELECT string_agg(quote_ident(a.attname::text), ', ' ORDER BY a.attnum)
               FROM pg_attribute a
-             WHERE a.attrelid = o.relation AND a.attnum > 0 AND NOT a.attisdropped)
+             WHERE a.attrelid = o.relation AND a.attnum > 0 AND NOT a.attisdropped),
+           to_regclass('decoupled_storage.c' || o.lifetime_id || '_history')::oid
       FROM decoupled.catalog_objects o
      WHERE o.kind = 'table' AND o.dropped_at IS NULL
 )sql";
@@ -113,11 +125,20 @@ void load_cache(uint64 epoch) {
                 SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &idnull));
             char* columns = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
             if (relnull || idnull || columns == nullptr) continue;
+            bool history_null;
+            Oid history = DatumGetObjectId(
+                SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &history_null));
             bool found;
             auto* entry = static_cast<ReadEntry*>(hash_search(read_cache, &relid, HASH_ENTER, &found));
             entry->lifetime_id = lifetime_id;
             entry->columns = MemoryContextStrdup(cache_context, columns);
+            entry->history_relid = history_null ? InvalidOid : history;
         }
+        // Looked up as the catalog reader: the reader may lack USAGE on the
+        // schema.
+        as_of_function = LookupFuncName(list_make2(makeString(pstrdup("decoupled")),
+                                                   makeString(pstrdup("as_of"))),
+                                        0, nullptr, true);
         SPI_finish();
         decoupled::restore_user(saved);
     }
@@ -173,6 +194,72 @@ Query* analyze_replacement(const char* sql) {
     return parse_analyze_fixedparams(linitial_node(RawStmt, raw), sql, nullptr, 0, nullptr);
 }
 
+// A query that selects columns of one relation, with a WHERE clause exactly
+// when `with_quals` and no other clause: that relation's entry, or nullptr.
+RangeTblEntry* single_relation(Query* q, bool with_quals) {
+    if (q == nullptr || q->commandType != CMD_SELECT || q->setOperations != nullptr ||
+        q->utilityStmt != nullptr || q->hasAggs || q->hasWindowFuncs || q->hasTargetSRFs ||
+        q->hasSubLinks || q->hasDistinctOn || q->hasRecursive || q->hasForUpdate ||
+        q->cteList != NIL || q->groupClause != NIL || q->groupingSets != NIL ||
+        q->havingQual != nullptr || q->distinctClause != NIL || q->sortClause != NIL ||
+        q->limitCount != nullptr || q->limitOffset != nullptr || q->rowMarks != NIL ||
+        list_length(q->rtable) != 1 || q->jointree == nullptr ||
+        list_length(q->jointree->fromlist) != 1 ||
+        !IsA(linitial(q->jointree->fromlist), RangeTblRef) ||
+        castNode(RangeTblRef, linitial(q->jointree->fromlist))->rtindex != 1 ||
+        (q->jointree->quals != nullptr) != with_quals)
+        return nullptr;
+    auto* rte = linitial_node(RangeTblEntry, q->rtable);
+    if (rte->rtekind != RTE_RELATION || rte->tablesample != nullptr) return nullptr;
+    // Only columns of that relation, as they are.
+    ListCell* lc;
+    foreach (lc, q->targetList) {
+        auto* tle = lfirst_node(TargetEntry, lc);
+        auto* var = reinterpret_cast<Var*>(tle->expr);
+        if (tle->resjunk || !IsA(var, Var) || var->varno != 1 || var->varlevelsup != 0 ||
+            var->varattno <= 0)
+            return nullptr;
+    }
+    return rte;
+}
+
+// `decoupled.as_of() IS NULL`, the table branch's gate.
+bool is_latest_gate(Node* qual) {
+    auto* test = reinterpret_cast<NullTest*>(qual);
+    if (qual == nullptr || !IsA(qual, NullTest) || test->nulltesttype != IS_NULL ||
+        test->argisrow || test->arg == nullptr || !IsA(test->arg, FuncExpr))
+        return false;
+    auto* call = reinterpret_cast<FuncExpr*>(test->arg);
+    return OidIsValid(as_of_function) && call->funcid == as_of_function && call->args == NIL;
+}
+
+// Whether `q` is a rewritten read, as replacement_for() writes it:
+//     SELECT <its columns> FROM ONLY t WHERE decoupled.as_of() IS NULL
+//     UNION ALL SELECT <columns> FROM decoupled_storage.c<id>_history
+// for a registered table t whose collection is <id>.  Either branch alone
+// is no such read, nor is a union that filters or joins: those are
+// rewritten as any other query.
+bool is_read_rewrite(Query* q) {
+    auto* op = reinterpret_cast<SetOperationStmt*>(q->setOperations);
+    if (op == nullptr || !IsA(op, SetOperationStmt) || op->op != SETOP_UNION || !op->all ||
+        !IsA(op->larg, RangeTblRef) || !IsA(op->rarg, RangeTblRef) || list_length(q->rtable) != 2 ||
+        q->cteList != NIL || q->sortClause != NIL || q->limitCount != nullptr ||
+        q->limitOffset != nullptr || q->rowMarks != NIL)
+        return false;
+    RangeTblEntry* left = rt_fetch(castNode(RangeTblRef, op->larg)->rtindex, q->rtable);
+    RangeTblEntry* right = rt_fetch(castNode(RangeTblRef, op->rarg)->rtindex, q->rtable);
+    if (left->rtekind != RTE_SUBQUERY || right->rtekind != RTE_SUBQUERY) return false;
+    RangeTblEntry* table = single_relation(left->subquery, true);
+    RangeTblEntry* history = single_relation(right->subquery, false);
+    if (table == nullptr || history == nullptr || table->inh ||
+        !is_latest_gate(left->subquery->jointree->quals))
+        return false;
+    auto* entry =
+        static_cast<ReadEntry*>(hash_search(read_cache, &table->relid, HASH_FIND, nullptr));
+    return entry != nullptr && OidIsValid(entry->history_relid) &&
+           history->relid == entry->history_relid;
+}
+
 void rewrite_query(Query* q);
 
 // PostgreSQL's walkers take an untyped function pointer; going through
@@ -192,6 +279,7 @@ bool rewrite_walker(Node* node, void* context) {
 }
 
 void rewrite_query(Query* q) {
+    if (is_read_rewrite(q)) return;  // rewritten before: see the top of this file
     int rti = 0;
     ListCell* lc;
     foreach (lc, q->rtable) {
