@@ -1,9 +1,13 @@
--- The plan of a read of a registered table (C2.2, issue 12): EXPLAIN shows
+-- The plan of a read of a registered table (C2.2, issue 12).  EXPLAIN shows
 -- the plan that runs, whatever the path the statement takes: the read
 -- rewrite applies once, also where a tree holding it is analysed again
 -- (EXPLAIN runs the parse-analysis hook on its inner query once more, and
--- SQL deparsed from a view over the table is parsed again).  Each path also
--- reads the right rows, with and without decoupled.as_of.
+-- SQL deparsed from a view over the table is parsed again).  While
+-- decoupled.as_of is unset the planner reads the table alone, as a plain
+-- table; while it is set, the gated union.  Cached plans follow the setting
+-- (prepared statements, generic plans, PL/pgSQL); a plan kept outside the
+-- plan cache across a change is refused.  Each path reads the right rows,
+-- with and without decoupled.as_of.
 \set SHOW_CONTEXT never
 SET max_parallel_workers_per_gather = 0;
 CREATE TABLE rp (k int, v int);
@@ -130,8 +134,11 @@ BEGIN
 END
 $$;
 
--- Every path, without and then with decoupled.as_of: the rewrite applies
--- once; its gates choose the branch at execution.
+-- Every path, without and then with decoupled.as_of.  Without it the plan
+-- reads the table alone — but a cursor's, which keeps the union: its gates
+-- choose at the first fetch (as_of may change after DECLARE).  With it the
+-- plan is the union, once.
+EXPLAIN (COSTS OFF) SELECT count(*), sum(v) FROM rp;
 SELECT * FROM rp_shapes();
 SELECT * FROM rp_paths();
 SET decoupled.as_of = :t0;
@@ -139,8 +146,10 @@ SELECT * FROM rp_shapes();
 SELECT * FROM rp_paths();
 RESET decoupled.as_of;
 
--- A cached plan stays right as decoupled.as_of changes around it.
+-- A cached plan follows decoupled.as_of: setting or resetting it plans
+-- again the plans made for the other state (PL/pgSQL, prepared and generic).
 SELECT * FROM rp_totals_at(ARRAY[NULL, :t0, NULL, :t0]::bigint[]);
+SELECT * FROM rp_totals_at(ARRAY[:t0, NULL, :t0, NULL]::bigint[]);
 EXECUTE rp_p;
 SET decoupled.as_of = :t0;
 EXECUTE rp_p;
@@ -148,12 +157,59 @@ RESET decoupled.as_of;
 SET plan_cache_mode = force_generic_plan;
 PREPARE rp_g AS SELECT count(*) AS n, sum(v) AS total FROM rp;
 EXECUTE rp_g;
+SELECT * FROM plan_shape('EXPLAIN (COSTS OFF) EXECUTE rp_g');
 SET decoupled.as_of = :t0;
 EXECUTE rp_g;
 SELECT * FROM plan_shape('EXPLAIN (COSTS OFF) EXECUTE rp_g');
 RESET decoupled.as_of;
 EXECUTE rp_g;
+SELECT * FROM plan_shape('EXPLAIN (COSTS OFF) EXECUTE rp_g');
 RESET plan_cache_mode;
+
+-- A cursor declared without as_of and first fetched with it reads at as_of.
+BEGIN;
+DECLARE rp_late CURSOR FOR SELECT count(*) AS n, sum(v) AS total FROM rp;
+SET LOCAL decoupled.as_of = :t0;
+FETCH rp_late;
+COMMIT;
+
+-- A SQL-language function plans all its statements when it is first called
+-- in a transaction, outside the plan cache.  Called by statements of their
+-- own, it is planned for each one's setting; a plan made for the latest
+-- state that would run after as_of was set is refused rather than read the
+-- table.
+CREATE FUNCTION rp_sql_total() RETURNS bigint LANGUAGE sql AS 'SELECT sum(v) FROM rp';
+CREATE FUNCTION rp_sql_total_at(t bigint) RETURNS bigint LANGUAGE sql AS $$
+    SELECT set_config('decoupled.as_of', t::text, true);
+    SELECT sum(v) FROM rp
+$$;
+SELECT rp_sql_total() AS latest;
+SET decoupled.as_of = :t0;
+SELECT rp_sql_total() AS at_t0;
+RESET decoupled.as_of;
+-- One call site across a change, in one transaction: refused.
+CREATE FUNCTION rp_sql_totals_at(times text[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+DECLARE
+    t text;
+    total bigint;
+BEGIN
+    FOREACH t IN ARRAY times LOOP
+        PERFORM set_config('decoupled.as_of', t, true);
+        total := rp_sql_total();
+        RETURN NEXT total;
+    END LOOP;
+END
+$$;
+SELECT rp_sql_totals_at(ARRAY[:'t0', '']) AS totals;
+SELECT rp_sql_totals_at(ARRAY['', :'t0']) AS totals;
+SHOW decoupled.as_of;
+-- Setting as_of inside the function, after it was planned: refused.
+SELECT rp_sql_total_at(:t0);
+-- Set before the function runs, as the hint says: read at as_of.
+BEGIN;
+SET LOCAL decoupled.as_of = :t0;
+SELECT rp_sql_total_at(:t0) AS at_t0;
+COMMIT;
 
 -- A branch of the rewrite on its own is no rewrite: an explicit ONLY read
 -- is rewritten like any other, and reads at as_of.
@@ -166,7 +222,7 @@ RESET decoupled.as_of;
 DEALLOCATE rp_p;
 DEALLOCATE rp_g;
 DROP FUNCTION rp_total(), rp_totals_at(bigint[]), rp_shapes(), rp_paths(), plan_shape(text),
-    plan_lines(text);
+    plan_lines(text), rp_sql_total(), rp_sql_total_at(bigint), rp_sql_totals_at(text[]);
 DROP VIEW rp_v;
 SELECT decoupled.unregister_table('rp');
 DROP TABLE rp;

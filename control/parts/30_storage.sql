@@ -40,6 +40,16 @@ COMMENT ON FUNCTION decoupled.oracle_now() IS
 CREATE FUNCTION decoupled.as_of() RETURNS bigint
     LANGUAGE C STABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_as_of';
 COMMENT ON FUNCTION decoupled.as_of() IS 'decoupled.as_of as a timestamp, NULL when unset.';
+-- Never called.  A plan of a read of a registered table depends on one of
+-- these (extension/read_rewrite.cpp): made while decoupled.as_of is unset it
+-- reads the table alone and depends on _planned_latest(); made while it is
+-- set it keeps the gated union and depends on _planned_as_of().  When as_of
+-- turns set or unset, the plans depending on the other one are planned
+-- again, as after a change of a function they call.
+CREATE FUNCTION decoupled._planned_latest() RETURNS void
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS '';
+CREATE FUNCTION decoupled._planned_as_of() RETURNS void
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS '';
 -- PARALLEL SAFE: its catalog read is read-only, and a parallel latest read
 -- of a registered table must stay as fast as one of a plain table.
 CREATE FUNCTION decoupled._history_gate(lifetime_id bigint) RETURNS boolean
