@@ -4,7 +4,10 @@
 // Each collection's history branch is gated by _history_gate(lifetime_id),
 // which the planner evaluates once per execution as a one-time filter: it
 // is false without as_of (the latest-state branch runs alone) and otherwise
-// checks privilege and readability, failing with a clear error.
+// checks privilege and readability, failing with a clear error.  Reads of
+// registered tables are also planned for whether as_of is set
+// (read_rewrite.cpp): a change between set and unset invalidates the plans
+// made for the other state.
 extern "C" {
 #include "postgres.h"
 
@@ -26,6 +29,7 @@ extern "C" {
 #include "core/frontier.hpp"
 #include "catalog_access.hpp"
 #include "gucs.hpp"
+#include "read_rewrite.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_as_of);
@@ -57,9 +61,17 @@ static bool check_as_of(char** newval, void**, GucSource) {
     return false;
 }
 
+// Plans of reads of registered tables depend on whether as_of is set
+// (read_rewrite.cpp): a change between set and unset invalidates those of
+// the other kind.  Called at SET, RESET, function SET clauses and the GUC
+// rollback at abort alike; the invalidation touches no catalog.
 static void assign_as_of(const char* newval, void*) {
+    bool was_set = as_of_is_set;
     as_of_is_set = parse_timestamp(newval, &as_of_value);
+    if (as_of_is_set != was_set) as_of_mode_changed(as_of_is_set);
 }
+
+bool as_of_set() { return as_of_is_set; }
 
 void define_as_of_guc() {
     DefineCustomStringVariable(

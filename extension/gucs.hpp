@@ -20,4 +20,7 @@ extern int guc_max_holds_per_session;       // decoupled.max_holds_per_session: 
 
 void define_gucs();
 
+// decoupled.as_of (as_of.cpp): whether it holds a time.
+bool as_of_set();
+
 }  // namespace decoupled

@@ -9,11 +9,11 @@ extern "C" {
 }
 
 #include "gucs.hpp"
+#include "read_rewrite.hpp"
 #include "shmem.hpp"
 
 namespace decoupled {
 void define_as_of_guc();
-void install_read_rewrite();
 void install_ddl_guard();
 }  // namespace decoupled
 

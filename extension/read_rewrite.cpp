@@ -10,9 +10,17 @@
 //
 // whose branches are gated by one-time filters: without as_of only the
 // first runs; with it only the history view does (which checks readability
-// and the reader's SELECT privilege on t).  The gate is evaluated at
-// execution, so cached plans stay correct when as_of changes.  Targets of
+// and the reader's SELECT privilege on t).  Without as_of the planner gets
+// the first branch alone (see "Plan time" below).  Targets of
 // INSERT/UPDATE/DELETE/MERGE and FOR UPDATE references are left alone.
+//
+// The rewrite applies once.  A tree that already holds it reaches the hook
+// again — EXPLAIN calls the hook on its inner query after the statement's
+// own analysis (for query jumbling), and SQL deparsed from a tree holding
+// the rewrite (a view's definition, the terms of view maintenance) is
+// parsed again — so the subquery it made is recognised and left alone:
+// else its `ONLY t` branch would become a second union, and EXPLAIN would
+// show a plan that never runs.
 //
 // No C++ objects live here: parse analysis may longjmp through this file.
 extern "C" {
@@ -22,25 +30,32 @@ extern "C" {
 #include "access/sysattr.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
+#include "optimizer/planner.h"
 #include "parser/analyze.h"
 #include "parser/parser.h"
 #include "parser/parsetree.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/ruleutils.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 }
 
 #include "catalog_access.hpp"
 #include "gucs.hpp"
+#include "read_rewrite.hpp"
 #include "shmem.hpp"
 
 namespace {
@@ -53,7 +68,8 @@ post_parse_analyze_hook_type prev_post_parse_analyze_hook = nullptr;
 struct ReadEntry {
     Oid relid;
     int64 lifetime_id;
-    char* columns;  // quoted, comma-separated
+    char* columns;     // quoted, comma-separated
+    Oid history_relid;  // decoupled_storage.c<id>_history
 };
 
 HTAB* read_cache = nullptr;
@@ -71,7 +87,8 @@ constexpr const char* kLoadSql = R"sql(
     SELECT o.relation, o.lifetime_id,
            (SELECT string_agg(quote_ident(a.attname::text), ', ' ORDER BY a.attnum)
               FROM pg_attribute a
-             WHERE a.attrelid = o.relation AND a.attnum > 0 AND NOT a.attisdropped)
+             WHERE a.attrelid = o.relation AND a.attnum > 0 AND NOT a.attisdropped),
+           to_regclass('decoupled_storage.c' || o.lifetime_id || '_history')::oid
       FROM decoupled.catalog_objects o
      WHERE o.kind = 'table' AND o.dropped_at IS NULL
 )sql";
@@ -113,10 +130,14 @@ void load_cache(uint64 epoch) {
                 SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &idnull));
             char* columns = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
             if (relnull || idnull || columns == nullptr) continue;
+            bool history_null;
+            Oid history = DatumGetObjectId(
+                SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &history_null));
             bool found;
             auto* entry = static_cast<ReadEntry*>(hash_search(read_cache, &relid, HASH_ENTER, &found));
             entry->lifetime_id = lifetime_id;
             entry->columns = MemoryContextStrdup(cache_context, columns);
+            entry->history_relid = history_null ? InvalidOid : history;
         }
         SPI_finish();
         decoupled::restore_user(saved);
@@ -173,6 +194,99 @@ Query* analyze_replacement(const char* sql) {
     return parse_analyze_fixedparams(linitial_node(RawStmt, raw), sql, nullptr, 0, nullptr);
 }
 
+// A query that selects columns of its one range table entry, with a WHERE
+// clause exactly when `with_quals` and no other clause: that entry, or
+// nullptr.
+RangeTblEntry* single_source(Query* q, bool with_quals) {
+    if (q == nullptr || q->commandType != CMD_SELECT || q->setOperations != nullptr ||
+        q->utilityStmt != nullptr || q->hasAggs || q->hasWindowFuncs || q->hasTargetSRFs ||
+        q->hasSubLinks || q->hasDistinctOn || q->hasRecursive || q->hasForUpdate ||
+        q->cteList != NIL || q->groupClause != NIL || q->groupingSets != NIL ||
+        q->havingQual != nullptr || q->distinctClause != NIL || q->sortClause != NIL ||
+        q->limitCount != nullptr || q->limitOffset != nullptr || q->rowMarks != NIL ||
+        list_length(q->rtable) != 1 || q->jointree == nullptr ||
+        list_length(q->jointree->fromlist) != 1 ||
+        !IsA(linitial(q->jointree->fromlist), RangeTblRef) ||
+        castNode(RangeTblRef, linitial(q->jointree->fromlist))->rtindex != 1 ||
+        (q->jointree->quals != nullptr) != with_quals)
+        return nullptr;
+    auto* rte = linitial_node(RangeTblEntry, q->rtable);
+    // Only its columns, as they are.
+    ListCell* lc;
+    foreach (lc, q->targetList) {
+        auto* tle = lfirst_node(TargetEntry, lc);
+        auto* var = reinterpret_cast<Var*>(tle->expr);
+        if (tle->resjunk || !IsA(var, Var) || var->varno != 1 || var->varlevelsup != 0 ||
+            var->varattno <= 0)
+            return nullptr;
+    }
+    return rte;
+}
+
+// Whether `fn` is the extension's function `name` (by its catalog entry:
+// no name resolution, no privilege check).
+bool is_extension_function(Oid fn, const char* name) {
+    Oid nsp = get_namespace_oid("decoupled", true);
+    if (!OidIsValid(nsp) || get_func_namespace(fn) != nsp) return false;
+    char* fname = get_func_name(fn);
+    return fname != nullptr && strcmp(fname, name) == 0;
+}
+
+// `decoupled.as_of() IS NULL`, the table branch's gate.
+bool is_latest_gate(Node* qual) {
+    auto* test = reinterpret_cast<NullTest*>(qual);
+    if (qual == nullptr || !IsA(qual, NullTest) || test->nulltesttype != IS_NULL ||
+        test->argisrow || test->arg == nullptr || !IsA(test->arg, FuncExpr))
+        return false;
+    auto* call = reinterpret_cast<FuncExpr*>(test->arg);
+    return call->args == NIL && is_extension_function(call->funcid, "as_of");
+}
+
+// The branches of `q` when it is a bare UNION ALL of two subqueries.
+bool union_all_branches(Query* q, Query** left, Query** right) {
+    auto* op = reinterpret_cast<SetOperationStmt*>(q->setOperations);
+    if (op == nullptr || !IsA(op, SetOperationStmt) || op->op != SETOP_UNION || !op->all ||
+        !IsA(op->larg, RangeTblRef) || !IsA(op->rarg, RangeTblRef) || list_length(q->rtable) != 2 ||
+        q->cteList != NIL || q->sortClause != NIL || q->limitCount != nullptr ||
+        q->limitOffset != nullptr || q->rowMarks != NIL)
+        return false;
+    RangeTblEntry* l = rt_fetch(castNode(RangeTblRef, op->larg)->rtindex, q->rtable);
+    RangeTblEntry* r = rt_fetch(castNode(RangeTblRef, op->rarg)->rtindex, q->rtable);
+    if (l->rtekind != RTE_SUBQUERY || r->rtekind != RTE_SUBQUERY) return false;
+    *left = l->subquery;
+    *right = r->subquery;
+    return true;
+}
+
+// The table of a rewritten read's table branch, `SELECT <columns> FROM ONLY
+// t WHERE decoupled.as_of() IS NULL`, or nullptr.
+RangeTblEntry* table_branch(Query* branch) {
+    RangeTblEntry* table = single_source(branch, true);
+    if (table == nullptr || table->rtekind != RTE_RELATION || table->inh ||
+        table->tablesample != nullptr || !is_latest_gate(branch->jointree->quals))
+        return nullptr;
+    return table;
+}
+
+// Whether `q` is a rewritten read, as replacement_for() writes it:
+//     SELECT <its columns> FROM ONLY t WHERE decoupled.as_of() IS NULL
+//     UNION ALL SELECT <columns> FROM decoupled_storage.c<id>_history
+// for a registered table t whose collection is <id>.  Either branch alone
+// is no such read, nor is a union that filters or joins: those are
+// rewritten as any other query.
+bool is_read_rewrite(Query* q) {
+    Query* left;
+    Query* right;
+    if (!union_all_branches(q, &left, &right)) return false;
+    RangeTblEntry* table = table_branch(left);
+    RangeTblEntry* history = single_source(right, false);
+    if (table == nullptr || history == nullptr || history->rtekind != RTE_RELATION) return false;
+    auto* entry =
+        static_cast<ReadEntry*>(hash_search(read_cache, &table->relid, HASH_FIND, nullptr));
+    return entry != nullptr && OidIsValid(entry->history_relid) &&
+           history->relid == entry->history_relid;
+}
+
 void rewrite_query(Query* q);
 
 // PostgreSQL's walkers take an untyped function pointer; going through
@@ -192,6 +306,7 @@ bool rewrite_walker(Node* node, void* context) {
 }
 
 void rewrite_query(Query* q) {
+    if (is_read_rewrite(q)) return;  // rewritten before: see the top of this file
     int rti = 0;
     ListCell* lc;
     foreach (lc, q->rtable) {
@@ -288,6 +403,178 @@ void rewrite_registered_reads(ParseState* pstate, Query* query, JumbleState* jst
     rewrite_with_cache(target);
 }
 
+// ---------------------------------------------------------------------------
+// Plan time.  While decoupled.as_of is unset, the history branch of every
+// rewritten read returns nothing (its gate is false), so the planner gets
+// the table branch alone, without its gate: the plan is the plain table's
+// (the union's Append, Subquery Scan and gating Result nodes cost about 40%
+// over every row of a scan).  While as_of is set the union stays as it is,
+// its gates choosing at execution.
+//
+// A plan made for the latest state holds only while as_of stays unset.  It
+// depends on decoupled._planned_latest(), one made while as_of is set and
+// reading a rewritten union on decoupled._planned_as_of() — PlanInvalItems,
+// as for a function a plan calls; neither function ever runs.  When as_of
+// turns set (or unset) the plan cache is told that function changed, so
+// exactly the cached plans of the other kind are planned again at their
+// next use: prepared statements, PL/pgSQL and SPI plans stay right.  A plan
+// kept outside the plan cache is not reached that way (a SQL-language
+// function plans all its statements when first called in a transaction):
+// one made for the latest state whose first run finds as_of set is
+// refused, never run against the table.  Cursors keep the union (their
+// gates choose at the first fetch, after which as_of may still change
+// before it).  The tree stored for a view, a rule or a function body never
+// changes: the choice is made on the planner's copy.
+// ---------------------------------------------------------------------------
+
+planner_hook_type prev_planner_hook = nullptr;
+ExecutorRun_hook_type prev_executor_run_hook = nullptr;
+
+// DECLARE, and PL/pgSQL's explicit cursors.
+constexpr int kCursorOptions =
+    CURSOR_OPT_FAST_PLAN | CURSOR_OPT_SCROLL | CURSOR_OPT_NO_SCROLL | CURSOR_OPT_HOLD;
+
+enum Marker { kPlannedAsOf = 0, kPlannedLatest = 1 };
+const char* const kMarkerNames[] = {"_planned_as_of", "_planned_latest"};
+// The markers' hash values as plan dependencies, remembered when a plan
+// takes one (the GUC's assign hook may not read the catalog); 0 while this
+// backend made no such plan.
+uint32 marker_hash[2] = {0, 0};
+
+// Whether `rel` is a collection's history view, decoupled_storage.c<id>_history.
+bool is_history_view(Oid rel) {
+    Oid nsp = get_namespace_oid("decoupled_storage", true);
+    if (!OidIsValid(nsp) || get_rel_namespace(rel) != nsp || get_rel_relkind(rel) != RELKIND_VIEW)
+        return false;
+    const char* name = get_rel_name(rel);
+    long id = 0;
+    int end = 0;
+    return name != nullptr && sscanf(name, "c%ld_history%n", &id, &end) == 1 &&
+           name[end] == '\0' && id > 0;
+}
+
+// The table branch of `q` when it is a rewritten read as the planner gets
+// it: the rewriter has expanded the history view into a subquery whose
+// first range table entry is the view itself (PostgreSQL 15 keeps it there
+// for the view's permission check).  Any history view returns nothing while
+// as_of is unset, so which table the read is of does not matter here.
+Query* planned_read_table_branch(Query* q) {
+    Query* left;
+    Query* right;
+    if (!union_all_branches(q, &left, &right) || table_branch(left) == nullptr) return nullptr;
+    RangeTblEntry* history = single_source(right, false);
+    if (history == nullptr || history->rtekind != RTE_SUBQUERY || history->subquery == nullptr ||
+        history->subquery->rtable == NIL)
+        return nullptr;
+    auto* view = linitial_node(RangeTblEntry, history->subquery->rtable);
+    return view->rtekind == RTE_RELATION && is_history_view(view->relid) ? left : nullptr;
+}
+
+// The rewritten reads in a query and the queries below it: range table
+// entries, each with its table branch.
+struct PlannedReads {
+    List* entries = NIL;
+    List* branches = NIL;
+};
+
+void find_planned_reads(Query* q, PlannedReads* reads);
+
+bool planned_reads_walker(Node* node, void* context) {
+    if (node == nullptr) return false;
+    if (IsA(node, Query)) {
+        find_planned_reads(reinterpret_cast<Query*>(node), static_cast<PlannedReads*>(context));
+        return false;
+    }
+    return expression_tree_walker(node, as_walker(planned_reads_walker), context);
+}
+
+void find_planned_reads(Query* q, PlannedReads* reads) {
+    ListCell* lc;
+    foreach (lc, q->rtable) {
+        RangeTblEntry* rte = lfirst_node(RangeTblEntry, lc);
+        if (rte->rtekind != RTE_SUBQUERY) continue;
+        if (Query* branch = planned_read_table_branch(rte->subquery)) {
+            reads->entries = lappend(reads->entries, rte);
+            reads->branches = lappend(reads->branches, branch);
+        } else {
+            find_planned_reads(rte->subquery, reads);
+        }
+    }
+    query_tree_walker(q, as_walker(planned_reads_walker), reads,
+                      QTW_IGNORE_RT_SUBQUERIES | QTW_IGNORE_JOINALIASES);
+}
+
+// A plan dependency on marker function `m`, or nullptr when the installed
+// catalog has none (then nothing may depend on the choice).
+PlanInvalItem* marker_dependency(Marker m) {
+    Oid nsp = get_namespace_oid("decoupled", true);
+    if (!OidIsValid(nsp)) return nullptr;
+    Oid fn = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid, CStringGetDatum(kMarkerNames[m]),
+                             PointerGetDatum(buildoidvector(nullptr, 0)), ObjectIdGetDatum(nsp));
+    if (!OidIsValid(fn)) return nullptr;
+    auto* item = makeNode(PlanInvalItem);
+    item->cacheId = PROCOID;
+    item->hashValue = GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(fn));
+    marker_hash[m] = item->hashValue;
+    return item;
+}
+
+PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_options,
+                        ParamListInfo bound_params) {
+    PlannedReads reads;
+    if ((cursor_options & kCursorOptions) == 0) find_planned_reads(parse, &reads);
+    PlanInvalItem* marker = nullptr;
+    if (reads.entries != NIL) {
+        bool latest = !decoupled::as_of_set();
+        marker = marker_dependency(latest ? kPlannedLatest : kPlannedAsOf);
+        if (latest && marker != nullptr) {
+            // The planner scribbles on its input anyway: callers that keep
+            // the tree (the plan cache) hand it a copy.
+            ListCell* e;
+            ListCell* b;
+            forboth (e, reads.entries, b, reads.branches) {
+                auto* branch = static_cast<Query*>(lfirst(b));
+                branch->jointree->quals = nullptr;
+                static_cast<RangeTblEntry*>(lfirst(e))->subquery = branch;
+            }
+        }
+    }
+    PlannedStmt* stmt =
+        prev_planner_hook
+            ? prev_planner_hook(parse, query_string, cursor_options, bound_params)
+            : standard_planner(parse, query_string, cursor_options, bound_params);
+    if (marker != nullptr) stmt->invalItems = lappend(stmt->invalItems, marker);
+    return stmt;
+}
+
+// A plan made for the latest state whose first run finds as_of set: one
+// kept outside the plan cache across the change.
+void run_reads(QueryDesc* query_desc, ScanDirection direction, uint64 count, bool execute_once) {
+    if (!query_desc->already_executed && marker_hash[kPlannedLatest] != 0 &&
+        decoupled::as_of_set() && !IsParallelWorker()) {
+        ListCell* lc;
+        foreach (lc, query_desc->plannedstmt->invalItems) {
+            auto* item = lfirst_node(PlanInvalItem, lc);
+            if (item->cacheId == PROCOID && item->hashValue == marker_hash[kPlannedLatest])
+                ereport(ERROR,
+                        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                         errmsg("decoupled.as_of was set after this statement was planned to "
+                                "read the latest state"),
+                         errdetail("Its plan reads registered tables without their history and "
+                                   "was kept outside the plan cache: a SQL-language function "
+                                   "plans all its statements when first called in a "
+                                   "transaction."),
+                         errhint("Set decoupled.as_of before the function is first called in "
+                                 "the transaction (or in its SET clause), or write it in "
+                                 "PL/pgSQL.")));
+        }
+    }
+    if (prev_executor_run_hook)
+        prev_executor_run_hook(query_desc, direction, count, execute_once);
+    else
+        standard_ExecutorRun(query_desc, direction, count, execute_once);
+}
+
 }  // namespace
 
 namespace decoupled {
@@ -295,7 +582,17 @@ namespace decoupled {
 void install_read_rewrite() {
     prev_post_parse_analyze_hook = post_parse_analyze_hook;
     post_parse_analyze_hook = rewrite_registered_reads;
+    prev_planner_hook = planner_hook;
+    planner_hook = plan_reads;
+    prev_executor_run_hook = ExecutorRun_hook;
+    ExecutorRun_hook = run_reads;
     RegisterXactCallback(forget_on_abort, nullptr);
+}
+
+void as_of_mode_changed(bool now_set) {
+    // Plans made for the state just left; a hash of 0 would mean "all".
+    uint32 hash = marker_hash[now_set ? kPlannedLatest : kPlannedAsOf];
+    if (hash != 0) CallSyscacheCallbacks(PROCOID, hash);
 }
 
 }  // namespace decoupled

@@ -1,0 +1,197 @@
+------------------------------------------------------------------------------
+-- Collections, part 1: storage (brief C2)
+--
+-- What every collection is made of, and the helpers the other parts share:
+-- the storage schema and row-id sequence, the timestamp oracle, as_of() and
+-- the history gates (C functions), names and columns of storage, storage
+-- creation with its history, change and before views, and the bound
+-- publication queue.  31_append.sql writes storage, 32_registered_tables.sql
+-- captures tables into it, 33_drops.sql drops and finalizes it.
+--
+-- Each collection <id> keeps its history in schema decoupled_storage:
+--
+--   c<id>_cur      the rows present at upper, one physical row per unit of
+--                  multiplicity, each with the time it was inserted (mz_ts)
+--   c<id>_dead     rows retracted since `since`: valid over
+--                  [valid_from, valid_to)
+--   c<id>_stage    scratch for the append in progress (unlogged)
+--   c<id>_pending  registered tables only: captured, not yet ticked changes
+--   c<id>_history  the state AS OF decoupled.as_of(), read with the
+--                  extension's rights after _history_gate() checked
+--                  readability and the reader's privilege
+--
+-- The state at t is cur rows with mz_ts <= t plus dead rows valid at t, so
+-- an AS OF read is a filtered scan, never a replay.  Compaction to since
+-- deletes dead rows with valid_to <= since: nothing readable at t >= since
+-- is lost.
+------------------------------------------------------------------------------
+
+CREATE SCHEMA decoupled_storage;
+COMMENT ON SCHEMA decoupled_storage IS 'Private storage of pg_decoupled collections.';
+
+CREATE SEQUENCE decoupled.rowid_seq AS bigint;
+
+CREATE FUNCTION decoupled._next_timestamp(at_least bigint DEFAULT 0) RETURNS bigint
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_next_timestamp';
+CREATE FUNCTION decoupled.oracle_now() RETURNS bigint
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_oracle_now';
+COMMENT ON FUNCTION decoupled.oracle_now() IS
+    'The timestamp oracle''s current time (ms since the Unix epoch); never goes backwards.';
+CREATE FUNCTION decoupled.as_of() RETURNS bigint
+    LANGUAGE C STABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_as_of';
+COMMENT ON FUNCTION decoupled.as_of() IS 'decoupled.as_of as a timestamp, NULL when unset.';
+-- Never called.  A plan of a read of a registered table depends on one of
+-- these (extension/read_rewrite.cpp): made while decoupled.as_of is unset it
+-- reads the table alone and depends on _planned_latest(); made while it is
+-- set it keeps the gated union and depends on _planned_as_of().  When as_of
+-- turns set or unset, the plans depending on the other one are planned
+-- again, as after a change of a function they call.
+CREATE FUNCTION decoupled._planned_latest() RETURNS void
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS '';
+CREATE FUNCTION decoupled._planned_as_of() RETURNS void
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS '';
+-- PARALLEL SAFE: its catalog read is read-only, and a parallel latest read
+-- of a registered table must stay as fast as one of a plain table.
+CREATE FUNCTION decoupled._history_gate(lifetime_id bigint) RETURNS boolean
+    LANGUAGE C STABLE STRICT PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'decoupled_history_gate';
+CREATE FUNCTION decoupled._history_gate_before(lifetime_id bigint) RETURNS boolean
+    LANGUAGE C STABLE STRICT PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'decoupled_history_gate_before';
+CREATE FUNCTION decoupled._execute_unrewritten(sql text) RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_execute_unrewritten';
+CREATE FUNCTION decoupled._propose_bound(upper bigint, retain_ms bigint, current_bound bigint,
+                                         min_requirement bigint, min_hold bigint) RETURNS bigint
+    LANGUAGE C IMMUTABLE AS 'MODULE_PATHNAME', 'decoupled_propose_bound';
+CREATE FUNCTION decoupled._compacted_since(since bigint, bound bigint, upper bigint)
+    RETURNS bigint LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_compacted_since';
+
+------------------------------------------------------------------------------
+-- Naming and columns
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled._storage(lifetime_id bigint, part text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+    SELECT 'decoupled_storage.c' || lifetime_id || '_' || part
+$$;
+
+-- The collection's columns, as stored in its definition at creation:
+-- `prefix` qualifies each name; with `typed` each carries its type.
+CREATE FUNCTION decoupled._cols(lifetime_id bigint, prefix text DEFAULT '',
+                                typed boolean DEFAULT false) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT string_agg(prefix || quote_ident(c->>'name')
+                      || CASE WHEN typed THEN ' ' || (c->>'type') ELSE '' END,
+                      ', ' ORDER BY ord)
+      FROM decoupled.catalog_objects o,
+           jsonb_array_elements(o.definition->'columns') WITH ORDINALITY AS x(c, ord)
+     WHERE o.lifetime_id = _cols.lifetime_id
+$$;
+
+-- The live collection called `name`.
+CREATE FUNCTION decoupled._collection(name text) RETURNS decoupled.catalog_objects
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    o decoupled.catalog_objects;
+BEGIN
+    IF _collection.name IS NULL THEN
+        RAISE EXCEPTION 'collection name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO o FROM decoupled.catalog_objects c
+     WHERE c.name = _collection.name AND c.dropped_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'collection "%" does not exist', _collection.name
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN o;
+END
+$$;
+
+CREATE FUNCTION decoupled._retain_ms(retain interval) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+    SELECT (floor(extract(epoch FROM retain) * 1000))::bigint
+$$;
+
+------------------------------------------------------------------------------
+-- Storage
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id    bigint := _create_storage.lifetime_id;
+    defs  text := decoupled._cols(id, '', true);
+    names text := decoupled._cols(id);
+BEGIN
+    EXECUTE format('CREATE TABLE %s (mz_rowid bigint PRIMARY KEY, mz_ts bigint NOT NULL, '
+                   'mz_hash integer NOT NULL, %s)', decoupled._storage(id, 'cur'), defs);
+    EXECUTE format('CREATE INDEX ON %s (mz_hash)', decoupled._storage(id, 'cur'));
+    -- Maintained views and sinks find the times at which a collection changed.
+    EXECUTE format('CREATE INDEX ON %s (mz_ts)', decoupled._storage(id, 'cur'));
+    EXECUTE format('CREATE TABLE %s (mz_rowid bigint PRIMARY KEY, valid_from bigint NOT NULL, '
+                   'valid_to bigint NOT NULL, %s, CHECK (valid_from < valid_to))',
+                   decoupled._storage(id, 'dead'), defs);
+    EXECUTE format('CREATE INDEX ON %s (valid_to)', decoupled._storage(id, 'dead'));
+    EXECUTE format('CREATE UNLOGGED TABLE %s (mz_ts bigint NOT NULL, mz_diff bigint NOT NULL, '
+                   'mz_key text NOT NULL, mz_hash integer NOT NULL, %s)',
+                   decoupled._storage(id, 'stage'), defs);
+    -- Both branches are gated by a one-time filter: without as_of they are
+    -- skipped before reading a page.
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%5$s) AND mz_ts <= decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
+        decoupled._storage(id, 'history'), names, decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'history'));
+    -- Its changes at decoupled.as_of: rows inserted then (+1), retracted then
+    -- (-1).  Incremental views read their input through it, gated like the
+    -- history (extension/delta_plan.cpp).
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s, 1::bigint AS mz_diff FROM %3$s '
+        ' WHERE decoupled._history_gate(%5$s) AND mz_ts = decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s, 1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_to > decoupled.as_of() AND valid_from = decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s, -1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_to = decoupled.as_of()',
+        decoupled._storage(id, 'delta'), names, decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'delta'));
+    -- Its state just before decoupled.as_of: an incremental join step reads
+    -- the inputs after the changed one there.
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate_before(%5$s) '
+        '  AND mz_ts < decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate_before(%5$s) '
+        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of()',
+        decoupled._storage(id, 'before'), names, decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'before'));
+END
+$$;
+
+------------------------------------------------------------------------------
+-- The bound publication queue.  Writers queue what they changed; a
+-- publication drains it with SKIP LOCKED.  Neither side ever waits for the
+-- other: a row a publication is draining is skipped (and a new one
+-- inserted), and a row this transaction relies on is locked KEY SHARE so
+-- that no publication drains it before this change is committed and
+-- visible to the publication's snapshot.
+------------------------------------------------------------------------------
+
+CREATE FUNCTION decoupled._queue_for_publication(ids bigint[]) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    INSERT INTO decoupled.catalog_bound_queue (lifetime_id)
+    SELECT x.id FROM (SELECT DISTINCT unnest(ids) AS id) x
+     WHERE x.id IS NOT NULL
+       AND NOT EXISTS (SELECT FROM decoupled.catalog_bound_queue q WHERE q.lifetime_id = x.id
+                          FOR KEY SHARE SKIP LOCKED)
+$$;

@@ -1,0 +1,319 @@
+------------------------------------------------------------------------------
+-- Collections, part 3: registered tables (brief C5.2)
+--
+-- Captured on write, ticked into their collection: the statement-level
+-- capture trigger, register_table / unregister_table, the tick of one
+-- table and of all of them (tick_tables), and a table's health.  Dropping
+-- goes through 33_drops.sql like any object's.
+------------------------------------------------------------------------------
+
+-- Statement-level capture: one INSERT per statement into the pending table;
+-- writers never wait for each other here.
+CREATE FUNCTION decoupled._capture() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET decoupled.as_of = '' AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        EXECUTE format('INSERT INTO %s SELECT 1, n.* FROM decoupled_new n', TG_ARGV[0]);
+    ELSIF TG_OP = 'DELETE' THEN
+        EXECUTE format('INSERT INTO %s SELECT -1, o.* FROM decoupled_old o', TG_ARGV[0]);
+    ELSIF TG_OP = 'UPDATE' THEN
+        EXECUTE format('INSERT INTO %s SELECT -1, o.* FROM decoupled_old o '
+                       'UNION ALL SELECT 1, n.* FROM decoupled_new n', TG_ARGV[0]);
+    ELSIF TG_OP = 'TRUNCATE' THEN
+        -- TRUNCATE removes every row, including rows committed after an older
+        -- snapshot: only a fresh snapshot sees exactly what it removes.
+        IF current_setting('transaction_isolation') <> 'read committed' THEN
+            RAISE EXCEPTION 'cannot truncate registered table "%" at isolation level %',
+                            TG_RELID::regclass, current_setting('transaction_isolation')
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Truncate it in a READ COMMITTED transaction, or use DELETE.';
+        END IF;
+        EXECUTE format('INSERT INTO %s SELECT -1, t.* FROM ONLY %s t',
+                       TG_ARGV[0], TG_RELID::regclass);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- A relation's columns as stored in a collection's definition: name and
+-- type (with a collation other than the type's).
+CREATE FUNCTION decoupled._relation_columns(rel regclass) RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT jsonb_agg(jsonb_build_object(
+               'name', a.attname, 'typid', a.atttypid,
+               'type', format_type(a.atttypid, a.atttypmod)
+                       || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
+                               THEN ' COLLATE ' || a.attcollation::regcollation::text
+                               ELSE '' END)
+               ORDER BY a.attnum)
+      FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+     WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+$$;
+
+CREATE FUNCTION decoupled.register_table(tbl regclass, retain_history interval DEFAULT '1 second')
+RETURNS bigint LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._register_table(tbl regclass, retain_history interval)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+DECLARE
+    v_columns jsonb;
+    r         record;
+    v_version bigint;
+    v_id      bigint;
+    v_ts      bigint;
+    v_pending text;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM decoupled._check_retention(retain_history);
+    -- The snapshot below must see every write committed before capture
+    -- starts: only a fresh snapshot per statement does.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'register_table needs a READ COMMITTED transaction'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    -- Lock the table before reading its shape, and before the catalog
+    -- version row (tables first, then the catalog: the order DROP TABLE
+    -- takes too).  Writers wait from here to commit.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    SELECT c.relname::text AS relname, c.relkind, c.relpersistence, n.nspname::text AS nspname,
+           c.relowner, c.relrowsecurity OR c.relforcerowsecurity AS rls, c.relispartition,
+           c.reloftype <> 0 AS typed
+      INTO r
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF NOT pg_has_role(decoupled._caller(), r.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table "%" to register it', tbl
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF r.relkind = 'p' THEN
+        RAISE EXCEPTION 'cannot register partitioned table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Register an ordinary table.';
+    ELSIF r.relkind <> 'r' THEN
+        RAISE EXCEPTION '"%" is not an ordinary table', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF r.relpersistence <> 'p' THEN
+        RAISE EXCEPTION 'cannot register temporary or unlogged table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'A collection''s history must survive a crash; use a permanent table.';
+    END IF;
+    IF r.rls THEN
+        RAISE EXCEPTION 'cannot register table "%" because it has row-level security', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its history would be read without the table''s policies.';
+    END IF;
+    IF r.relispartition OR EXISTS (SELECT FROM pg_inherits i
+                                    WHERE i.inhrelid = tbl OR i.inhparent = tbl) THEN
+        RAISE EXCEPTION 'cannot register table "%" because it takes part in inheritance', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Writes through a parent or to a child would bypass its capture.';
+    END IF;
+    IF r.nspname IN ('decoupled', 'decoupled_storage', 'pg_catalog', 'information_schema') THEN
+        RAISE EXCEPTION 'cannot register system table "%"', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = tbl AND attnum > 0 AND attisdropped) THEN
+        RAISE EXCEPTION 'cannot register table "%" because it has dropped columns', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
+    END IF;
+    -- ALTER TYPE ... CASCADE would change a typed table's columns.
+    IF r.typed THEN
+        RAISE EXCEPTION 'cannot register typed table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'ALTER TYPE ... CASCADE would change its shape under its history.',
+                  HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
+    END IF;
+
+    v_version := decoupled._begin_catalog_change();
+    IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                WHERE o.relation = tbl AND o.dropped_at IS NULL) THEN
+        RAISE EXCEPTION 'table "%" is already registered', tbl USING ERRCODE = 'duplicate_object';
+    END IF;
+    IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                WHERE o.name = r.relname AND o.dropped_at IS NULL) THEN
+        RAISE EXCEPTION 'a collection named "%" already exists', r.relname
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+
+    v_columns := decoupled._relation_columns(tbl);
+    PERFORM decoupled._check_columns('table', r.relname, v_columns);
+    -- Its relation is recorded once the capture triggers exist: the DDL
+    -- event trigger refuses trigger changes on a registered table.
+    INSERT INTO decoupled.catalog_objects
+           (name, kind, definition, retain_history, created_in_version)
+    VALUES (r.relname, 'table',
+            jsonb_build_object('schema', r.nspname, 'columns', v_columns),
+            retain_history, v_version)
+    RETURNING lifetime_id INTO v_id;
+
+    PERFORM decoupled._create_storage(v_id);
+    v_pending := decoupled._storage(v_id, 'pending');
+    EXECUTE format('CREATE TABLE %s (mz_diff bigint NOT NULL, %s)',
+                   v_pending, decoupled._cols(v_id, '', true));
+
+    -- Writers are excluded since the LOCK above, so the snapshot below and
+    -- the captured changes neither overlap nor leave a gap.
+    EXECUTE format('CREATE TRIGGER decoupled_capture_insert AFTER INSERT ON %s '
+                   'REFERENCING NEW TABLE AS decoupled_new FOR EACH STATEMENT '
+                   'EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
+    EXECUTE format('CREATE TRIGGER decoupled_capture_update AFTER UPDATE ON %s '
+                   'REFERENCING OLD TABLE AS decoupled_old NEW TABLE AS decoupled_new '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
+    EXECUTE format('CREATE TRIGGER decoupled_capture_delete AFTER DELETE ON %s '
+                   'REFERENCING OLD TABLE AS decoupled_old FOR EACH STATEMENT '
+                   'EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
+    EXECUTE format('CREATE TRIGGER decoupled_capture_truncate BEFORE TRUNCATE ON %s '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
+    UPDATE decoupled.catalog_objects o SET relation = tbl WHERE o.lifetime_id = v_id;
+
+    v_ts := decoupled._next_timestamp(0);
+    EXECUTE format('INSERT INTO %s SELECT nextval(''decoupled.rowid_seq''), $1, '
+                   'hashtext(ROW(%s)::text), %s FROM ONLY %s t',
+                   decoupled._storage(v_id, 'cur'), decoupled._cols(v_id, 't.'),
+                   decoupled._cols(v_id, 't.'), tbl)
+        USING v_ts;
+    INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, v_ts, v_ts + 1);
+    INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_id, v_ts);
+    RETURN v_id;
+END
+$$;
+COMMENT ON FUNCTION decoupled.register_table(regclass, interval) IS
+    'Turn a table into a collection: its writes are captured and ticked into history.';
+
+CREATE FUNCTION decoupled.unregister_table(tbl regclass) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_version bigint;
+    o         decoupled.catalog_objects;
+BEGIN
+    v_version := decoupled._begin_catalog_change();
+    SELECT * INTO o FROM decoupled.catalog_objects c
+     WHERE c.relation = tbl AND c.kind = 'table' AND c.dropped_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table "%" is not registered', tbl USING ERRCODE = 'undefined_object';
+    END IF;
+    PERFORM decoupled._refuse_dependents(format('table "%s"', o.name), ARRAY[o.lifetime_id]);
+    PERFORM decoupled._drop_object(o, v_version);
+END
+$$;
+COMMENT ON FUNCTION decoupled.unregister_table(regclass) IS
+    'Stop capturing a table; its collection is dropped and its storage finalized later.';
+
+-- One table's tick at `ts`: its committed captured changes go through the
+-- append core (or, with none, only its upper moves) to upper ts + 1.  The
+-- caller holds the table's frontier row lock.
+CREATE FUNCTION decoupled._tick_table(lifetime_id bigint, upper bigint, ts bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id      bigint := _tick_table.lifetime_id;
+    v_moved bigint;
+BEGIN
+    EXECUTE format(
+        'WITH moved AS (DELETE FROM %1$s RETURNING *) '
+        'INSERT INTO %2$s (mz_ts, mz_diff, mz_key, mz_hash, %3$s) '
+        'SELECT $1, m.mz_diff, ROW(%4$s)::text, hashtext(ROW(%4$s)::text), %4$s FROM moved m',
+        decoupled._storage(id, 'pending'), decoupled._storage(id, 'stage'),
+        decoupled._cols(id), decoupled._cols(id, 'm.'))
+        USING ts;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    IF v_moved > 0 THEN
+        PERFORM decoupled._append_staged(id, upper, ts + 1);
+    ELSE
+        UPDATE decoupled.catalog_frontiers f SET upper = ts + 1, changed_at = now()
+         WHERE f.lifetime_id = id;
+        PERFORM decoupled._queue_for_publication(ARRAY[id]);
+        PERFORM decoupled._notify_upper_at_commit();
+    END IF;
+END
+$$;
+
+-- A registered table's health after a tick (see decoupled.table_health):
+-- written on a transition only, which is also a row of status history
+-- (with no replica).
+CREATE FUNCTION decoupled._table_health(lifetime_id bigint, status text, error text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_before text;
+BEGIN
+    SELECT h.status INTO v_before FROM decoupled.table_health h
+     WHERE h.lifetime_id = _table_health.lifetime_id FOR UPDATE;
+    INSERT INTO decoupled.table_health AS h (lifetime_id, status, error, hint)
+    VALUES (_table_health.lifetime_id, _table_health.status, _table_health.error,
+            CASE WHEN _table_health.status = 'stalled'
+                 THEN 'Its captured changes stay pending and every tick retries it; '
+                      'the other tables keep ticking.' END)
+    ON CONFLICT (lifetime_id) DO UPDATE
+       SET status = EXCLUDED.status, error = EXCLUDED.error, hint = EXCLUDED.hint,
+           updated_at = now(),
+           transition_at = CASE WHEN h.status <> EXCLUDED.status THEN now()
+                                ELSE h.transition_at END;
+    IF v_before IS DISTINCT FROM _table_health.status THEN
+        INSERT INTO decoupled.status_events (lifetime_id, status, error)
+        VALUES (_table_health.lifetime_id, _table_health.status, _table_health.error);
+    END IF;
+END
+$$;
+
+-- Moves committed captured changes of every registered table into its
+-- collection at one new timestamp, and advances every upper (idle tables
+-- too).  Each table ticks in a subtransaction of its own: one whose tick
+-- fails keeps its pending changes and its upper and shows `stalled` with
+-- the error; the others tick.  Returns the number of tables ticked.
+CREATE FUNCTION decoupled.tick_tables() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+DECLARE
+    v_ids     bigint[];
+    v_stalled bigint[];
+    v_ts      bigint;
+    v_count   integer := 0;
+    v_message text;
+    v_detail  text;
+    r         record;
+BEGIN
+    -- Lock every live table's frontier in one fixed order.
+    SELECT decoupled._next_timestamp(max(f.upper)), array_agg(f.lifetime_id) INTO v_ts, v_ids
+      FROM (SELECT f.lifetime_id, f.upper FROM decoupled.catalog_frontiers f
+              JOIN decoupled.catalog_objects o USING (lifetime_id)
+             WHERE o.kind = 'table' AND o.dropped_at IS NULL
+             ORDER BY f.lifetime_id FOR UPDATE OF f) f;
+    IF v_ts IS NULL THEN
+        RETURN 0;
+    END IF;
+    SELECT coalesce(array_agg(h.lifetime_id), '{}') INTO v_stalled
+      FROM decoupled.table_health h WHERE h.status = 'stalled';
+    -- Exactly the tables locked above: one registered since is not ours.
+    FOR r IN SELECT f.lifetime_id, f.upper, o.name FROM decoupled.catalog_frontiers f
+               JOIN decoupled.catalog_objects o USING (lifetime_id)
+              WHERE f.lifetime_id = ANY (v_ids) ORDER BY f.lifetime_id
+    LOOP
+        BEGIN
+            PERFORM decoupled._tick_table(r.lifetime_id, r.upper, v_ts);
+            IF r.lifetime_id = ANY (v_stalled) THEN
+                PERFORM decoupled._table_health(r.lifetime_id, 'running', NULL);
+            END IF;
+            v_count := v_count + 1;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+            v_message := v_message || CASE WHEN v_detail <> '' THEN ' (' || v_detail || ')'
+                                           ELSE '' END;
+            IF r.lifetime_id <> ALL (v_stalled) THEN
+                RAISE WARNING 'registered table "%" stalled: %', r.name, v_message
+                    USING HINT = 'Its captured changes stay pending and every tick retries it.';
+            END IF;
+            PERFORM decoupled._table_health(r.lifetime_id, 'stalled', v_message);
+        END;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+COMMENT ON FUNCTION decoupled.tick_tables() IS
+    'Move committed captured changes into every registered table''s collection at a new timestamp.';

@@ -1,0 +1,504 @@
+------------------------------------------------------------------------------
+-- Collections, part 4: drops (brief C1.6, C2.6)
+--
+-- Marking an object dropped and releasing what it held, its catalog
+-- dependents, what goes at once and what finalization removes later
+-- (finalize_dropped); and PostgreSQL's own DDL on the extension's
+-- relations: the sql_drop and ddl_command_end event triggers and the
+-- checks extension/ddl_guard.cpp calls.
+------------------------------------------------------------------------------
+
+-- Marks a collection (or sink) dropped in the committing transaction,
+-- releasing exactly its holds and requirements — the ones it held on its
+-- inputs too, whose bounds may then move; storage goes later
+-- (finalization).
+CREATE FUNCTION decoupled._drop_collection(lifetime_id bigint, catalog_version bigint)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id         bigint := _drop_collection.lifetime_id;
+    v_released bigint[];
+BEGIN
+    UPDATE decoupled.catalog_objects o
+       SET dropped_at = now(), dropped_in_version = catalog_version
+     WHERE o.lifetime_id = id;
+    -- Time never goes back, even once nothing uses this upper any more.
+    UPDATE decoupled.catalog_oracle
+       SET high_water = greatest(high_water,
+                                 (SELECT f.upper FROM decoupled.catalog_frontiers f
+                                   WHERE f.lifetime_id = id));
+    DELETE FROM decoupled.catalog_holds h WHERE h.lifetime_id = id;
+    WITH released AS (
+        DELETE FROM decoupled.catalog_requirements q
+         WHERE q.lifetime_id = id OR q.required_by = id
+        RETURNING q.lifetime_id)
+    SELECT array_agg(r.lifetime_id) INTO v_released FROM released r WHERE r.lifetime_id <> id;
+    PERFORM decoupled._queue_for_publication(v_released);
+    -- Its own entries are left to the publications: they skip dropped
+    -- collections, and a delete here would wait for one draining them.
+    INSERT INTO decoupled.status_events (lifetime_id, status) VALUES (id, 'dropped');
+END
+$$;
+
+-- Every live object that requires one of `ids`, directly or through
+-- others (views over views), not counting `ids` themselves.
+CREATE FUNCTION decoupled._dependents(ids bigint[]) RETURNS bigint[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE deps(id) AS (
+        SELECT unnest(ids)
+        UNION
+        SELECT q.required_by FROM decoupled.catalog_requirements q JOIN deps ON q.lifetime_id = deps.id)
+    SELECT coalesce(array_agg(d.id ORDER BY d.id), '{}')
+      FROM deps d JOIN decoupled.catalog_objects o ON o.lifetime_id = d.id
+     WHERE o.dropped_at IS NULL AND d.id <> ALL (ids)
+$$;
+
+CREATE FUNCTION decoupled._refuse_dependents(what text, ids bigint[]) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_list text;
+BEGIN
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id) INTO v_list
+      FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (decoupled._dependents(ids));
+    IF v_list IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot drop % because other objects depend on it', what
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = 'Depending on it: ' || v_list || '.',
+                  HINT = 'Use decoupled.drop(name, cascade => true) to drop them too.';
+    END IF;
+END
+$$;
+
+-- Drops one object in the committing transaction: its catalog rows, then
+-- what can go at once without waiting for a reader (capture triggers, the
+-- written plan, the public view); finalization removes the rest.
+CREATE FUNCTION decoupled._drop_object(o decoupled.catalog_objects, catalog_version bigint)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- Unregistered first: the event trigger refuses to drop capture
+    -- triggers of a registered table.
+    PERFORM decoupled._drop_collection(o.lifetime_id, catalog_version);
+    IF o.kind = 'table' AND EXISTS (SELECT FROM pg_class c WHERE c.oid = o.relation) THEN
+        EXECUTE format('DROP TRIGGER decoupled_capture_insert ON %1$s; '
+                       'DROP TRIGGER decoupled_capture_update ON %1$s; '
+                       'DROP TRIGGER decoupled_capture_delete ON %1$s; '
+                       'DROP TRIGGER decoupled_capture_truncate ON %1$s', o.relation::regclass);
+    END IF;
+    IF o.kind = 'materialized view' THEN
+        PERFORM decoupled._unarrange(o.lifetime_id);
+        PERFORM decoupled._drop_quietly('VIEW', decoupled._storage(o.lifetime_id, 'plan'));
+    END IF;
+    PERFORM decoupled._drop_public_view(o);
+END
+$$;
+
+-- DROP <kind> IF EXISTS <name>, unless a reader holds it or a view still
+-- depends on it: then finalization retries (a drop never waits).
+CREATE FUNCTION decoupled._drop_quietly(kind text, name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_lock text := current_setting('lock_timeout');
+BEGIN
+    IF to_regclass(name) IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM set_config('lock_timeout', '10ms', true);
+    BEGIN
+        EXECUTE format('DROP %s IF EXISTS %s', kind, name);
+    EXCEPTION WHEN lock_not_available OR dependent_objects_still_exist THEN
+        NULL;
+    END;
+    PERFORM set_config('lock_timeout', v_lock, true);
+END
+$$;
+
+------------------------------------------------------------------------------
+-- PostgreSQL's own DDL on the extension's relations: a registered table, a
+-- sink's table, the public view of a source or materialized view (each
+-- object's `relation`) and a view's written plan.  A statement either goes
+-- through the catalog (a DROP drops the object, with the catalog's
+-- dependency rules) or is refused: none leaves the catalog and the
+-- relations disagreeing.  The extension's own DDL records an object's
+-- `relation` only once it created what it needs, so it is never refused
+-- here; a dropped object is not live, so its removal is not either.
+-- extension/ddl_guard.cpp adds what only a ProcessUtility hook can see.
+------------------------------------------------------------------------------
+
+-- Whether the innermost DROP (or DROP OWNED) statement running cascades;
+-- NULL while the innermost utility statement is something else.
+CREATE FUNCTION decoupled._drop_cascades() RETURNS boolean
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_drop_cascades';
+
+-- The live object `rel` belongs to: the one whose relation it is, or the
+-- materialized view whose written plan it is.  All NULL for anything else.
+CREATE FUNCTION decoupled._object_of_relation(rel oid) RETURNS decoupled.catalog_objects
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT o.* FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL
+       AND (o.relation = rel
+            OR (o.kind = 'materialized view' AND (o.definition->>'plan')::oid = rel))
+     ORDER BY o.lifetime_id LIMIT 1
+$$;
+
+-- `roots` with the subsources of the sources among them.  A subsource goes
+-- only with its source, as decoupled.drop() says.
+CREATE FUNCTION decoupled._with_subsources(roots bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_sub record;
+BEGIN
+    SELECT s.name, p.name AS source INTO v_sub
+      FROM decoupled.catalog_objects s
+      JOIN decoupled.catalog_objects p ON p.lifetime_id = (s.definition->>'parent')::bigint
+     WHERE s.lifetime_id = ANY (roots) AND p.lifetime_id <> ALL (roots)
+     ORDER BY s.lifetime_id LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot drop subsource "%"', v_sub.name
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = format('Drop its source "%s" instead: decoupled.drop(%L), or DROP VIEW '
+                                'of its relation.', v_sub.source, v_sub.source);
+    END IF;
+    RETURN roots || ARRAY(SELECT s.lifetime_id FROM decoupled.catalog_objects s
+                           WHERE s.dropped_at IS NULL
+                             AND (s.definition->>'parent')::bigint = ANY (roots)
+                             AND s.lifetime_id <> ALL (roots)
+                           ORDER BY s.lifetime_id);
+END
+$$;
+
+-- Before DROP TABLE / VIEW ... without CASCADE of `rels` (ddl_guard.cpp):
+-- the relation of a live object with catalog dependents is refused with
+-- the catalog's own error, which names them (PostgreSQL's names a private
+-- written plan, or nothing for a sink).
+CREATE FUNCTION decoupled._refuse_relation_drop(rels oid[]) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_roots bigint[];
+    v_what  text;
+BEGIN
+    SELECT array_agg(o.lifetime_id ORDER BY o.lifetime_id),
+           string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id)
+      INTO v_roots, v_what
+      FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL AND o.relation = ANY (rels);
+    IF v_roots IS NOT NULL THEN
+        PERFORM decoupled._refuse_dependents(v_what, decoupled._with_subsources(v_roots));
+    END IF;
+END
+$$;
+
+-- Before ALTER TYPE ... RENAME VALUE of an enum, or ALTER TYPE ... ADD /
+-- DROP / ALTER ATTRIBUTE of a composite type (ddl_guard.cpp): history
+-- matches rows by their text, so a type a live collection or sink uses
+-- (through domains, arrays, composites) keeps its text output.
+CREATE FUNCTION decoupled._refuse_type_change(typ oid, change text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_users text;
+BEGIN
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id)
+      INTO v_users
+      FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL AND o.definition ? 'columns'
+       AND typ IN (SELECT decoupled._column_types(o.definition->'columns'));
+    IF v_users IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot % type % while collections or sinks use it', change, typ::regtype
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Used by: ' || v_users || '.  Their history matches rows by their '
+                           'text: rows written before the change could no longer be retracted.',
+                  HINT = CASE WHEN change = 'rename a value of'
+                              THEN 'Add a value with ALTER TYPE ... ADD VALUE instead, or first '
+                              ELSE 'Create a new type instead, or first ' END
+                         || 'drop what uses the type (decoupled.drop(), '
+                            'decoupled.unregister_table()).';
+    END IF;
+END
+$$;
+
+-- Whatever a statement drops that the catalog knows goes through the
+-- catalog in the same transaction: a registered table, a sink's table, the
+-- public view of a source or materialized view, or a written plan (a
+-- cascade reached it) drops its object; what is built on it goes too if
+-- the statement cascades, else the statement is refused.
+CREATE FUNCTION decoupled._on_sql_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_roots   bigint[];
+    v_plans   boolean;
+    v_what    text;
+    v_cascade boolean;
+    v_victim  decoupled.catalog_objects;
+    v_version bigint;
+    v_column  record;
+BEGIN
+    IF to_regclass('decoupled.catalog_objects') IS NULL THEN
+        RETURN;  -- the extension itself is being dropped
+    END IF;
+    -- Capture triggers go only with their registration (or their table).
+    IF EXISTS (SELECT FROM pg_event_trigger_dropped_objects() d
+                WHERE d.object_type = 'trigger' AND d.address_names[3] LIKE 'decoupled_capture_%'
+                  AND EXISTS (SELECT FROM decoupled.catalog_objects o
+                               WHERE o.kind = 'table' AND o.dropped_at IS NULL
+                                 AND o.relation = to_regclass(format('%I.%I', d.address_names[1],
+                                                                     d.address_names[2])))) THEN
+        RAISE EXCEPTION 'cannot drop the capture triggers of a registered table'
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = 'Unregister it with decoupled.unregister_table() instead.';
+    END IF;
+    -- A registered table's and a sink's table's shape is fixed (DROP TYPE
+    -- ... CASCADE would take a column away).
+    SELECT o.kind, o.name, d.address_names[3] AS col INTO v_column
+      FROM pg_event_trigger_dropped_objects() d
+      JOIN decoupled.catalog_objects o
+        ON o.dropped_at IS NULL AND o.kind IN ('table', 'sink') AND o.relation = d.objid
+     WHERE d.classid = 'pg_class'::regclass AND d.objsubid <> 0
+       AND NOT EXISTS (SELECT FROM pg_event_trigger_dropped_objects() w
+                        WHERE w.classid = d.classid AND w.objid = d.objid AND w.objsubid = 0)
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot drop column "%" of % "%"', v_column.col, v_column.kind,
+                        v_column.name
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its history and its output are kept in its shape.',
+                  HINT = 'Drop it with decoupled.drop() first.';
+    END IF;
+    -- Probed, then read again under the catalog lock, so that no object
+    -- created meanwhile on top of them is missed.
+    FOR attempt IN 1 .. 2 LOOP
+        SELECT array_agg(DISTINCT o.lifetime_id), bool_or(o.relation IS DISTINCT FROM d.objid)
+          INTO v_roots, v_plans
+          FROM pg_event_trigger_dropped_objects() d
+          JOIN decoupled.catalog_objects o
+            ON o.dropped_at IS NULL
+           AND (o.relation = d.objid
+                OR (o.kind = 'materialized view' AND (o.definition->>'plan')::oid = d.objid))
+         WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0;
+        IF v_roots IS NULL THEN
+            RETURN;
+        END IF;
+        EXIT WHEN v_version IS NOT NULL;
+        v_version := decoupled._begin_catalog_change();
+    END LOOP;
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id) INTO v_what
+      FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (v_roots);
+    v_roots := decoupled._with_subsources(v_roots);
+    -- PostgreSQL cascaded only through relations.  A statement that is no
+    -- DROP cascaded if it took a written plan away.
+    v_cascade := coalesce(decoupled._drop_cascades(), v_plans);
+    IF NOT v_cascade THEN
+        PERFORM decoupled._refuse_dependents(v_what, v_roots);
+    END IF;
+    FOR v_victim IN SELECT * FROM decoupled.catalog_objects o
+                     WHERE o.lifetime_id = ANY (v_roots || decoupled._dependents(v_roots))
+                     ORDER BY o.lifetime_id DESC
+    LOOP
+        PERFORM decoupled._drop_object(v_victim, v_version);
+    END LOOP;
+END
+$$;
+CREATE EVENT TRIGGER decoupled_sql_drop ON sql_drop EXECUTE FUNCTION decoupled._on_sql_drop();
+
+-- A trigger created, replaced or renamed on an object's relation.  A
+-- registered table's owner keeps adding triggers of their own (they see
+-- what capture sees), but its capture triggers stay as registration made
+-- them; no trigger may run inside a replica writing a sink or on a public
+-- view.
+CREATE FUNCTION decoupled._check_trigger(trigger_oid oid) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t record;
+    o decoupled.catalog_objects;
+BEGIN
+    SELECT g.tgname, g.tgrelid, g.tgfoid = 'decoupled._capture'::regproc AS capture INTO t
+      FROM pg_trigger g WHERE g.oid = trigger_oid;
+    o := decoupled._object_of_relation(t.tgrelid);
+    IF o.lifetime_id IS NULL THEN
+        RETURN;
+    END IF;
+    IF o.kind = 'table' THEN
+        IF t.capture OR t.tgname LIKE 'decoupled\_capture\_%' THEN
+            RAISE EXCEPTION 'cannot create, replace or rename a capture trigger of registered '
+                            'table "%"', t.tgrelid::regclass
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Its writes would no longer reach its history.',
+                      HINT = 'Unregister it with decoupled.unregister_table() first.';
+        END IF;
+        RETURN;
+    END IF;
+    RAISE EXCEPTION 'cannot create triggers on the relation of % "%"', o.kind, o.name
+        USING ERRCODE = 'feature_not_supported',
+              HINT = format('It belongs to the extension while the %s lives.', o.kind);
+END
+$$;
+
+-- ALTER, RENAME, SET SCHEMA, OWNER TO, CREATE OR REPLACE VIEW and CREATE
+-- RULE on an object's relation.  A registered table's shape is fixed: its
+-- history is stored in that shape (a rule on it changes nothing capture
+-- sees).  The relations of sources, views and sinks belong to the
+-- extension while they live; GRANT, REVOKE and COMMENT ON stay allowed.
+CREATE FUNCTION decoupled._check_relation_ddl(rel oid, command_tag text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    o decoupled.catalog_objects := decoupled._object_of_relation(rel);
+BEGIN
+    IF o.lifetime_id IS NULL OR (o.kind = 'table' AND command_tag = 'CREATE RULE') THEN
+        RETURN;
+    ELSIF o.kind = 'table' THEN
+        RAISE EXCEPTION 'cannot alter registered table "%"', rel::regclass
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Unregister it with decoupled.unregister_table() first.';
+    ELSIF o.relation IS DISTINCT FROM rel THEN
+        RAISE EXCEPTION 'cannot change the written plan of materialized view "%"', o.name
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Drop the view with decoupled.drop() and create it anew.';
+    END IF;
+    RAISE EXCEPTION 'cannot change the relation of % "%"', o.kind, o.name
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = format('%s is refused: the relation belongs to the extension while the '
+                              '%s lives.', command_tag, o.kind),
+              HINT = format('GRANT, REVOKE and COMMENT ON work on it; to change it otherwise, '
+                            'drop the %s with decoupled.drop() and create it anew.', o.kind);
+END
+$$;
+
+-- No registered table (nor a sink's table) takes part in inheritance or
+-- partitioning on either side: writes through a parent or to a child
+-- would bypass capture, and a child's rows would show in its reads.
+CREATE FUNCTION decoupled._check_inheritance() RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v record;
+BEGIN
+    SELECT i.inhrelid::regclass AS child, i.inhparent::regclass AS parent,
+           o.relation = i.inhparent AS is_parent, o.kind,
+           CASE WHEN o.kind = 'table' THEN format('registered table "%s"', o.relation::regclass)
+                ELSE format('the table of sink "%s"', o.name) END AS what
+      INTO v
+      FROM pg_inherits i
+      JOIN decoupled.catalog_objects o
+        ON o.dropped_at IS NULL AND o.kind IN ('table', 'sink')
+       AND o.relation IN (i.inhrelid, i.inhparent)
+     LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    ELSIF v.is_parent THEN
+        RAISE EXCEPTION 'cannot inherit from %', v.what
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = CASE WHEN v.kind = 'table'
+                                THEN 'Writes to a child would bypass its capture.'
+                                ELSE 'A child''s rows would show in its output.' END;
+    END IF;
+    RAISE EXCEPTION '% cannot become a partition or an inheritance child of "%"', v.what, v.parent
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = CASE WHEN v.kind = 'table'
+                            THEN 'Writes through the parent would bypass its capture.'
+                            ELSE 'It belongs to the extension while the sink lives.' END,
+              HINT = CASE WHEN v.kind = 'table'
+                          THEN 'Unregister it with decoupled.unregister_table() first.'
+                          ELSE 'Drop the sink with decoupled.drop() first.' END;
+END
+$$;
+
+CREATE FUNCTION decoupled._on_ddl_end() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r record;
+BEGIN
+    IF to_regclass('decoupled.catalog_objects') IS NULL THEN
+        RETURN;
+    END IF;
+    FOR r IN SELECT c.classid, c.objid, c.command_tag FROM pg_event_trigger_ddl_commands() c LOOP
+        IF r.classid = 'pg_trigger'::regclass THEN
+            PERFORM decoupled._check_trigger(r.objid);
+        ELSIF r.classid = 'pg_rewrite'::regclass THEN
+            PERFORM decoupled._check_relation_ddl(w.ev_class, r.command_tag)
+               FROM pg_rewrite w WHERE w.oid = r.objid;
+        ELSIF r.classid = 'pg_class'::regclass THEN
+            PERFORM decoupled._check_relation_ddl(r.objid, r.command_tag);
+        END IF;
+    END LOOP;
+    PERFORM decoupled._check_inheritance();
+END
+$$;
+CREATE EVENT TRIGGER decoupled_ddl_end ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
+                 'CREATE VIEW', 'ALTER VIEW', 'ALTER MATERIALIZED VIEW', 'CREATE RULE',
+                 'CREATE TRIGGER', 'ALTER TRIGGER')
+    EXECUTE FUNCTION decoupled._on_ddl_end();
+
+CREATE FUNCTION decoupled._hand_over_sink_table(o decoupled.catalog_objects) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = o.relation)
+       AND EXISTS (SELECT FROM pg_roles r WHERE r.oid = (o.definition->>'owner')::oid) THEN
+        EXECUTE format('ALTER TABLE %s OWNER TO %s', o.relation::regclass,
+                       (o.definition->>'owner')::oid::regrole);
+    END IF;
+END
+$$;
+
+-- Removes the storage of dropped collections nobody reads any more.  A
+-- collection still in use is skipped until a later round: a drop never
+-- waits for readers (brief C2.6).  Idempotent; returns how many it removed.
+CREATE FUNCTION decoupled.finalize_dropped() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_id    bigint;
+    v_count integer := 0;
+    v_lock   text := current_setting('lock_timeout');
+    v_tables text;
+BEGIN
+    PERFORM set_config('lock_timeout', '50ms', true);
+    -- Written plans first: they read the storage of other collections.
+    PERFORM decoupled._drop_quietly('VIEW', decoupled._storage(o.lifetime_id, 'plan'))
+       FROM decoupled.catalog_objects o
+      WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+        AND o.kind = 'materialized view';
+    FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
+                 WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+                 ORDER BY o.lifetime_id DESC
+    LOOP
+        -- Its frontier row before its storage (the global lock order), and
+        -- without waiting: a writer that locked it before the drop committed
+        -- may still be at work; this collection waits for a later round.
+        PERFORM FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_frontiers f
+                                  WHERE f.lifetime_id = v_id) THEN
+            CONTINUE;
+        END IF;
+        BEGIN
+            PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id;
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['plan', 'delta', 'before', 'history']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'DROP VIEW ' || v_tables;
+            END IF;
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['state', 'dstate', 'cur', 'dead', 'stage', 'pending']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'DROP TABLE ' || v_tables;
+            END IF;
+            -- A sink's table is its creator's data: hand it over.
+            PERFORM decoupled._hand_over_sink_table(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id AND o.kind = 'sink';
+            DELETE FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id;
+            DELETE FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_id;
+            UPDATE decoupled.catalog_objects o SET finalized_at = now() WHERE o.lifetime_id = v_id;
+            v_count := v_count + 1;
+        EXCEPTION
+            WHEN lock_not_available THEN
+                NULL;  -- a reader still has it open: next round
+            WHEN dependent_objects_still_exist THEN
+                RAISE NOTICE 'storage of dropped collection % is still used by a view', v_id
+                    USING HINT = 'Drop the views that read it; finalization retries.';
+        END;
+    END LOOP;
+    PERFORM set_config('lock_timeout', v_lock, true);
+    RETURN v_count;
+END
+$$;

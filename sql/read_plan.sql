@@ -1,0 +1,229 @@
+-- The plan of a read of a registered table (C2.2, issue 12).  EXPLAIN shows
+-- the plan that runs, whatever the path the statement takes: the read
+-- rewrite applies once, also where a tree holding it is analysed again
+-- (EXPLAIN runs the parse-analysis hook on its inner query once more, and
+-- SQL deparsed from a view over the table is parsed again).  While
+-- decoupled.as_of is unset the planner reads the table alone, as a plain
+-- table; while it is set, the gated union.  Cached plans follow the setting
+-- (prepared statements, generic plans, PL/pgSQL); a plan kept outside the
+-- plan cache across a change is refused.  Each path reads the right rows,
+-- with and without decoupled.as_of.
+\set SHOW_CONTEXT never
+SET max_parallel_workers_per_gather = 0;
+CREATE TABLE rp (k int, v int);
+INSERT INTO rp SELECT g, g * 10 FROM generate_series(1, 5) g;
+SELECT decoupled.register_table('rp', retain_history => '1 hour') > 0 AS registered;
+SELECT upper - 1 AS t0 FROM decoupled.frontiers WHERE name = 'rp' \gset
+UPDATE rp SET v = v + 1 WHERE k <= 2;
+DELETE FROM rp WHERE k = 5;
+INSERT INTO rp VALUES (6, 60);
+SELECT decoupled.tick_tables() > 0 AS ticked;
+-- Latest: 5 rows summing to 162; AS OF t0: 5 rows summing to 150.
+SELECT count(*) AS n, sum(v) AS total FROM rp;
+
+-- The lines an EXPLAIN statement prints.
+CREATE FUNCTION plan_lines(explain text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY EXECUTE explain;
+END
+$$;
+-- The shape of the plan an EXPLAIN statement prints: how many Append
+-- nodes, and how many scans of the table and of each part of its history.
+-- One union is one Append over the table, cur and dead; the union applied
+-- twice nests a second Append over cur and dead.
+CREATE FUNCTION plan_shape(explain text, OUT appends int, OUT table_scans int,
+                           OUT cur_scans int, OUT dead_scans int)
+LANGUAGE plpgsql AS $$
+DECLARE
+    line text;
+BEGIN
+    appends := 0; table_scans := 0; cur_scans := 0; dead_scans := 0;
+    FOR line IN SELECT plan_lines(explain) LOOP
+        appends := appends + (line ~ '\mAppend\M')::int;
+        table_scans := table_scans + (line ~ ' on rp\M' AND line !~ 'Subquery Scan')::int;
+        cur_scans := cur_scans + (line ~ ' on c[0-9]+_cur\M')::int;
+        dead_scans := dead_scans + (line ~ ' on c[0-9]+_dead\M')::int;
+    END LOOP;
+END
+$$;
+
+-- A view, a prepared statement and PL/pgSQL functions over the table.
+CREATE VIEW rp_v AS SELECT * FROM rp;
+PREPARE rp_p AS SELECT count(*) AS n, sum(v) AS total FROM rp;
+CREATE FUNCTION rp_total(OUT n bigint, OUT total bigint) LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT count(*), sum(v) INTO n, total FROM rp;
+END
+$$;
+-- One cached plan read at each time in turn (NULL: the latest state).
+CREATE FUNCTION rp_totals_at(times bigint[])
+RETURNS TABLE (latest boolean, n bigint, total bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    t bigint;
+BEGIN
+    FOREACH t IN ARRAY times LOOP
+        PERFORM set_config('decoupled.as_of', coalesce(t::text, ''), true);
+        latest := t IS NULL;
+        SELECT count(*), sum(v) INTO n, total FROM rp;
+        RETURN NEXT;
+    END LOOP;
+    PERFORM set_config('decoupled.as_of', '', true);
+END
+$$;
+
+-- The plan of each path a read can take.
+CREATE FUNCTION rp_shapes()
+RETURNS TABLE (path text, appends int, table_scans int, cur_scans int, dead_scans int)
+LANGUAGE plpgsql AS $$
+DECLARE
+    e constant text := 'EXPLAIN (COSTS OFF) ';
+    q constant text := 'SELECT count(*), sum(v) FROM rp';
+BEGIN
+    RETURN QUERY
+    SELECT x.path, s.* FROM (VALUES
+        ('EXPLAIN', e || q),
+        ('EXPLAIN ANALYZE',
+         'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q),
+        ('EXPLAIN EXECUTE', e || 'EXECUTE rp_p'),
+        ('EXPLAIN of a view', e || 'SELECT count(*), sum(v) FROM rp_v'),
+        ('EXPLAIN CREATE TABLE AS', e || 'CREATE TABLE rp_never AS ' || q),
+        ('EXPLAIN DECLARE CURSOR', e || 'DECLARE rp_never CURSOR FOR ' || q),
+        ('EXPLAIN of a sub-select', e || 'SELECT (SELECT sum(v) FROM rp)'),
+        ('EXPLAIN of a CTE', e || 'WITH w AS (SELECT * FROM rp) SELECT count(*) FROM w'),
+        ('EXPLAIN of a deparsed view', e || rtrim(pg_get_viewdef('rp_v'), ';'))
+    ) x(path, explain), LATERAL plan_shape(x.explain) s;
+END
+$$;
+
+-- What each path reads.
+CREATE FUNCTION rp_paths() RETURNS TABLE (path text, n bigint, total bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    path := 'SELECT';
+    SELECT count(*), sum(v) INTO n, total FROM rp;
+    RETURN NEXT;
+    path := 'EXECUTE';
+    EXECUTE 'EXECUTE rp_p' INTO n, total;
+    RETURN NEXT;
+    path := 'PL/pgSQL';
+    SELECT * INTO n, total FROM rp_total();
+    RETURN NEXT;
+    path := 'view';
+    SELECT count(*), sum(v) INTO n, total FROM rp_v;
+    RETURN NEXT;
+    path := 'deparsed view';
+    EXECUTE 'SELECT count(*), sum(v) FROM (' || rtrim(pg_get_viewdef('rp_v'), ';') || ') d'
+        INTO n, total;
+    RETURN NEXT;
+    path := 'CREATE TABLE AS';
+    CREATE TEMP TABLE rp_copy AS SELECT * FROM rp;
+    SELECT count(*), sum(v) INTO n, total FROM rp_copy;
+    DROP TABLE rp_copy;
+    RETURN NEXT;
+    path := 'DECLARE CURSOR';
+    EXECUTE 'DECLARE rp_c CURSOR FOR SELECT count(*), sum(v) FROM rp';
+    EXECUTE 'FETCH rp_c' INTO n, total;
+    EXECUTE 'CLOSE rp_c';
+    RETURN NEXT;
+    path := 'EXPLAIN ANALYZE';  -- the rows its scans returned
+    SELECT sum((regexp_match(line, 'actual rows=([0-9]+)'))[1]::bigint), NULL INTO n, total
+      FROM plan_lines('EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) '
+                      'SELECT count(*), sum(v) FROM rp') line
+     WHERE line ~ ' on (rp|c[0-9]+_cur|c[0-9]+_dead)\M';
+    RETURN NEXT;
+END
+$$;
+
+-- Every path, without and then with decoupled.as_of.  Without it the plan
+-- reads the table alone — but a cursor's, which keeps the union: its gates
+-- choose at the first fetch (as_of may change after DECLARE).  With it the
+-- plan is the union, once.
+EXPLAIN (COSTS OFF) SELECT count(*), sum(v) FROM rp;
+SELECT * FROM rp_shapes();
+SELECT * FROM rp_paths();
+SET decoupled.as_of = :t0;
+SELECT * FROM rp_shapes();
+SELECT * FROM rp_paths();
+RESET decoupled.as_of;
+
+-- A cached plan follows decoupled.as_of: setting or resetting it plans
+-- again the plans made for the other state (PL/pgSQL, prepared and generic).
+SELECT * FROM rp_totals_at(ARRAY[NULL, :t0, NULL, :t0]::bigint[]);
+SELECT * FROM rp_totals_at(ARRAY[:t0, NULL, :t0, NULL]::bigint[]);
+EXECUTE rp_p;
+SET decoupled.as_of = :t0;
+EXECUTE rp_p;
+RESET decoupled.as_of;
+SET plan_cache_mode = force_generic_plan;
+PREPARE rp_g AS SELECT count(*) AS n, sum(v) AS total FROM rp;
+EXECUTE rp_g;
+SELECT * FROM plan_shape('EXPLAIN (COSTS OFF) EXECUTE rp_g');
+SET decoupled.as_of = :t0;
+EXECUTE rp_g;
+SELECT * FROM plan_shape('EXPLAIN (COSTS OFF) EXECUTE rp_g');
+RESET decoupled.as_of;
+EXECUTE rp_g;
+SELECT * FROM plan_shape('EXPLAIN (COSTS OFF) EXECUTE rp_g');
+RESET plan_cache_mode;
+
+-- A cursor declared without as_of and first fetched with it reads at as_of.
+BEGIN;
+DECLARE rp_late CURSOR FOR SELECT count(*) AS n, sum(v) AS total FROM rp;
+SET LOCAL decoupled.as_of = :t0;
+FETCH rp_late;
+COMMIT;
+
+-- A SQL-language function plans all its statements when it is first called
+-- in a transaction, outside the plan cache.  Called by statements of their
+-- own, it is planned for each one's setting; a plan made for the latest
+-- state that would run after as_of was set is refused rather than read the
+-- table.
+CREATE FUNCTION rp_sql_total() RETURNS bigint LANGUAGE sql AS 'SELECT sum(v) FROM rp';
+CREATE FUNCTION rp_sql_total_at(t bigint) RETURNS bigint LANGUAGE sql AS $$
+    SELECT set_config('decoupled.as_of', t::text, true);
+    SELECT sum(v) FROM rp
+$$;
+SELECT rp_sql_total() AS latest;
+SET decoupled.as_of = :t0;
+SELECT rp_sql_total() AS at_t0;
+RESET decoupled.as_of;
+-- One call site across a change, in one transaction: refused.
+CREATE FUNCTION rp_sql_totals_at(times text[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+DECLARE
+    t text;
+    total bigint;
+BEGIN
+    FOREACH t IN ARRAY times LOOP
+        PERFORM set_config('decoupled.as_of', t, true);
+        total := rp_sql_total();
+        RETURN NEXT total;
+    END LOOP;
+END
+$$;
+SELECT rp_sql_totals_at(ARRAY[:'t0', '']) AS totals;
+SELECT rp_sql_totals_at(ARRAY['', :'t0']) AS totals;
+SHOW decoupled.as_of;
+-- Setting as_of inside the function, after it was planned: refused.
+SELECT rp_sql_total_at(:t0);
+-- Set before the function runs, as the hint says: read at as_of.
+BEGIN;
+SET LOCAL decoupled.as_of = :t0;
+SELECT rp_sql_total_at(:t0) AS at_t0;
+COMMIT;
+
+-- A branch of the rewrite on its own is no rewrite: an explicit ONLY read
+-- is rewritten like any other, and reads at as_of.
+SET decoupled.as_of = :t0;
+SELECT count(*) AS n, sum(v) AS total FROM ONLY rp;
+SELECT count(*) AS n, sum(v) AS total
+  FROM (SELECT k, v FROM ONLY rp WHERE k > 0 UNION ALL SELECT k, v FROM rp WHERE k > 4) s;
+RESET decoupled.as_of;
+
+DEALLOCATE rp_p;
+DEALLOCATE rp_g;
+DROP FUNCTION rp_total(), rp_totals_at(bigint[]), rp_shapes(), rp_paths(), plan_shape(text),
+    plan_lines(text), rp_sql_total(), rp_sql_total_at(bigint), rp_sql_totals_at(text[]);
+DROP VIEW rp_v;
+SELECT decoupled.unregister_table('rp');
+DROP TABLE rp;
+RESET max_parallel_workers_per_gather;
