@@ -24,7 +24,7 @@ echo "-- commit $(git -C "$ROOT" rev-parse --short HEAD), load $(cut -d' ' -f1-3
 echo "-- ROWS=$ROWS NGROUPS=$NGROUPS RUNS=$RUNS"
 bench_psql <<SQL
 CREATE TABLE t (id int, k int, v int);
-INSERT INTO t SELECT i, i % $NGROUPS, (i * 7919) % 100003 FROM generate_series(1, $ROWS) i;
+INSERT INTO t SELECT i, i % $NGROUPS, ((i::bigint * 7919) % 100003)::int FROM generate_series(1, $ROWS) i;
 SELECT decoupled.register_table('t') > 0;
 SELECT decoupled.tick_tables() > 0;
 SELECT decoupled.create_materialized_view('mm',

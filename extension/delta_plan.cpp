@@ -49,6 +49,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/numeric.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 #include "utils/syscache.h"
@@ -73,6 +74,9 @@ PG_FUNCTION_INFO_V1(decoupled_mv_kept_state);
 PG_FUNCTION_INFO_V1(decoupled_stage_sums);
 PG_FUNCTION_INFO_V1(decoupled_merge_sums);
 PG_FUNCTION_INFO_V1(decoupled_stage_kept);
+PG_FUNCTION_INFO_V1(decoupled_kept_sum_int8);
+PG_FUNCTION_INFO_V1(decoupled_kept_sum_numeric);
+PG_FUNCTION_INFO_V1(decoupled_kept_avg);
 }
 
 namespace decoupled::delta {
@@ -1303,6 +1307,25 @@ Datum decoupled_stage_kept(PG_FUNCTION_ARGS) {
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
     PG_RETURN_INT64(static_cast<int64>(rows));
+}
+
+// decoupled._kept_sum_int8(n bigint, s numeric) -> bigint, and friends:
+// sum() and avg() of a group from its kept count of non-null values and
+// their sum; NULL when there is none.  avg divides as numeric avg() does.
+Datum decoupled_kept_sum_int8(PG_FUNCTION_ARGS) {
+    if (PG_GETARG_INT64(0) <= 0) PG_RETURN_NULL();
+    return DirectFunctionCall1(numeric_int8, PG_GETARG_DATUM(1));
+}
+
+Datum decoupled_kept_sum_numeric(PG_FUNCTION_ARGS) {
+    if (PG_GETARG_INT64(0) <= 0) PG_RETURN_NULL();
+    PG_RETURN_DATUM(PG_GETARG_DATUM(1));
+}
+
+Datum decoupled_kept_avg(PG_FUNCTION_ARGS) {
+    if (PG_GETARG_INT64(0) <= 0) PG_RETURN_NULL();
+    return DirectFunctionCall2(numeric_div, PG_GETARG_DATUM(1),
+                               DirectFunctionCall1(int8_numeric, PG_GETARG_DATUM(0)));
 }
 
 // decoupled._recompute_in_full(touched bigint, view_rows float8) -> boolean

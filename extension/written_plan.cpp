@@ -298,6 +298,10 @@ void decoupled::leave_owner(const OwnerScope* scope) {
 // triggers or indexes, opened before the switch to the owner, so the owner
 // needs no right on it.
 uint64 decoupled::stage_rows(Relation target, const char* sql) {
+    // The receiver inserts while the query may run in parallel workers; a
+    // parallel operation cannot assign the transaction id the first insert
+    // would, so assign it before.
+    (void)GetCurrentTransactionId();
     StageReceiver receiver;
     memset(&receiver, 0, sizeof(receiver));
     receiver.pub.receiveSlot = stage_receive;

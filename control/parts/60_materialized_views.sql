@@ -45,19 +45,15 @@ CREATE FUNCTION decoupled._stage_kept(plan regclass, owner oid, ts bigint, state
     RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_kept';
 -- What a kept count and sum of integers give for sum() and avg() — NULL
 -- for a group with no non-null value, as the aggregates do.  Called by the
--- view's owner (its select list over the state), so granted to PUBLIC.
+-- view's owner (its select list over the state), so granted to PUBLIC.  In
+-- C: called once per touched group, where a SQL function with a pinned
+-- search_path would pay a settings save and restore per call.
 CREATE FUNCTION decoupled._kept_sum_int8(n bigint, s numeric) RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE WHEN n > 0 THEN s::bigint END
-$$;
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_kept_sum_int8';
 CREATE FUNCTION decoupled._kept_sum_numeric(n bigint, s numeric) RETURNS numeric
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE WHEN n > 0 THEN s END
-$$;
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_kept_sum_numeric';
 CREATE FUNCTION decoupled._kept_avg(n bigint, s numeric) RETURNS numeric
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT CASE WHEN n > 0 THEN s / n::numeric END
-$$;
+    LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_kept_avg';
 CREATE FUNCTION decoupled._recompute_in_full(touched bigint, view_rows double precision)
     RETURNS boolean LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_recompute_in_full';
 
