@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Read cost of a registered table of ROWS rows against a plain table holding
 # the same rows, in the same run:
-#   latest   SELECT without decoupled.as_of (the gated view's latest branch)
+#   latest   SELECT without decoupled.as_of (planned as the table alone)
 #   as_of    AS OF the latest readable time, and AS OF the oldest readable
 #            time, with HISTORY retracted rows in the history
 # Median of RUNS pgbench runs each; the ratio is against the plain table.
+# With CPU=1 each figure is instead the backend's CPU time per query (user +
+# system, from /proc) over REPS queries with a serial plan, median of RUNS:
+# steadier than latency on a machine shared with other work, and it counts
+# what the plan costs, not what it waits for.  HISTORIES: the history sizes.
 #
 #   bash bench/read_cost.sh       (ROWS=1000000, RUNS=5, SECONDS_PER_RUN=10)
+#   CPU=1 REPS=20 HISTORIES=0 bash bench/read_cost.sh
 source "$(dirname "$0")/lib.sh"
 ROWS=${ROWS:-1000000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
+CPU=${CPU:-0}
+REPS=${REPS:-20}
+HISTORIES=${HISTORIES:-0 1000 100000}
+echo "ROWS=$ROWS RUNS=$RUNS CPU=$CPU$([ "$CPU" = 1 ] && echo " REPS=$REPS" || echo " SECONDS_PER_RUN=$SECONDS_PER_RUN") HISTORIES='$HISTORIES' bash bench/read_cost.sh"
 
 bench_psql >/dev/null <<SQL
 CREATE TABLE plain (k bigint, v text);
@@ -20,7 +29,28 @@ SELECT decoupled.register_table('tracked', retain_history => '1 day');
 VACUUM ANALYZE plain, tracked;
 SQL
 
+# The backend's CPU time so far, in clock ticks.
+CPU_NOW="SELECT split_part(split_part(pg_read_file('/proc/self/stat'), ') ', 2), ' ', 12)::bigint
+             + split_part(split_part(pg_read_file('/proc/self/stat'), ') ', 2), ' ', 13)::bigint"
+TICK_MS=$(echo "1000 / $(getconf CLK_TCK)" | bc -l)
+cpu_query() {  # $1: SQL; prints the median CPU time per query in ms
+    for _ in $(seq "$RUNS"); do
+        {
+            echo "SET max_parallel_workers_per_gather = 0;"
+            echo "\\o /dev/null"
+            echo "$1;"  # warm
+            echo "\\o"
+            echo "$CPU_NOW AS before \\gset"
+            echo "\\o /dev/null"
+            for _ in $(seq "$REPS"); do echo "$1;"; done
+            echo "\\o"
+            echo "SELECT ($CPU_NOW - :before) * $TICK_MS / $REPS;"
+        } | bench_psql | tail -n 1
+    done | median
+}
+
 time_query() {  # $1: SQL; prints the median latency in ms
+    [ "$CPU" = 1 ] && { cpu_query "$1"; return; }
     printf '%s\n' "$1" > "$BENCH_DIR/q.sql"
     chown "$RUN_USER" "$BENCH_DIR/q.sql"
     for _ in $(seq "$RUNS"); do
@@ -34,7 +64,7 @@ report() {  # label, ms, baseline ms
     printf '%-44s %10.2f ms %8.2fx\n' "$1" "$2" "$(echo "$2 / $3" | bc -l)"
 }
 
-for history in 0 1000 100000; do
+for history in $HISTORIES; do
     if [ "$history" -gt 0 ]; then
         # Retract and re-insert `history` rows: the dead set grows by that much.
         bench_psql >/dev/null -c "UPDATE tracked SET v = v || 'x' WHERE k <= $history" \
