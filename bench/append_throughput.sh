@@ -6,8 +6,9 @@
 #           writers of one collection) of batches of 1, 100 and 10,000 rows
 #           (BATCHES), built as JSON in the same statement: pgbench, median
 #           of RUNS runs of SECONDS_PER_RUN s each.  Beside it, in the same
-#           run, two floors: the same statement without the append (the
-#           upper's look-up and the JSON) and a single-row INSERT into a
+#           run, the floor of each batch (the same statement without the
+#           append: the upper's look-up and the JSON), so that latency -
+#           floor is what the append costs, and a single-row INSERT into a
 #           plain table (a write and its commit).
 #   tick    decoupled.tick_tables() moving CHANGES captured rows of a
 #           registered table of BASE_ROWS rows into history, after an
@@ -17,6 +18,8 @@
 #           statement's start to its commit (psql's \timing).
 #   idle    decoupled.tick_tables() with IDLE_TABLES registered tables and
 #           nothing captured: median of RUNS ticks.
+# Ticks run in one session that ticked once before, as the controller's
+# does: what a tick costs, not what a new backend costs.
 #
 #   bash bench/append_throughput.sh [append|tick|idle ...]
 #   (RUNS=5 SECONDS_PER_RUN=10 BATCHES="1 100 10000" BASE_ROWS=100000
@@ -55,10 +58,12 @@ pgbench_latency() {
     done | median
 }
 
-# the wall time (ms) of the statements on stdin, committed, as psql's
-# \timing reports it for the last one
-timed() {
-    { echo '\timing on'; cat; } | bench_psql | sed -nE 's/^Time: ([0-9.]+) ms.*/\1/p' | tail -n 1
+# The statements on stdin in one session, timed by psql's \timing: for each
+# statement after a line `\echo mark LABEL`, prints "LABEL ms".
+marked_timings() {
+    { echo '\timing on'; cat; } | bench_psql |
+        awk '/^mark / { label = substr($0, 6); next }
+             /^Time: / { if (label != "") { print label, $2; label = "" } }'
 }
 
 part_append() {
@@ -68,25 +73,23 @@ SELECT decoupled.register_table('appended', retain_history => '0');
 CREATE TABLE plain_floor (k bigint, v text);
 SQL
     echo "-- append: one writer, pgbench -M prepared, median of $RUNS x ${SECONDS_PER_RUN}s"
-    printf '%-40s %12s %12s %12s\n' batch "latency ms" "appends/s" "rows/s"
+    echo "-- floor: the same statement without the append (the upper's look-up, the JSON)"
+    printf '%-8s %12s %10s %11s %12s %12s\n' batch "latency ms" "floor ms" "append ms" \
+        "appends/s" "rows/s"
     for batch in $BATCHES; do
-        ms=$(pgbench_latency "SELECT decoupled.append('appended',
-    (SELECT jsonb_agg(jsonb_build_object('mz_timestamp', f.upper, 'mz_diff', 1,
-                                         'data', jsonb_build_object('k', g, 'v', 'row ' || g)))
-       FROM generate_series(1, $batch) g),
-    f.upper, f.upper + 1)
+        local updates="(SELECT jsonb_agg(jsonb_build_object('mz_timestamp', f.upper, 'mz_diff', 1,
+                         'data', jsonb_build_object('k', g, 'v', 'row ' || g)))
+                  FROM generate_series(1, $batch) g)"
+        ms=$(pgbench_latency "SELECT decoupled.append('appended', $updates, f.upper, f.upper + 1)
   FROM decoupled.frontiers f WHERE f.name = 'appended';")
-        printf '%-40s %12.3f %12.1f %12.0f\n' "$batch" "$ms" "$(echo "1000 / $ms" | bc -l)" \
+        floor=$(pgbench_latency "SELECT f.upper, $updates
+  FROM decoupled.frontiers f WHERE f.name = 'appended';")
+        printf '%-8s %12.3f %10.3f %11.3f %12.1f %12.0f\n' "$batch" "$ms" "$floor" \
+            "$(echo "$ms - $floor" | bc -l)" "$(echo "1000 / $ms" | bc -l)" \
             "$(echo "1000 * $batch / $ms" | bc -l)"
     done
-    ms=$(pgbench_latency "SELECT f.upper,
-    (SELECT jsonb_agg(jsonb_build_object('mz_timestamp', f.upper, 'mz_diff', 1,
-                                         'data', jsonb_build_object('k', g, 'v', 'row ' || g)))
-       FROM generate_series(1, 1) g)
-  FROM decoupled.frontiers f WHERE f.name = 'appended';")
-    printf '%-40s %12.3f\n' "floor: the statement without append" "$ms"
     ms=$(pgbench_latency "INSERT INTO plain_floor VALUES (1, 'row 1');")
-    printf '%-40s %12.3f\n' "floor: plain single-row INSERT" "$ms"
+    printf '%-40s %12.3f\n' "plain single-row INSERT (a write and its commit)" "$ms"
 }
 
 part_tick() {
@@ -96,22 +99,22 @@ INSERT INTO ticked SELECT g, g % 1000, md5(g::text) FROM generate_series(1, $BAS
 SELECT decoupled.register_table('ticked', retain_history => '0');
 VACUUM ANALYZE ticked;
 SQL
-    echo "-- tick: a registered table of $BASE_ROWS rows, median of $RUNS ticks"
-    printf '%-10s %10s %10s %12s %14s\n' change rows captured "tick ms" "captured/s"
-    local next=$((BASE_ROWS + 1))
+    local next=$((BASE_ROWS + 1)) script="$BENCH_DIR/ticks.sql"
+    echo 'SELECT decoupled.tick_tables();' > "$script"
     for n in $CHANGES; do
-        local ins=() upd=() del=()
         for _ in $(seq "$RUNS"); do
             local lo=$next hi=$((next + n - 1))
             next=$((hi + 1))
-            bench_psql -c "INSERT INTO ticked SELECT g, g % 1000, md5(g::text)
-                             FROM generate_series($lo, $hi) g"
-            ins+=("$(echo 'SELECT decoupled.tick_tables();' | timed)")
-            bench_psql -c "UPDATE ticked SET v = v || 'x' WHERE id BETWEEN $lo AND $hi"
-            upd+=("$(echo 'SELECT decoupled.tick_tables();' | timed)")
-            bench_psql -c "DELETE FROM ticked WHERE id BETWEEN $lo AND $hi"
-            del+=("$(echo 'SELECT decoupled.tick_tables();' | timed)")
-            bench_psql >/dev/null <<'SQL'
+            cat >> "$script" <<SQL
+INSERT INTO ticked SELECT g, g % 1000, md5(g::text) FROM generate_series($lo, $hi) g;
+\echo mark insert $n
+SELECT decoupled.tick_tables();
+UPDATE ticked SET v = v || 'x' WHERE id BETWEEN $lo AND $hi;
+\echo mark update $n
+SELECT decoupled.tick_tables();
+DELETE FROM ticked WHERE id BETWEEN $lo AND $hi;
+\echo mark delete $n
+SELECT decoupled.tick_tables();
 VACUUM ticked;
 SELECT format('VACUUM %s, %s, %s', decoupled._storage(lifetime_id, 'cur'),
               decoupled._storage(lifetime_id, 'dead'), decoupled._storage(lifetime_id, 'pending'))
@@ -119,13 +122,16 @@ SELECT format('VACUUM %s, %s, %s', decoupled._storage(lifetime_id, 'cur'),
 \gexec
 SQL
         done
+    done
+    local timings
+    timings=$(marked_timings < "$script")
+    echo "-- tick: a registered table of $BASE_ROWS rows, one session, median of $RUNS ticks"
+    printf '%-10s %10s %10s %12s %14s\n' change rows captured "tick ms" "captured/s"
+    for n in $CHANGES; do
         for kind in insert update delete; do
             local captured=$n
-            case $kind in
-                insert) ms=$(printf '%s\n' "${ins[@]}" | median) ;;
-                update) ms=$(printf '%s\n' "${upd[@]}" | median); captured=$((2 * n)) ;;
-                delete) ms=$(printf '%s\n' "${del[@]}" | median) ;;
-            esac
+            [ "$kind" = update ] && captured=$((2 * n))
+            ms=$(echo "$timings" | awk -v k="$kind" -v n="$n" '$1 == k && $2 == n { print $3 }' | median)
             printf '%-10s %10d %10d %12.1f %14.0f\n' "$kind" "$n" "$captured" "$ms" \
                 "$(echo "1000 * $captured / $ms" | bc -l)"
         done
@@ -143,8 +149,10 @@ SQL
     local tables
     tables=$(bench_psql -c "SELECT count(*) FROM decoupled.catalog_objects
                              WHERE kind = 'table' AND dropped_at IS NULL")
-    ms=$(for _ in $(seq "$RUNS"); do echo 'SELECT decoupled.tick_tables();' | timed; done | median)
-    echo "-- idle: $tables registered tables, nothing captured, median of $RUNS ticks"
+    ms=$({ echo 'SELECT decoupled.tick_tables();'
+           for _ in $(seq "$RUNS"); do echo '\echo mark idle'; echo 'SELECT decoupled.tick_tables();'; done
+         } | marked_timings | awk '{ print $2 }' | median)
+    echo "-- idle: $tables registered tables, nothing captured, one session, median of $RUNS ticks"
     printf '%-10s %12s %16s\n' tables "tick ms" "us per table"
     printf '%-10d %12.1f %16.1f\n' "$tables" "$ms" "$(echo "1000 * $ms / $tables" | bc -l)"
 }

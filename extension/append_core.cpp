@@ -197,8 +197,11 @@ void make_room() {
     if (oldest) forget(oldest);
 }
 
+// A generic plan, always: with parameters the plan cache would otherwise
+// compare custom plans with the generic one and, when a custom plan looks
+// cheaper (a one-element id array, a known time), plan every call again.
 SPIPlanPtr prepare_kept(const char* sql, int nargs, Oid* types) {
-    SPIPlanPtr plan = SPI_prepare(sql, nargs, types);
+    SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
     if (!plan)
         elog(ERROR, "could not prepare a write statement: %s", SPI_result_code_string(SPI_result));
     if (SPI_keepplan(plan) != 0) elog(ERROR, "could not keep a write statement's plan");
