@@ -33,7 +33,8 @@ CORE_OBJS = \
 	extension/core/generators.o \
 	extension/core/launch_spec.o \
 	extension/core/schema_version.o \
-	extension/core/strategy.o
+	extension/core/strategy.o \
+	extension/core/write_path.o
 
 OBJS = \
 	$(CORE_OBJS) \
@@ -50,6 +51,7 @@ OBJS = \
 	extension/read_rewrite.o \
 	extension/ddl_guard.o \
 	extension/wait_functions.o \
+	extension/append_core.o \
 	extension/written_plan.o \
 	extension/delta_plan.o \
 	extension/partition_plan.o \
@@ -67,7 +69,7 @@ EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
 REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe \
-	ddl_integrity limits replica_errors incremental mv_corpus security read_plan
+	ddl_integrity limits replica_errors incremental mv_corpus security read_plan write_path
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
 	hold_quota append_vs_compaction
 

@@ -18,6 +18,7 @@ extern "C" {
 #include <algorithm>
 
 #include "catalog_access.hpp"
+#include "oracle.hpp"
 #include "shmem.hpp"
 
 extern "C" {
@@ -64,10 +65,7 @@ void ensure_seeded(decoupled::SharedState* s) {
 
 }  // namespace
 
-// decoupled._next_timestamp(at_least bigint) -> a write timestamp, strictly
-// greater than every one handed out before and at least `at_least`.
-Datum decoupled_next_timestamp(PG_FUNCTION_ARGS) {
-    int64 at_least = PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0);
+int64 decoupled::next_timestamp(int64 at_least) {
     decoupled::SharedState* s = decoupled::shared_state();
     ensure_seeded(s);
     int64 now = wall_clock_ms();
@@ -75,7 +73,13 @@ Datum decoupled_next_timestamp(PG_FUNCTION_ARGS) {
     int64 ts = std::max({now, s->oracle_last + 1, at_least});
     s->oracle_last = ts;
     SpinLockRelease(&s->oracle_mutex);
-    PG_RETURN_INT64(ts);
+    return ts;
+}
+
+// decoupled._next_timestamp(at_least bigint) -> a write timestamp, strictly
+// greater than every one handed out before and at least `at_least`.
+Datum decoupled_next_timestamp(PG_FUNCTION_ARGS) {
+    PG_RETURN_INT64(decoupled::next_timestamp(PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0)));
 }
 
 // decoupled.oracle_now() -> the current oracle time without allocating one:

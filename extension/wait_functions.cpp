@@ -22,6 +22,7 @@ extern "C" {
 
 #include "catalog_access.hpp"
 #include "shmem.hpp"
+#include "wait_functions.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_notify_upper_at_commit);
@@ -82,12 +83,16 @@ int64 interval_ms(Interval* i) {
 
 }  // namespace
 
-Datum decoupled_notify_upper_at_commit(PG_FUNCTION_ARGS) {
+void decoupled::notify_upper_at_commit() {
     if (!callback_registered) {
         RegisterXactCallback(notify_on_commit, nullptr);
         callback_registered = true;
     }
     notify_pending = true;
+}
+
+Datum decoupled_notify_upper_at_commit(PG_FUNCTION_ARGS) {
+    decoupled::notify_upper_at_commit();
     PG_RETURN_VOID();
 }
 

@@ -474,9 +474,13 @@ BEGIN
 END
 $$;
 
+-- PL/pgSQL so that its plan is kept for the session: every append checks
+-- write authority through it.
 CREATE FUNCTION decoupled._active_deployment() RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT name::text FROM decoupled.catalog_deployments WHERE state = 'active'
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (SELECT d.name::text FROM decoupled.catalog_deployments d WHERE d.state = 'active');
+END
 $$;
 
 -- Pausing is caused by the DDL that removed a cluster's last replica, so

@@ -187,11 +187,15 @@ $$;
 -- visible to the publication's snapshot.
 ------------------------------------------------------------------------------
 
+-- PL/pgSQL, not SQL: a SQL function with a SET clause is planned again in
+-- every transaction that calls it, PL/pgSQL keeps its plan for the session.
 CREATE FUNCTION decoupled._queue_for_publication(ids bigint[]) RETURNS void
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
     INSERT INTO decoupled.catalog_bound_queue (lifetime_id)
     SELECT x.id FROM (SELECT DISTINCT unnest(ids) AS id) x
      WHERE x.id IS NOT NULL
        AND NOT EXISTS (SELECT FROM decoupled.catalog_bound_queue q WHERE q.lifetime_id = x.id
-                          FOR KEY SHARE SKIP LOCKED)
+                          FOR KEY SHARE SKIP LOCKED);
+END
 $$;

@@ -2,12 +2,18 @@
 -- Collections, part 2: appends, the one write path (brief C2.1)
 --
 -- Write authority, the append core (_append_staged: consolidate the staged
--- updates, insert, retract oldest first, advance the upper), staging and
--- checking JSON updates, and compare-and-append (_compare_and_append, for
--- every writer, and its public form decoupled.append()).  Replicas append
--- through replica_append (50_replicas.sql), registered tables through their
--- ticks (32_registered_tables.sql), materialized views through their steps
+-- updates, insert, retract oldest first, advance the upper), checking JSON
+-- updates, and compare-and-append (_compare_and_append, for every writer,
+-- and its public form decoupled.append()).  Replicas append through
+-- replica_append (50_replicas.sql), registered tables through their ticks
+-- (32_registered_tables.sql), materialized views through their steps
 -- (60_materialized_views.sql).
+--
+-- The core and compare-and-append are C (extension/append_core.cpp): their
+-- statements name each collection's own storage, and kept plans per
+-- collection and statement kind spare planning them again on every call.
+-- What stays here is static SQL, whose plans PL/pgSQL keeps itself, and
+-- the slow paths that only run to explain a refusal.
 ------------------------------------------------------------------------------
 
 ------------------------------------------------------------------------------
@@ -61,91 +67,21 @@ $$;
 -- The append core.  The caller holds the collection's frontier row lock,
 -- has checked upper = expected_upper < new_upper, and staged the updates in
 -- c<id>_stage.  Consolidates them per (time, row), inserts positive
--- multiplicities and retracts negative ones oldest first, then advances the
--- upper.  Any violation aborts the transaction: a failed append changes
--- nothing.
+-- multiplicities and retracts negative ones oldest first (the k-th
+-- retraction of a row pairs with its k-th oldest copy present before the
+-- retraction's time, found through the row hash index), empties the stage,
+-- then advances the upper and queues the collection for bound publication.
+-- Any violation (a time outside [expected_upper, new_upper): 22023; a
+-- retraction with no copy to pair: 22023) aborts the transaction: a failed
+-- append changes nothing.
 ------------------------------------------------------------------------------
 
+-- work_mem: consolidating a large append sorts what it stages once; that
+-- sort (and the hash join that finds many retracted rows) should not spill.
 CREATE FUNCTION decoupled._append_staged(lifetime_id bigint, expected_upper bigint,
                                          new_upper bigint) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    id        bigint := _append_staged.lifetime_id;
-    v_cur     text := decoupled._storage(id, 'cur');
-    v_dead    text := decoupled._storage(id, 'dead');
-    v_stage   text := decoupled._storage(id, 'stage');
-    v_names   text := decoupled._cols(id);
-    v_outside bigint;
-    v_wanted  bigint;
-    v_moved   bigint;
-BEGIN
-    EXECUTE format('SELECT count(*) FROM %s WHERE mz_ts < $1 OR mz_ts >= $2', v_stage)
-        INTO v_outside USING expected_upper, new_upper;
-    IF v_outside > 0 THEN
-        RAISE EXCEPTION 'update times must lie in the appended interval'
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('%s update(s) lie outside [%s, %s).', v_outside, expected_upper,
-                                  new_upper);
-    END IF;
-
-    EXECUTE format(
-        'INSERT INTO %1$s (mz_rowid, mz_ts, mz_hash, %2$s) '
-        'SELECT nextval(''decoupled.rowid_seq''), s.mz_ts, s.mz_hash, %3$s '
-        '  FROM (SELECT DISTINCT ON (mz_ts, mz_key) *, '
-        '               sum(mz_diff) OVER (PARTITION BY mz_ts, mz_key) AS mz_net '
-        '          FROM %4$s ORDER BY mz_ts, mz_key) s, '
-        '       generate_series(1, s.mz_net) '
-        ' WHERE s.mz_net > 0',
-        v_cur, v_names, decoupled._cols(id, 's.'), v_stage);
-
-    -- The k-th retraction of a row pairs with the k-th oldest copy of it;
-    -- that copy must exist before the retraction's time.  Copies are found
-    -- through the row hash index, one probe per retracted row.
-    EXECUTE format('SELECT coalesce(-sum(n), 0) FROM (SELECT sum(mz_diff) AS n FROM %s '
-                   'GROUP BY mz_ts, mz_key HAVING sum(mz_diff) < 0) x', v_stage)
-        INTO v_wanted;
-    IF v_wanted > 0 THEN
-        EXECUTE format(
-            'WITH net AS (SELECT mz_ts, mz_key, mz_hash, sum(mz_diff) AS mz_net FROM %3$s '
-            '              GROUP BY mz_ts, mz_key, mz_hash HAVING sum(mz_diff) < 0), '
-            '     del AS (SELECT n.mz_ts, n.mz_key, '
-            '                    row_number() OVER (PARTITION BY n.mz_key ORDER BY n.mz_ts) AS k '
-            '               FROM net n, generate_series(1, -n.mz_net)), '
-            '     cand AS (SELECT c.mz_rowid, c.mz_ts, r.mz_key, '
-            '                     row_number() OVER (PARTITION BY r.mz_key '
-            '                                        ORDER BY c.mz_ts, c.mz_rowid) AS k '
-            '                FROM (SELECT DISTINCT mz_key, mz_hash FROM net) r '
-            '                JOIN LATERAL (SELECT c.mz_rowid, c.mz_ts FROM %1$s c '
-            '                               WHERE c.mz_hash = r.mz_hash '
-            '                                 AND ROW(%5$s)::text = r.mz_key %6$s) c ON true), '
-            '     pairs AS (SELECT c.mz_rowid, d.mz_ts AS valid_to FROM del d '
-            '                 JOIN cand c ON c.mz_key = d.mz_key AND c.k = d.k '
-            '                            AND c.mz_ts < d.mz_ts), '
-            '     moved AS (DELETE FROM %1$s c USING pairs p WHERE c.mz_rowid = p.mz_rowid '
-            '               RETURNING c.*, p.valid_to) '
-            'INSERT INTO %2$s (mz_rowid, valid_from, valid_to, %4$s) '
-            'SELECT mz_rowid, mz_ts, valid_to, %4$s FROM moved',
-            v_cur, v_dead, v_stage, v_names, decoupled._cols(id, 'c.'),
-            -- The stage has no statistics: unless the retractions are many,
-            -- keep each one an index probe (OFFSET 0 keeps the subquery from
-            -- being flattened into a hash join over all of cur).
-            CASE WHEN v_wanted <= 10000 THEN 'OFFSET 0' ELSE '' END);
-        GET DIAGNOSTICS v_moved = ROW_COUNT;
-        IF v_moved <> v_wanted THEN
-            RAISE EXCEPTION 'append would make a multiplicity negative'
-                USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = format('%s of %s retractions match no copy of their row present '
-                                      'before their time.', v_wanted - v_moved, v_wanted);
-        END IF;
-    END IF;
-
-    EXECUTE format('DELETE FROM %s', v_stage);
-    UPDATE decoupled.catalog_frontiers f SET upper = new_upper, changed_at = now()
-     WHERE f.lifetime_id = id;
-    PERFORM decoupled._queue_for_publication(ARRAY[id]);
-    PERFORM decoupled._notify_upper_at_commit();
-END
-$$;
+LANGUAGE C SET search_path = pg_catalog, pg_temp SET work_mem = '64MB'
+AS 'MODULE_PATHNAME', 'decoupled_append_staged';
 
 -- What is wrong with one JSON update of an append, or NULL: its shape, an
 -- mz_timestamp that is not a bigint >= 0, an mz_diff that is not an integer
@@ -180,98 +116,8 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
     END
 $$;
 
--- Stages JSON updates [{"mz_timestamp", "mz_diff", "data"}] for an append
--- (decoupled.append and replica_append).  Every bad input is 22023 naming
--- the update, the collection and, for a value, the column:
---  * each update's shape, times and multiplicity are checked first; |mz_diff|
---    is at most 1,000,000 per update and the |mz_diff| of one append add up
---    to at most 10,000,000: a multiplicity is stored as that many rows, so an
---    absurd one would fill the disk;
---  * a key of "data" that names no column is refused; a missing one is NULL;
---  * values are converted by one bulk INSERT (one subtransaction per append,
---    none per row); only if it fails is each value converted on its own (a
---    subtransaction per value) to name the culprit.
-CREATE FUNCTION decoupled._stage_json(lifetime_id bigint, updates jsonb) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    c_max_diff  constant bigint := 1000000;
-    c_max_units constant bigint := 10000000;
-    id        bigint := _stage_json.lifetime_id;
-    v_name    text;
-    v_columns text[];
-    v_bad     record;
-    v_ok      boolean;
-    v_units   numeric;
-    v_error   text;
-BEGIN
-    SELECT o.name, array_agg(c->>'name') INTO v_name, v_columns
-      FROM decoupled.catalog_objects o, jsonb_array_elements(o.definition->'columns') c
-     WHERE o.lifetime_id = id
-     GROUP BY o.name;
-    IF updates IS NULL OR jsonb_typeof(updates) <> 'array' THEN
-        RAISE EXCEPTION 'updates must be a JSON array of {"mz_timestamp", "mz_diff", "data"} objects'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    -- One cheap pass (the append path is hot): is every update well formed,
-    -- and how many rows would they write?  Only if one is not does
-    -- _update_problem say which and why.
-    SELECT coalesce(bool_and(x.ok), true), coalesce(sum(x.units), 0) INTO v_ok, v_units
-      FROM (SELECT CASE WHEN jsonb_typeof(u) <> 'object' THEN false
-                        WHEN jsonb_typeof(u->'mz_timestamp') IS DISTINCT FROM 'number' THEN false
-                        WHEN jsonb_typeof(u->'mz_diff') IS DISTINCT FROM 'number' THEN false
-                        WHEN jsonb_typeof(u->'data') IS DISTINCT FROM 'object' THEN false
-                        WHEN u - '{mz_timestamp,mz_diff,data}'::text[] <> '{}' THEN false
-                        WHEN (u->'data') - v_columns <> '{}' THEN false
-                        ELSE (u->'mz_timestamp')::numeric BETWEEN 0 AND 9223372036854775807
-                             AND (u->'mz_timestamp')::numeric = trunc((u->'mz_timestamp')::numeric)
-                             AND abs((u->'mz_diff')::numeric) <= c_max_diff
-                             AND (u->'mz_diff')::numeric = trunc((u->'mz_diff')::numeric)
-                   END AS ok,
-                   CASE WHEN jsonb_typeof(u->'mz_diff') = 'number'
-                        THEN abs((u->'mz_diff')::numeric) END AS units
-              FROM jsonb_array_elements(updates) u) x;
-    IF NOT v_ok THEN
-        SELECT u.n, decoupled._update_problem(u.v, v_columns, c_max_diff) AS problem INTO v_bad
-          FROM jsonb_array_elements(updates) WITH ORDINALITY u(v, n)
-         WHERE decoupled._update_problem(u.v, v_columns, c_max_diff) IS NOT NULL
-         ORDER BY u.n LIMIT 1;
-        RAISE EXCEPTION 'update % of the append to "%" %', v_bad.n, v_name, v_bad.problem
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'Updates are {"mz_timestamp": t, "mz_diff": d, "data": {column: value, ...}}.',
-                  HINT = format('Columns of "%s": %s.  A multiplicity is stored as that many rows: '
-                                'put a count in a column rather than in mz_diff.',
-                                v_name, array_to_string(v_columns, ', '));
-    END IF;
-    IF v_units > c_max_units THEN
-        RAISE EXCEPTION 'the append to "%" would write % rows', v_name, v_units
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('The multiplicities (|mz_diff|) of one append add up to at most %s.',
-                                  c_max_units),
-                  HINT = 'Append in smaller steps, or put a count in a column rather than in mz_diff.';
-    END IF;
-    BEGIN
-        EXECUTE format(
-            'INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
-            'SELECT (u->>''mz_timestamp'')::bigint, (u->>''mz_diff'')::bigint, '
-            '       ROW(%3$s)::text, hashtext(ROW(%3$s)::text), %3$s '
-            '  FROM jsonb_array_elements($1) u, '
-            '       LATERAL jsonb_populate_record(NULL::%4$s, u->''data'') r '
-            ' WHERE (u->>''mz_diff'')::bigint <> 0',
-            decoupled._storage(id, 'stage'), decoupled._cols(id), decoupled._cols(id, 'r.'),
-            decoupled._storage(id, 'cur'))
-            USING updates;
-    EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
-        PERFORM decoupled._diagnose_values(id, v_name, updates);
-        -- No value fails on its own (a domain refuses a missing one's NULL).
-        GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT;
-        RAISE EXCEPTION 'the updates of the append to "%" do not convert to its columns', v_name
-            USING ERRCODE = 'invalid_parameter_value', DETAIL = v_error,
-                  HINT = 'A column missing from "data" is NULL.';
-    END;
-END
-$$;
-
--- The slow path of _stage_json: converts each value of `updates` on its own,
+-- The slow path of staging JSON updates (extension/append_core.cpp): when
+-- the bulk conversion failed, converts each value of `updates` on its own,
 -- with its column's type, and raises 22023 for the first that fails.
 CREATE FUNCTION decoupled._diagnose_values(lifetime_id bigint, name text, updates jsonb)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -307,35 +153,26 @@ $$;
 -- nothing is appended and the actual upper is returned.  A collection
 -- dropped meanwhile appends nothing and returns upper NULL: each caller
 -- reports that in its own terms (42704 to a user, ZD002 to a replica).
+--
+-- Staging JSON updates [{"mz_timestamp", "mz_diff", "data"}]: a
+-- multiplicity is stored as that many rows, so what one caller may write is
+-- bounded.  Every bad input is 22023 naming the update, the collection and,
+-- for a value, the column:
+--  * each update's shape, times and multiplicity are checked first
+--    (_update_problem says what is wrong); |mz_diff| is at most 1,000,000
+--    per update and the |mz_diff| of one append add up to at most
+--    10,000,000;
+--  * a key of "data" that names no column is refused; a missing one is NULL;
+--  * values are converted by one bulk INSERT (one subtransaction per
+--    append, none per row); only if it fails is each value converted on its
+--    own (_diagnose_values) to name the culprit.
+-- Updates that only insert go straight into c<id>_cur; others are staged
+-- and go through the append core.
 CREATE FUNCTION decoupled._compare_and_append(lifetime_id bigint, updates jsonb,
                                               expected_upper bigint, new_upper bigint,
                                               OUT appended boolean, OUT upper bigint)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-#variable_conflict use_column
-BEGIN
-    appended := false;
-    SELECT f.upper INTO upper
-      FROM decoupled.catalog_frontiers f
-      JOIN decoupled.catalog_objects o USING (lifetime_id)
-     WHERE f.lifetime_id = _compare_and_append.lifetime_id AND o.dropped_at IS NULL
-       FOR UPDATE OF f;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    appended := upper = expected_upper;
-    IF NOT appended THEN
-        RETURN;
-    END IF;
-    IF new_upper <= expected_upper THEN
-        RAISE EXCEPTION 'new upper must be beyond the expected upper'
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = format('Expected upper %s, new upper %s.', expected_upper, new_upper);
-    END IF;
-    PERFORM decoupled._stage_json(_compare_and_append.lifetime_id, updates);
-    PERFORM decoupled._append_staged(_compare_and_append.lifetime_id, expected_upper, new_upper);
-    upper := new_upper;
-END
-$$;
+LANGUAGE C SET search_path = pg_catalog, pg_temp SET work_mem = '64MB'
+AS 'MODULE_PATHNAME', 'decoupled_compare_and_append';
 
 CREATE FUNCTION decoupled.append(collection text, updates jsonb, expected_upper bigint,
                                  new_upper bigint, deployment text DEFAULT NULL,

@@ -2,9 +2,10 @@
 -- Collections, part 3: registered tables (brief C5.2)
 --
 -- Captured on write, ticked into their collection: the statement-level
--- capture trigger, register_table / unregister_table, the tick of one
--- table and of all of them (tick_tables), and a table's health.  Dropping
--- goes through 33_drops.sql like any object's.
+-- capture trigger, register_table / unregister_table, the tick of all of
+-- them (tick_tables, C in extension/append_core.cpp: the one path from
+-- c<id>_pending into history, whoever fills pending), and a table's health.
+-- Dropping goes through 33_drops.sql like any object's.
 ------------------------------------------------------------------------------
 
 -- Statement-level capture: one INSERT per statement into the pending table;
@@ -204,34 +205,6 @@ $$;
 COMMENT ON FUNCTION decoupled.unregister_table(regclass) IS
     'Stop capturing a table; its collection is dropped and its storage finalized later.';
 
--- One table's tick at `ts`: its committed captured changes go through the
--- append core (or, with none, only its upper moves) to upper ts + 1.  The
--- caller holds the table's frontier row lock.
-CREATE FUNCTION decoupled._tick_table(lifetime_id bigint, upper bigint, ts bigint) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    id      bigint := _tick_table.lifetime_id;
-    v_moved bigint;
-BEGIN
-    EXECUTE format(
-        'WITH moved AS (DELETE FROM %1$s RETURNING *) '
-        'INSERT INTO %2$s (mz_ts, mz_diff, mz_key, mz_hash, %3$s) '
-        'SELECT $1, m.mz_diff, ROW(%4$s)::text, hashtext(ROW(%4$s)::text), %4$s FROM moved m',
-        decoupled._storage(id, 'pending'), decoupled._storage(id, 'stage'),
-        decoupled._cols(id), decoupled._cols(id, 'm.'))
-        USING ts;
-    GET DIAGNOSTICS v_moved = ROW_COUNT;
-    IF v_moved > 0 THEN
-        PERFORM decoupled._append_staged(id, upper, ts + 1);
-    ELSE
-        UPDATE decoupled.catalog_frontiers f SET upper = ts + 1, changed_at = now()
-         WHERE f.lifetime_id = id;
-        PERFORM decoupled._queue_for_publication(ARRAY[id]);
-        PERFORM decoupled._notify_upper_at_commit();
-    END IF;
-END
-$$;
-
 -- A registered table's health after a tick (see decoupled.table_health):
 -- written on a transition only, which is also a row of status history
 -- (with no replica).
@@ -262,58 +235,19 @@ $$;
 
 -- Moves committed captured changes of every registered table into its
 -- collection at one new timestamp, and advances every upper (idle tables
--- too).  Each table ticks in a subtransaction of its own: one whose tick
--- fails keeps its pending changes and its upper and shows `stalled` with
--- the error; the others tick.  Returns the number of tables ticked.
+-- too).  Locks every live table's frontier in id order, takes one timestamp
+-- and one snapshot for all of them, and moves exactly the pending rows that
+-- snapshot sees (so a transaction that wrote several tables lands in one
+-- tick for all).  A table with no such row is idle: one statement advances
+-- the uppers of all idle and ticked tables.  Each busy table ticks in a
+-- subtransaction of its own: one whose tick fails keeps its pending changes
+-- and its upper and shows `stalled` with the error (a WARNING the first
+-- time); the others tick.  Returns the number of tables ticked.
 CREATE FUNCTION decoupled.tick_tables() RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+LANGUAGE C SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
-AS $$
-DECLARE
-    v_ids     bigint[];
-    v_stalled bigint[];
-    v_ts      bigint;
-    v_count   integer := 0;
-    v_message text;
-    v_detail  text;
-    r         record;
-BEGIN
-    -- Lock every live table's frontier in one fixed order.
-    SELECT decoupled._next_timestamp(max(f.upper)), array_agg(f.lifetime_id) INTO v_ts, v_ids
-      FROM (SELECT f.lifetime_id, f.upper FROM decoupled.catalog_frontiers f
-              JOIN decoupled.catalog_objects o USING (lifetime_id)
-             WHERE o.kind = 'table' AND o.dropped_at IS NULL
-             ORDER BY f.lifetime_id FOR UPDATE OF f) f;
-    IF v_ts IS NULL THEN
-        RETURN 0;
-    END IF;
-    SELECT coalesce(array_agg(h.lifetime_id), '{}') INTO v_stalled
-      FROM decoupled.table_health h WHERE h.status = 'stalled';
-    -- Exactly the tables locked above: one registered since is not ours.
-    FOR r IN SELECT f.lifetime_id, f.upper, o.name FROM decoupled.catalog_frontiers f
-               JOIN decoupled.catalog_objects o USING (lifetime_id)
-              WHERE f.lifetime_id = ANY (v_ids) ORDER BY f.lifetime_id
-    LOOP
-        BEGIN
-            PERFORM decoupled._tick_table(r.lifetime_id, r.upper, v_ts);
-            IF r.lifetime_id = ANY (v_stalled) THEN
-                PERFORM decoupled._table_health(r.lifetime_id, 'running', NULL);
-            END IF;
-            v_count := v_count + 1;
-        EXCEPTION WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
-            v_message := v_message || CASE WHEN v_detail <> '' THEN ' (' || v_detail || ')'
-                                           ELSE '' END;
-            IF r.lifetime_id <> ALL (v_stalled) THEN
-                RAISE WARNING 'registered table "%" stalled: %', r.name, v_message
-                    USING HINT = 'Its captured changes stay pending and every tick retries it.';
-            END IF;
-            PERFORM decoupled._table_health(r.lifetime_id, 'stalled', v_message);
-        END;
-    END LOOP;
-    RETURN v_count;
-END
-$$;
+SET work_mem = '64MB'
+AS 'MODULE_PATHNAME', 'decoupled_tick_tables';
 COMMENT ON FUNCTION decoupled.tick_tables() IS
     'Move committed captured changes into every registered table''s collection at a new timestamp.';

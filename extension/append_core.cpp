@@ -1,0 +1,1060 @@
+// The collection write path with kept plans (brief C2.1, C14.3).
+//
+// Every write into a collection — decoupled.append() and replica_append()
+// (_compare_and_append), a view's step (_append_staged) and a registered
+// table's tick (tick_tables) — runs the statements below.  Each names the
+// collection's own storage, so PL/pgSQL could only run it as dynamic SQL,
+// parsed and planned again on every call: most of what a small append or a
+// tick of a few rows cost.  Here each statement is prepared once per
+// backend, collection and kind (SPI_prepare + SPI_keepplan, as pg_ivm keeps
+// its plans per view and query kind) and executed from the plan cache.
+//
+// Validity.  PostgreSQL's plan cache already re-plans a kept plan when a
+// relation it reads changes (DDL, ANALYZE) and re-resolves its names if one
+// was dropped.  What it cannot know is that a lifetime id now names other
+// storage: after DROP EXTENSION and CREATE EXTENSION lifetime ids start
+// again, with other columns.  So an entry remembers the OID of its `cur`
+// relation and is rebuilt when the relation with that name has another.
+// Within one lifetime id the columns never change (ALTER TABLE of a
+// registered table is refused; a table re-registered after changing its
+// columns is a new collection).
+//
+// Memory.  At most kMaxCollections collections keep plans; the least
+// recently used one is forgotten when a new one needs room (a tick of more
+// busy tables than that prepares some again).  An entry is pinned while a
+// write uses its plans, so one is never freed under a running statement;
+// pins are cleared at the end of the transaction (an error skips the
+// unpin).
+//
+// Ticks.  tick_tables() takes one snapshot after locking the tables'
+// frontiers and moves, for every table, exactly the captured rows that
+// snapshot sees: a writer's transaction that changed several tables lands
+// in one tick for all of them.  A table with no visible pending row is
+// idle; that is a scan that stops at the first visible tuple, not a
+// statement, and one statement advances the uppers of all idle (and
+// successfully ticked) tables and queues them for publication.  Busy tables
+// tick one by one in a subtransaction each, as before: one that fails keeps
+// its pending rows and upper and is reported stalled.
+//
+// This file is C-style C++: no object with a destructor lives in a frame
+// that PostgreSQL may leave by longjmp, so errors are plain ereports.
+extern "C" {
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/jsonb.h"
+#include "storage/bufmgr.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/rel.h"
+#include "utils/resowner.h"
+#include "utils/snapmgr.h"
+}
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/write_path.hpp"
+#include "oracle.hpp"
+#include "wait_functions.hpp"
+
+extern "C" {
+PG_FUNCTION_INFO_V1(decoupled_append_staged);
+PG_FUNCTION_INFO_V1(decoupled_compare_and_append);
+PG_FUNCTION_INFO_V1(decoupled_tick_tables);
+}
+
+namespace {
+
+// What one append may write (brief C2.1; see 31_append.sql): a multiplicity
+// is stored as that many rows.
+constexpr int64 kMaxDiff = 1000000;
+constexpr int64 kMaxUnits = 10000000;
+// Collections whose plans are kept (about 30 kB of plans each once all
+// kinds were used).
+constexpr long kMaxCollections = 256;
+
+enum PlanKind {
+    kStageShape,         // what a caller (a view step) staged
+    kStageCopies,        // cur <- stage, every multiplicity 1
+    kStageMultiplied,    // cur <- stage, every multiplicity positive
+    kStageConsolidated,  // cur <- stage, net positive multiplicities
+    kOneTimeProbe,       // stage -> cur, dead at one time; retracted rows by index probes
+    kOneTimeScan,        // the same; retracted rows by one hash join over cur
+    kRetractGeneral,     // cur -> dead, net retractions at several times
+    kClearStage,
+    kJsonToCur,          // JSON updates that only insert, straight into cur
+    kJsonToStage,
+    kPendingShape,       // a registered table's captured rows
+    kPendingToCur,       // captured rows that only insert, straight into cur
+    kTickProbe,          // captured rows -> cur, dead (as kOneTimeProbe, without the stage)
+    kTickScan,           // the same as kOneTimeScan
+    kPlanKinds
+};
+
+struct Collection {
+    int64 lifetime_id;  // hash key
+    Oid cur_relid;      // the storage these plans were made for
+    int pins;
+    char* name;
+    int ncols;
+    char** names;        // column names, in order
+    char** quoted;       // the same, quoted as identifiers
+    Datum column_names;  // text[] of the names, for _update_problem
+    SPIPlanPtr plans[kPlanKinds];
+    uint64 last_used;    // a tick of use_clock
+};
+
+HTAB* collections = nullptr;
+uint64 use_clock = 0;
+MemoryContext cache_context = nullptr;
+bool xact_callback_registered = false;
+
+// Collection-independent statements, kept for the backend's life.
+SPIPlanPtr lock_frontier_plan = nullptr;
+SPIPlanPtr columns_plan = nullptr;
+SPIPlanPtr advance_plan = nullptr;
+SPIPlanPtr tick_lock_plan = nullptr;
+SPIPlanPtr stalled_plan = nullptr;
+SPIPlanPtr table_health_plan = nullptr;
+
+void clear_pins(XactEvent event, void*) {
+    if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+        event != XACT_EVENT_PARALLEL_COMMIT && event != XACT_EVENT_PARALLEL_ABORT &&
+        event != XACT_EVENT_PREPARE)
+        return;
+    if (!collections) return;
+    HASH_SEQ_STATUS status;
+    hash_seq_init(&status, collections);
+    while (Collection* c = (Collection*)hash_seq_search(&status)) c->pins = 0;
+}
+
+void ensure_cache() {
+    if (collections) return;
+    cache_context = AllocSetContextCreate(TopMemoryContext, "decoupled write plans",
+                                          ALLOCSET_SMALL_SIZES);
+    HASHCTL ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    ctl.keysize = sizeof(int64);
+    ctl.entrysize = sizeof(Collection);
+    ctl.hcxt = cache_context;
+    collections = hash_create("decoupled write plans", 64, &ctl,
+                              HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+    if (!xact_callback_registered) {
+        RegisterXactCallback(clear_pins, nullptr);
+        xact_callback_registered = true;
+    }
+}
+
+void free_plans(Collection* c) {
+    for (int k = 0; k < kPlanKinds; k++) {
+        if (c->plans[k]) SPI_freeplan(c->plans[k]);
+        c->plans[k] = nullptr;
+    }
+}
+
+void forget(Collection* c) {
+    free_plans(c);
+    if (c->name) pfree(c->name);
+    for (int i = 0; i < c->ncols; i++) {
+        pfree(c->names[i]);
+        pfree(c->quoted[i]);
+    }
+    if (c->names) pfree(c->names);
+    if (c->quoted) pfree(c->quoted);
+    if (c->column_names) pfree(DatumGetPointer(c->column_names));
+    int64 key = c->lifetime_id;
+    hash_search(collections, &key, HASH_REMOVE, nullptr);
+}
+
+// The least recently used entry goes when there is no room for one more;
+// pinned ones (in use by this transaction) stay.  A scan of at most
+// kMaxCollections entries, only when the cache is full.
+void make_room() {
+    if (hash_get_num_entries(collections) < kMaxCollections) return;
+    Collection* oldest = nullptr;
+    HASH_SEQ_STATUS status;
+    hash_seq_init(&status, collections);
+    while (Collection* c = (Collection*)hash_seq_search(&status))
+        if (c->pins == 0 && (!oldest || c->last_used < oldest->last_used)) oldest = c;
+    if (oldest) forget(oldest);
+}
+
+// A generic plan, always: with parameters the plan cache would otherwise
+// compare custom plans with the generic one and, when a custom plan looks
+// cheaper (a one-element id array, a known time), plan every call again.
+SPIPlanPtr prepare_kept(const char* sql, int nargs, Oid* types) {
+    SPIPlanPtr plan = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+    if (!plan)
+        elog(ERROR, "could not prepare a write statement: %s", SPI_result_code_string(SPI_result));
+    if (SPI_keepplan(plan) != 0) elog(ERROR, "could not keep a write statement's plan");
+    return plan;
+}
+
+SPIPlanPtr global_plan(SPIPlanPtr* slot, const char* sql, int nargs, Oid* types) {
+    if (!*slot) *slot = prepare_kept(sql, nargs, types);
+    return *slot;
+}
+
+// Executes `plan`; with `snapshot`, reads as of it (its command id advanced
+// past this transaction's earlier statements).
+void run(SPIPlanPtr plan, Datum* values, Snapshot snapshot = nullptr) {
+    int rc = snapshot ? SPI_execute_snapshot(plan, values, nullptr, snapshot, InvalidSnapshot,
+                                             false, true, 0)
+                      : SPI_execute_plan(plan, values, nullptr, false, 0);
+    if (rc < 0) elog(ERROR, "write statement failed: %s", SPI_result_code_string(rc));
+}
+
+// Runs the statement kept in *slot (prepared from `sql` on first use) with
+// a lifetime id as $1.
+void run_for_id(SPIPlanPtr* slot, const char* sql, int64 id) {
+    Oid types[1] = {INT8OID};
+    Datum args[1] = {Int64GetDatum(id)};
+    run(global_plan(slot, sql, 1, types), args);
+}
+
+bool get_int8(int row, int col, int64* out) {
+    bool isnull = false;
+    Datum d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, &isnull);
+    if (!isnull) *out = DatumGetInt64(d);
+    return !isnull;
+}
+
+std::optional<int64> opt_int8(int row, int col) {
+    int64 v = 0;
+    if (get_int8(row, col, &v)) return v;
+    return std::nullopt;
+}
+
+char* get_text(int row, int col) {
+    return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
+}
+
+char* storage(int64 id, const char* part) {
+    return psprintf("decoupled_storage.c" INT64_FORMAT "_%s", id, part);
+}
+
+Oid storage_relid(int64 id, const char* part) {
+    Oid nsp = get_namespace_oid("decoupled_storage", true);
+    if (!OidIsValid(nsp)) return InvalidOid;
+    char* rel = psprintf("c" INT64_FORMAT "_%s", id, part);
+    Oid relid = get_relname_relid(rel, nsp);
+    pfree(rel);
+    return relid;
+}
+
+// ", p.a, p.b" (leading) or "p.a, p.b": the columns, each with `prefix`.
+char* column_list(const Collection* c, const char* prefix, bool leading) {
+    StringInfoData s;
+    initStringInfo(&s);
+    for (int i = 0; i < c->ncols; i++)
+        appendStringInfo(&s, "%s%s%s", (leading || i > 0) ? ", " : "", prefix, c->quoted[i]);
+    return s.data;
+}
+
+// The collection's entry, pinned: built (columns from the catalog) if this
+// backend has none, or none for the storage that now has this id.
+Collection* collection(int64 id) {
+    ensure_cache();
+    Oid cur = storage_relid(id, "cur");
+    if (!OidIsValid(cur))
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                        errmsg("storage of collection " INT64_FORMAT " does not exist", id)));
+    bool found = false;
+    Collection* c = (Collection*)hash_search(collections, &id, HASH_FIND, &found);
+    if (found && c->cur_relid == cur) {
+        c->last_used = ++use_clock;
+        c->pins++;
+        return c;
+    }
+    if (found) {
+        if (c->pins > 0)
+            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                            errmsg("storage of collection " INT64_FORMAT
+                                   " changed during a write to it", id)));
+        forget(c);
+    }
+
+    // Everything that can fail comes before the entry exists.
+    run_for_id(&columns_plan,
+               "SELECT o.name::text, c->>'name' FROM decoupled.catalog_objects o "
+               "  LEFT JOIN LATERAL jsonb_array_elements(o.definition->'columns') "
+               "       WITH ORDINALITY AS x(c, ord) ON true "
+               " WHERE o.lifetime_id = $1 ORDER BY x.ord",
+               id);
+    if (SPI_processed == 0)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("collection " INT64_FORMAT " does not exist", id)));
+    uint64 rows = SPI_processed;
+    MemoryContext old = MemoryContextSwitchTo(cache_context);
+    char* name = pstrdup(get_text(0, 1));
+    int ncols = 0;
+    char** raw = (char**)palloc0(sizeof(char*) * rows);
+    char** quoted = (char**)palloc0(sizeof(char*) * rows);
+    Datum* texts = (Datum*)palloc0(sizeof(Datum) * rows);
+    for (uint64 r = 0; r < rows; r++) {
+        char* col = get_text(r, 2);
+        if (!col) continue;  // no columns at all
+        raw[ncols] = pstrdup(col);
+        quoted[ncols] = pstrdup(quote_identifier(col));
+        texts[ncols] = CStringGetTextDatum(col);
+        ncols++;
+    }
+    ArrayType* array = construct_array(texts, ncols, TEXTOID, -1, false, TYPALIGN_INT);
+    MemoryContextSwitchTo(old);
+    for (int i = 0; i < ncols; i++) pfree(DatumGetPointer(texts[i]));
+    pfree(texts);
+
+    make_room();
+    c = (Collection*)hash_search(collections, &id, HASH_ENTER, &found);
+    c->cur_relid = cur;
+    c->pins = 1;
+    c->name = name;
+    c->ncols = ncols;
+    c->names = raw;
+    c->quoted = quoted;
+    c->column_names = PointerGetDatum(array);
+    for (int k = 0; k < kPlanKinds; k++) c->plans[k] = nullptr;
+    c->last_used = ++use_clock;
+    return c;
+}
+
+void unpin(Collection* c) {
+    if (c->pins > 0) c->pins--;
+}
+
+// The text of statement `kind` for collection `c`.
+char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
+    int64 id = c->lifetime_id;
+    char* cur = storage(id, "cur");
+    char* dead = storage(id, "dead");
+    char* stage = storage(id, "stage");
+    char* pending = storage(id, "pending");
+    char* cols = column_list(c, "", true);        // ", a, b"
+    char* s_cols = column_list(c, "s.", true);    // ", s.a, s.b"
+    char* m_row = column_list(c, "m.", false);    // "m.a, m.b"
+    char* r_row = column_list(c, "r.", false);
+    char* c_row = column_list(c, "c.", false);
+    // The copies of retracted row r present in cur, found through the row
+    // hash index and nothing else: OFFSET 0 keeps the ordering and limit
+    // of the caller out of this scan, so no plan walks an index on mz_ts or
+    // mz_rowid for them (which, once per retracted row, is quadratic).
+    char* copies = psprintf(
+        "SELECT c.ctid, c.mz_ts, c.mz_rowid FROM %s c "
+        " WHERE c.mz_hash = r.mz_hash AND ROW(%s)::text = r.mz_key OFFSET 0",
+        cur, c_row);
+    *nargs = 0;
+    switch (kind) {
+        case kStageShape:
+            *nargs = 2;
+            types[0] = INT8OID;
+            types[1] = INT8OID;
+            return psprintf(
+                "SELECT count(*) FILTER (WHERE mz_ts < $1 OR mz_ts >= $2), min(mz_diff), "
+                "       max(mz_diff), min(mz_ts), max(mz_ts), "
+                "       coalesce(-sum(mz_diff) FILTER (WHERE mz_diff < 0), 0)::bigint "
+                "  FROM %s",
+                stage);
+        case kStageCopies:
+            return psprintf(
+                "INSERT INTO %s (mz_rowid, mz_ts, mz_hash%s) "
+                "SELECT nextval('decoupled.rowid_seq'), s.mz_ts, s.mz_hash%s FROM %s s",
+                cur, cols, s_cols, stage);
+        case kStageMultiplied:
+            return psprintf(
+                "INSERT INTO %s (mz_rowid, mz_ts, mz_hash%s) "
+                "SELECT nextval('decoupled.rowid_seq'), s.mz_ts, s.mz_hash%s "
+                "  FROM %s s, generate_series(1, s.mz_diff)",
+                cur, cols, s_cols, stage);
+        case kStageConsolidated:
+            // One sort by (time, row text), in byte order: equality of text
+            // is byte equality, and the "C" order is the cheapest.
+            return psprintf(
+                "INSERT INTO %s (mz_rowid, mz_ts, mz_hash%s) "
+                "SELECT nextval('decoupled.rowid_seq'), s.mz_ts, s.mz_hash%s "
+                "  FROM (SELECT DISTINCT ON (mz_ts, mz_key COLLATE \"C\") *, "
+                "               sum(mz_diff) OVER (PARTITION BY mz_ts, mz_key COLLATE \"C\") "
+                "                 AS mz_net "
+                "          FROM %s ORDER BY mz_ts, mz_key COLLATE \"C\") s, "
+                "       generate_series(1, s.mz_net) "
+                " WHERE s.mz_net > 0",
+                cur, cols, s_cols, stage);
+        case kOneTimeProbe:
+        case kOneTimeScan:
+        case kTickProbe:
+        case kTickScan: {
+            // Everything written at time $1, with retractions: one sort
+            // consolidates it per row; positive nets are inserted and
+            // negative ones paired with the oldest copies of their row,
+            // which must be older than $1 (so no row this statement inserts
+            // can be one: the insert and the retraction share a statement).
+            // The probe form finds each row's copies through the row hash
+            // index, keeping the ones it needs; the scan form joins all
+            // retracted rows with cur at once (run with nested loops off: a
+            // hash join).  Rows leave cur by ctid (a TID scan, whatever the
+            // estimates say).  A tick reads the captured rows as it deletes
+            // them, never writing the stage.  Returns how many retractions
+            // there were and how many moved.
+            *nargs = 1;
+            types[0] = INT8OID;
+            bool probe = kind == kOneTimeProbe || kind == kTickProbe;
+            bool tick = kind == kTickProbe || kind == kTickScan;
+            const char* source =
+                tick ? psprintf("m AS (DELETE FROM %s RETURNING *), "
+                                "src AS (SELECT $1::bigint AS mz_ts, x.mz_diff, x.mz_key, "
+                                "               hashtext(x.mz_key) AS mz_hash%s "
+                                "          FROM (SELECT m.*, ROW(%s)::text AS mz_key "
+                                "                  FROM m OFFSET 0) x), ",
+                                pending, column_list(c, "x.", true), m_row)
+                     : psprintf("src AS (SELECT * FROM %s), ", stage);
+            const char* pairs =
+                probe ? psprintf("SELECT x.ctid FROM r CROSS JOIN LATERAL "
+                                 "       (SELECT c.ctid, c.mz_ts FROM (%s) c "
+                                 "         ORDER BY c.mz_ts, c.mz_rowid LIMIT r.n) x "
+                                 " WHERE x.mz_ts < $1",
+                                 copies)
+                      : psprintf("SELECT x.ctid FROM "
+                                 "       (SELECT c.ctid, c.mz_ts, r.n, "
+                                 "               row_number() OVER (PARTITION BY r.mz_key "
+                                 "                   ORDER BY c.mz_ts, c.mz_rowid) AS k "
+                                 "          FROM r JOIN %s c ON c.mz_hash = r.mz_hash "
+                                 "                          AND ROW(%s)::text = r.mz_key) x "
+                                 " WHERE x.k <= x.n AND x.mz_ts < $1",
+                                 cur, c_row);
+            return psprintf(
+                "WITH %3$s"
+                "     net AS MATERIALIZED ( "
+                "       SELECT DISTINCT ON (mz_key COLLATE \"C\") *, "
+                "              sum(mz_diff) OVER (PARTITION BY mz_key COLLATE \"C\") AS mz_net "
+                "         FROM src ORDER BY mz_key COLLATE \"C\"), "
+                "     inserted AS (INSERT INTO %1$s (mz_rowid, mz_ts, mz_hash%5$s) "
+                "                  SELECT nextval('decoupled.rowid_seq'), $1, s.mz_hash%6$s "
+                "                    FROM net s, generate_series(1, s.mz_net) "
+                "                   WHERE s.mz_net > 0), "
+                "     r AS (SELECT mz_key, mz_hash, (-mz_net)::bigint AS n FROM net "
+                "            WHERE mz_net < 0), "
+                "     moved AS (DELETE FROM %1$s c WHERE c.ctid = ANY (ARRAY(%4$s)) "
+                "               RETURNING c.*), "
+                "     written AS (INSERT INTO %2$s (mz_rowid, valid_from, valid_to%5$s) "
+                "                 SELECT mz_rowid, mz_ts, $1%5$s FROM moved RETURNING 1) "
+                "SELECT (SELECT coalesce(sum(n), 0) FROM r)::bigint, "
+                "       (SELECT count(*) FROM written)",
+                cur, dead, source, pairs, cols, s_cols);
+        }
+        case kRetractGeneral:
+            // The k-th retraction of a row (by time) pairs with its k-th
+            // oldest copy, which must be older than the retraction.
+            return psprintf(
+                "WITH net AS (SELECT mz_ts, mz_key COLLATE \"C\" AS mz_key, mz_hash, "
+                "                    sum(mz_diff) AS mz_net "
+                "               FROM %3$s GROUP BY 1, 2, 3 HAVING sum(mz_diff) < 0), "
+                "     keys AS (SELECT mz_key, mz_hash, (-sum(mz_net))::bigint AS n "
+                "                FROM net GROUP BY 1, 2), "
+                "     del AS (SELECT n.mz_ts, n.mz_key, "
+                "                    row_number() OVER (PARTITION BY n.mz_key "
+                "                                       ORDER BY n.mz_ts) AS k "
+                "               FROM net n, generate_series(1, -n.mz_net)), "
+                "     cand AS (SELECT x.ctid AS row_ctid, x.mz_ts, r.mz_key, "
+                "                     row_number() OVER (PARTITION BY r.mz_key "
+                "                                        ORDER BY x.mz_ts, x.mz_rowid) AS k "
+                "                FROM keys r CROSS JOIN LATERAL "
+                "                     (SELECT c.ctid, c.mz_ts, c.mz_rowid FROM (%4$s) c "
+                "                       ORDER BY c.mz_ts, c.mz_rowid LIMIT r.n) x), "
+                "     pairs AS (SELECT c.row_ctid, d.mz_ts AS valid_to FROM del d "
+                "                 JOIN cand c ON c.mz_key = d.mz_key AND c.k = d.k "
+                "                            AND c.mz_ts < d.mz_ts), "
+                "     moved AS (DELETE FROM %1$s c USING pairs p WHERE c.ctid = p.row_ctid "
+                "               RETURNING c.*, p.valid_to), "
+                "     written AS (INSERT INTO %2$s (mz_rowid, valid_from, valid_to%5$s) "
+                "                 SELECT mz_rowid, mz_ts, valid_to%5$s FROM moved RETURNING 1) "
+                "SELECT (SELECT coalesce(sum(n), 0) FROM keys)::bigint, "
+                "       (SELECT count(*) FROM written)",
+                cur, dead, stage, copies, cols);
+        case kClearStage:
+            return psprintf("DELETE FROM %s", stage);
+        case kJsonToCur:
+            *nargs = 1;
+            types[0] = JSONBOID;
+            return psprintf(
+                "INSERT INTO %1$s (mz_rowid, mz_ts, mz_hash%2$s) "
+                "SELECT nextval('decoupled.rowid_seq'), (u->'mz_timestamp')::numeric::bigint, "
+                "       hashtext(ROW(%3$s)::text)%4$s "
+                "  FROM jsonb_array_elements($1) u, "
+                "       LATERAL jsonb_populate_record(NULL::%1$s, u->'data') r, "
+                "       generate_series(1, (u->'mz_diff')::numeric::bigint) "
+                " WHERE (u->'mz_diff')::numeric::bigint <> 0",
+                cur, cols, r_row, column_list(c, "r.", true));
+        case kJsonToStage:
+            // The row text is computed once (OFFSET 0 keeps the subquery
+            // from being flattened, which would compute it twice).
+            *nargs = 1;
+            types[0] = JSONBOID;
+            return psprintf(
+                "INSERT INTO %2$s (mz_ts, mz_diff, mz_key, mz_hash%3$s) "
+                "SELECT s.mz_ts, s.mz_diff, s.mz_key, hashtext(s.mz_key)%4$s "
+                "  FROM (SELECT (u->'mz_timestamp')::numeric::bigint AS mz_ts, "
+                "               (u->'mz_diff')::numeric::bigint AS mz_diff, "
+                "               ROW(%5$s)::text AS mz_key%6$s "
+                "          FROM jsonb_array_elements($1) u, "
+                "               LATERAL jsonb_populate_record(NULL::%1$s, u->'data') r "
+                "         WHERE (u->'mz_diff')::numeric::bigint <> 0 OFFSET 0) s",
+                cur, stage, cols, s_cols, r_row, column_list(c, "r.", true));
+        case kPendingShape:
+            return psprintf(
+                "SELECT min(mz_diff), max(mz_diff), "
+                "       coalesce(-sum(mz_diff) FILTER (WHERE mz_diff < 0), 0)::bigint FROM %s",
+                pending);
+        case kPendingToCur:
+            *nargs = 1;
+            types[0] = INT8OID;
+            return psprintf(
+                "WITH m AS (DELETE FROM %s RETURNING *) "
+                "INSERT INTO %s (mz_rowid, mz_ts, mz_hash%s) "
+                "SELECT nextval('decoupled.rowid_seq'), $1, hashtext(ROW(%s)::text)%s FROM m",
+                pending, cur, cols, m_row, column_list(c, "m.", true));
+        case kPlanKinds:
+            break;
+    }
+    elog(ERROR, "unknown write statement %d", (int)kind);
+}
+
+SPIPlanPtr plan(Collection* c, PlanKind kind) {
+    if (!c->plans[kind]) {
+        int nargs = 0;
+        Oid types[2];
+        char* sql = statement(c, kind, &nargs, types);
+        c->plans[kind] = prepare_kept(sql, nargs, types);
+        pfree(sql);
+    }
+    return c->plans[kind];
+}
+
+Datum int8_array(int64* ids, int n) {
+    Datum* d = (Datum*)palloc(sizeof(Datum) * Max(n, 1));
+    for (int i = 0; i < n; i++) d[i] = Int64GetDatum(ids[i]);
+    return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+// Moves the uppers of `ids` (whose frontier rows the caller holds) to
+// `upper` and queues them for bound publication — one statement however
+// many.  The queue is never waited on (see 30_storage.sql): a row a
+// publication is draining is skipped and a new one inserted.
+void advance(int64* ids, int n, int64 upper) {
+    if (n == 0) return;
+    Oid types[2] = {INT8ARRAYOID, INT8OID};
+    Datum args[2] = {int8_array(ids, n), Int64GetDatum(upper)};
+    run(global_plan(&advance_plan,
+                    "WITH up AS (UPDATE decoupled.catalog_frontiers f "
+                    "               SET upper = $2, changed_at = now() "
+                    "             WHERE f.lifetime_id = ANY ($1) RETURNING f.lifetime_id) "
+                    "INSERT INTO decoupled.catalog_bound_queue (lifetime_id) "
+                    "SELECT u.lifetime_id FROM up u "
+                    " WHERE NOT EXISTS (SELECT FROM decoupled.catalog_bound_queue q "
+                    "                    WHERE q.lifetime_id = u.lifetime_id "
+                    "                      FOR KEY SHARE SKIP LOCKED)",
+                    2, types),
+        args);
+    decoupled::notify_upper_at_commit();
+}
+
+// About how many rows `relid` holds: the planner's estimate, or its size
+// in pages if it was never analyzed.
+double estimated_rows(Oid relid) {
+    Relation rel = relation_open(relid, AccessShareLock);
+    double rows = rel->rd_rel->reltuples;
+    if (rows < 0) rows = (double)RelationGetNumberOfBlocks(rel) * 50;
+    relation_close(rel, AccessShareLock);
+    return rows;
+}
+
+// The append core (brief C2.1) over what is staged, of `shape`: inserts
+// positive multiplicities (consolidated per (time, row) if signs are mixed),
+// retracts negative ones oldest copy first, and empties the stage.  The
+// caller holds the frontier lock and checked the interval.  Any violation
+// is an error: the transaction then changes nothing.
+// Runs the one-time write `probe` or `scan` at time t, whichever finds
+// `retractions` rows in c's cur faster.
+void write_one_time(Collection* c, PlanKind probe, PlanKind scan, int64 retractions, int64 t,
+                    Snapshot snapshot) {
+    Datum arg = Int64GetDatum(t);
+    if (!decoupled::retract_by_scan(retractions, estimated_rows(c->cur_relid))) {
+        run(plan(c, probe), &arg, snapshot);
+        return;
+    }
+    // The scan form's plan must be a hash join: kept as planned with nested
+    // loops (and merge joins, which would sort cur) off.
+    int level = NewGUCNestLevel();
+    (void)set_config_option("enable_nestloop", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+                            true, 0, false);
+    (void)set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
+    run(plan(c, scan), &arg, snapshot);
+    AtEOXact_GUC(true, level);
+}
+
+// The count of retractions and of rows moved, as the last write returned:
+// equal, or a retraction had no copy to pair with.
+void check_retracted() {
+    int64 wanted = 0, moved = 0;
+    get_int8(0, 1, &wanted);
+    get_int8(0, 2, &moved);
+    if (moved != wanted)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("append would make a multiplicity negative"),
+                 errdetail(INT64_FORMAT " of " INT64_FORMAT
+                           " retractions match no copy of their row present before their time.",
+                           wanted - moved, wanted)));
+}
+
+void write_staged(Collection* c, const decoupled::WriteShape& shape) {
+    decoupled::RetractPath retract = decoupled::retract_path(shape);
+    if (retract == decoupled::RetractPath::OneTime) {
+        write_one_time(c, kOneTimeProbe, kOneTimeScan, shape.retractions, *shape.min_ts, nullptr);
+    } else {
+        switch (decoupled::insert_path(shape)) {
+            case decoupled::InsertPath::None:
+                break;
+            case decoupled::InsertPath::Copies:
+                run(plan(c, kStageCopies), nullptr);
+                break;
+            case decoupled::InsertPath::Multiplied:
+                run(plan(c, kStageMultiplied), nullptr);
+                break;
+            case decoupled::InsertPath::Consolidated:
+                run(plan(c, kStageConsolidated), nullptr);
+                break;
+        }
+        if (retract == decoupled::RetractPath::General) run(plan(c, kRetractGeneral), nullptr);
+    }
+    if (retract != decoupled::RetractPath::None) check_retracted();
+    if (shape.min_diff) run(plan(c, kClearStage), nullptr);
+}
+
+void check_interval(int64 outside, int64 expected_upper, int64 new_upper) {
+    if (outside > 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("update times must lie in the appended interval"),
+                        errdetail(INT64_FORMAT " update(s) lie outside [" INT64_FORMAT
+                                  ", " INT64_FORMAT ").",
+                                  outside, expected_upper, new_upper)));
+}
+
+// Runs `body` in a subtransaction of its own (as a PL/pgSQL block with an
+// exception handler does): on success the subtransaction is released and
+// nullptr returned; on error it is rolled back and the error returned,
+// copied into the caller's memory context.  `body` owns nothing with a
+// destructor: an error leaves it by longjmp.
+template <typename Body>
+ErrorData* in_subtransaction(const Body& body) {
+    MemoryContext caller_context = CurrentMemoryContext;
+    ResourceOwner caller_owner = CurrentResourceOwner;
+    ErrorData* volatile failed = nullptr;
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(caller_context);
+    PG_TRY();
+    {
+        body();
+        ReleaseCurrentSubTransaction();
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(caller_context);
+        failed = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+    }
+    PG_END_TRY();
+    MemoryContextSwitchTo(caller_context);
+    CurrentResourceOwner = caller_owner;
+    return failed;
+}
+
+// Runs `kind` (converting JSON updates to the columns' types) in a
+// subtransaction: if a value does not convert, the error names the update,
+// the column and the value (_diagnose_values, a subtransaction per value),
+// or else says that the updates as a whole do not convert.  One
+// subtransaction per append, none per row.
+void convert(Collection* c, PlanKind kind, Datum updates) {
+    SPIPlanPtr p = plan(c, kind);  // prepared outside: its errors are ours
+    ErrorData* failed = in_subtransaction([&] { run(p, &updates); });
+    if (!failed) return;
+    int category = ERRCODE_TO_CATEGORY(failed->sqlerrcode);
+    if (category != ERRCODE_DATA_EXCEPTION && category != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
+        ReThrowError(failed);
+    Oid types[3] = {INT8OID, TEXTOID, JSONBOID};
+    Datum args[3] = {Int64GetDatum(c->lifetime_id), CStringGetTextDatum(c->name), updates};
+    if (SPI_execute_with_args("SELECT decoupled._diagnose_values($1, $2, $3)", 3, types, args,
+                              nullptr, false, 0) < 0)
+        elog(ERROR, "could not diagnose the values of an append");
+    // No value fails on its own (a domain refuses a missing one's NULL).
+    ereport(ERROR,
+            (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+             errmsg("the updates of the append to \"%s\" do not convert to its columns", c->name),
+             errdetail_internal("%s", failed->message),
+             errhint("A column missing from \"data\" is NULL.")));
+}
+
+// The integer a JSON number spells, if it is one within int64: what
+// numeric_normalize prints without a point or exponent (5.0 is 5).
+bool json_integer(const JsonbValue* v, int64* out) {
+    if (!v || v->type != jbvNumeric) return false;
+    char* text = numeric_normalize(v->val.numeric);
+    char* end = nullptr;
+    errno = 0;
+    long long value = strtoll(text, &end, 10);
+    bool ok = errno == 0 && end != text && *end == '\0';
+    pfree(text);
+    if (ok) *out = value;
+    return ok;
+}
+
+JsonbValue* object_field(JsonbContainer* object, const char* key) {
+    JsonbValue k;
+    k.type = jbvString;
+    k.val.string.val = (char*)key;
+    k.val.string.len = strlen(key);
+    return findJsonbValueFromContainer(object, JB_FOBJECT, &k);
+}
+
+bool is_object(const JsonbValue* v) {
+    return v && v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data);
+}
+
+// Whether `update` is {"mz_timestamp": t, "mz_diff": d, "data": {...}} with
+// nothing else, t an integer in [0, 2^63), d an integer in
+// [-kMaxDiff, kMaxDiff] and every key of data a column of `c` (the checks of
+// _update_problem, which names what is wrong).
+bool update_fields(const Collection* c, const JsonbValue* update, int64* ts, int64* diff) {
+    if (!is_object(update)) return false;
+    JsonbContainer* object = update->val.binary.data;
+    JsonbValue* t = object_field(object, "mz_timestamp");
+    JsonbValue* d = object_field(object, "mz_diff");
+    JsonbValue* data = object_field(object, "data");
+    if (!t || !d || !is_object(data) || JsonContainerSize(object) != 3) return false;
+    if (!json_integer(t, ts) || *ts < 0) return false;
+    if (!json_integer(d, diff) || *diff < -kMaxDiff || *diff > kMaxDiff) return false;
+    JsonbIterator* it = JsonbIteratorInit(data->val.binary.data);
+    JsonbValue v;
+    JsonbIteratorToken token;
+    bool known = true;
+    while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+        if (token != WJB_KEY || !known) continue;
+        known = false;
+        for (int i = 0; i < c->ncols && !known; i++)
+            known = strlen(c->names[i]) == (size_t)v.val.string.len &&
+                    memcmp(c->names[i], v.val.string.val, v.val.string.len) == 0;
+    }
+    return known;
+}
+
+// Checks JSON updates [{"mz_timestamp", "mz_diff", "data"}] for an append
+// to `c` at [expected_upper, new_upper) and returns their shape and how
+// many lie outside the interval.  Every bad input is 22023 naming the
+// update and the collection: an update's shape, a time that is not a bigint
+// >= 0, a multiplicity that is not an integer within +-kMaxDiff, a key of
+// "data" that names no column, or multiplicities adding up to more than
+// kMaxUnits rows.  The checks compare numerics, so no cast fails with
+// another SQLSTATE.
+decoupled::WriteShape check_updates(Collection* c, Jsonb* updates, int64 expected_upper,
+                                    int64 new_upper, int64* outside) {
+    if (!updates || !JB_ROOT_IS_ARRAY(updates) || JB_ROOT_IS_SCALAR(updates))
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("updates must be a JSON array of {\"mz_timestamp\", \"mz_diff\", "
+                               "\"data\"} objects")));
+    // One pass in C over the updates: is every one well formed, how many
+    // rows would they write, and what is their shape?  Only if one is not
+    // well formed does _update_problem (SQL) say which and why.
+    decoupled::WriteShape shape;
+    int64 units = 0;
+    bool ok = true;
+    JsonbIterator* it = JsonbIteratorInit(&updates->root);
+    JsonbValue v;
+    JsonbIteratorToken token;
+    while (ok && (token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE) {
+        if (token != WJB_ELEM) continue;
+        int64 ts = 0, diff = 0;
+        ok = update_fields(c, &v, &ts, &diff);
+        if (!ok) break;
+        units += diff < 0 ? -diff : diff;
+        if (diff == 0) continue;  // written nowhere
+        if (diff < 0) shape.retractions -= diff;
+        if (ts < expected_upper || ts >= new_upper) (*outside)++;
+        shape.min_diff = shape.min_diff ? Min(*shape.min_diff, diff) : diff;
+        shape.max_diff = shape.max_diff ? Max(*shape.max_diff, diff) : diff;
+        shape.min_ts = shape.min_ts ? Min(*shape.min_ts, ts) : ts;
+        shape.max_ts = shape.max_ts ? Max(*shape.max_ts, ts) : ts;
+    }
+    Datum args[3] = {JsonbPGetDatum(updates), c->column_names, Int64GetDatum(kMaxDiff)};
+    if (!ok) {
+        // Only now say which update and why.
+        Oid ptypes[3] = {JSONBOID, TEXTARRAYOID, INT8OID};
+        if (SPI_execute_with_args(
+                "SELECT u.n, decoupled._update_problem(u.v, $2, $3) "
+                "  FROM jsonb_array_elements($1) WITH ORDINALITY u(v, n) "
+                " WHERE decoupled._update_problem(u.v, $2, $3) IS NOT NULL "
+                " ORDER BY u.n LIMIT 1",
+                3, ptypes, args, nullptr, true, 1) != SPI_OK_SELECT)
+            elog(ERROR, "could not describe a bad update");
+        StringInfoData columns;
+        initStringInfo(&columns);
+        for (int i = 0; i < c->ncols; i++)
+            appendStringInfo(&columns, "%s%s", i > 0 ? ", " : "", c->names[i]);
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("update %s of the append to \"%s\" %s",
+                        SPI_processed > 0 ? get_text(0, 1) : "?", c->name,
+                        SPI_processed > 0 ? get_text(0, 2) : "is malformed"),
+                 errdetail("Updates are {\"mz_timestamp\": t, \"mz_diff\": d, \"data\": "
+                           "{column: value, ...}}."),
+                 errhint("Columns of \"%s\": %s.  A multiplicity is stored as that many rows: "
+                         "put a count in a column rather than in mz_diff.",
+                         c->name, columns.data)));
+    }
+    if (units > kMaxUnits)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("the append to \"%s\" would write " INT64_FORMAT " rows", c->name, units),
+                 errdetail("The multiplicities (|mz_diff|) of one append add up to at most "
+                           INT64_FORMAT ".", kMaxUnits),
+                 errhint("Append in smaller steps, or put a count in a column rather than in "
+                         "mz_diff.")));
+    return shape;
+}
+
+// One busy table's tick at `ts`: its captured rows visible to `snapshot`
+// go into history at ts (the caller advances the upper).
+void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
+    Collection* c = collection(id);
+    Datum t = Int64GetDatum(ts);
+    run(plan(c, kPendingShape), nullptr, snapshot);
+    decoupled::WriteShape shape{opt_int8(0, 1), opt_int8(0, 2), ts, ts, opt_int8(0, 3).value_or(0)};
+    if (shape.min_diff && *shape.min_diff == 1 && *shape.max_diff == 1) {
+        run(plan(c, kPendingToCur), &t, snapshot);
+    } else if (shape.min_diff) {
+        write_one_time(c, kTickProbe, kTickScan, shape.retractions, ts, snapshot);
+        check_retracted();
+    }
+    unpin(c);
+}
+
+// Whether `relid` holds a row visible to `snapshot`: a scan that stops at
+// the first one.  A relation that cannot be opened counts as busy, so that
+// its tick fails (and says why) in its own subtransaction.
+bool has_visible_rows(Oid relid, Snapshot snapshot) {
+    if (!OidIsValid(relid)) return true;
+    Relation rel = try_relation_open(relid, AccessShareLock);
+    if (!rel) return true;
+    if (rel->rd_rel->relkind != RELKIND_RELATION) {
+        relation_close(rel, AccessShareLock);
+        return true;
+    }
+    TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    bool any = table_scan_getnextslot(scan, ForwardScanDirection, slot);
+    ExecDropSingleTupleTableSlot(slot);
+    table_endscan(scan);
+    // Nothing was written: the lock need not outlive the look.
+    relation_close(rel, AccessShareLock);
+    return any;
+}
+
+void table_health(int64 id, const char* status, const char* error) {
+    Oid types[3] = {INT8OID, TEXTOID, TEXTOID};
+    Datum args[3] = {Int64GetDatum(id), CStringGetTextDatum(status),
+                     error ? CStringGetTextDatum(error) : (Datum)0};
+    char nulls[3] = {' ', ' ', error ? ' ' : 'n'};
+    SPIPlanPtr p = global_plan(&table_health_plan,
+                               "SELECT decoupled._table_health($1, $2, $3)", 3, types);
+    if (SPI_execute_plan(p, args, nulls, false, 0) < 0)
+        elog(ERROR, "could not record a registered table's health");
+}
+
+}  // namespace
+
+// decoupled._append_staged(lifetime_id, expected_upper, new_upper): the
+// append core over what the caller staged in c<id>_stage (a view's step).
+// The caller holds the collection's frontier row lock and has checked
+// upper = expected_upper < new_upper.
+Datum decoupled_append_staged(PG_FUNCTION_ARGS) {
+    if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                        errmsg("lifetime id and uppers must not be null")));
+    int64 id = PG_GETARG_INT64(0);
+    int64 expected_upper = PG_GETARG_INT64(1);
+    int64 new_upper = PG_GETARG_INT64(2);
+    SPI_connect();
+    Collection* c = collection(id);
+    Datum args[2] = {Int64GetDatum(expected_upper), Int64GetDatum(new_upper)};
+    run(plan(c, kStageShape), args);
+    int64 outside = 0;
+    get_int8(0, 1, &outside);
+    decoupled::WriteShape shape{opt_int8(0, 2), opt_int8(0, 3), opt_int8(0, 4), opt_int8(0, 5),
+                                opt_int8(0, 6).value_or(0)};
+    check_interval(outside, expected_upper, new_upper);
+    write_staged(c, shape);
+    advance(&id, 1, new_upper);
+    unpin(c);
+    SPI_finish();
+    PG_RETURN_VOID();
+}
+
+// decoupled._compare_and_append(lifetime_id, updates, expected_upper,
+// new_upper, OUT appended, OUT upper): the one compare-and-append core
+// (C2.1) for every writer of JSON updates.  The frontier row lock orders
+// racing writers; unless the upper is still expected_upper nothing is
+// appended and the actual upper is returned.  A collection dropped
+// meanwhile appends nothing and returns upper NULL: each caller reports
+// that in its own terms (42704 to a user, ZD002 to a replica).
+Datum decoupled_compare_and_append(PG_FUNCTION_ARGS) {
+    TupleDesc desc;
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+        elog(ERROR, "_compare_and_append must return a record");
+    desc = BlessTupleDesc(desc);
+    if (PG_ARGISNULL(2) || PG_ARGISNULL(3))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                        errmsg("expected_upper and new_upper must not be null")));
+    Datum values[2] = {BoolGetDatum(false), (Datum)0};
+    bool nulls[2] = {false, true};
+    if (PG_ARGISNULL(0)) PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+    int64 id = PG_GETARG_INT64(0);
+    Jsonb* updates = PG_ARGISNULL(1) ? nullptr : PG_GETARG_JSONB_P(1);
+    int64 expected_upper = PG_GETARG_INT64(2);
+    int64 new_upper = PG_GETARG_INT64(3);
+
+    SPI_connect();
+    run_for_id(&lock_frontier_plan,
+               "SELECT f.upper FROM decoupled.catalog_frontiers f "
+               "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
+               " WHERE f.lifetime_id = $1 AND o.dropped_at IS NULL "
+               "   FOR UPDATE OF f",
+               id);
+    int64 upper = 0;
+    if (SPI_processed == 1 && get_int8(0, 1, &upper)) {
+        nulls[1] = false;
+        values[1] = Int64GetDatum(upper);
+        if (upper == expected_upper) {
+            if (new_upper <= expected_upper)
+                ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                                errmsg("new upper must be beyond the expected upper"),
+                                errdetail("Expected upper " INT64_FORMAT ", new upper " INT64_FORMAT
+                                          ".",
+                                          expected_upper, new_upper)));
+            Collection* c = collection(id);
+            int64 outside = 0;
+            decoupled::WriteShape shape =
+                check_updates(c, updates, expected_upper, new_upper, &outside);
+            if (outside == 0 && decoupled::writes_directly(shape)) {
+                convert(c, kJsonToCur, JsonbPGetDatum(updates));
+            } else if (shape.min_diff) {
+                convert(c, kJsonToStage, JsonbPGetDatum(updates));
+                check_interval(outside, expected_upper, new_upper);
+                write_staged(c, shape);
+            }
+            advance(&id, 1, new_upper);
+            unpin(c);
+            values[0] = BoolGetDatum(true);
+            values[1] = Int64GetDatum(new_upper);
+        }
+    }
+    SPI_finish();
+    PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+// decoupled.tick_tables(): moves the committed captured changes of every
+// registered table into its collection at one new timestamp and advances
+// every upper, idle tables' too.  Returns the number of tables ticked.
+Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
+    SPI_connect();
+    // Every live table's frontier, locked in one fixed order.
+    run(global_plan(&tick_lock_plan,
+                    "SELECT f.lifetime_id, f.upper, o.name::text "
+                    "  FROM decoupled.catalog_frontiers f "
+                    "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
+                    " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
+                    " ORDER BY f.lifetime_id FOR UPDATE OF f",
+                    0, nullptr),
+        nullptr);
+    int n = (int)SPI_processed;
+    if (n == 0) {
+        SPI_finish();
+        PG_RETURN_INT32(0);
+    }
+    int64* ids = (int64*)palloc(sizeof(int64) * n);
+    char** names = (char**)palloc(sizeof(char*) * n);
+    int64 max_upper = 0;
+    for (int i = 0; i < n; i++) {
+        int64 upper = 0;
+        get_int8(i, 1, &ids[i]);
+        get_int8(i, 2, &upper);
+        names[i] = get_text(i, 3);
+        max_upper = Max(max_upper, upper);
+    }
+    int64 ts = decoupled::next_timestamp(max_upper);
+
+    run(global_plan(&stalled_plan,
+                    "SELECT h.lifetime_id FROM decoupled.table_health h "
+                    " WHERE h.status = 'stalled'",
+                    0, nullptr),
+        nullptr);
+    int nstalled = (int)SPI_processed;
+    int64* stalled = (int64*)palloc(sizeof(int64) * Max(nstalled, 1));
+    for (int i = 0; i < nstalled; i++) get_int8(i, 1, &stalled[i]);
+    auto was_stalled = [&](int64 id) {
+        for (int i = 0; i < nstalled; i++)
+            if (stalled[i] == id) return true;
+        return false;
+    };
+
+    // What this tick moves: the captured rows this snapshot sees, for every
+    // table alike.
+    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    int64* ticked = (int64*)palloc(sizeof(int64) * n);
+    int nticked = 0;
+    for (int i = 0; i < n; i++) {
+        if (!has_visible_rows(storage_relid(ids[i], "pending"), snapshot)) {
+            ticked[nticked++] = ids[i];
+            continue;
+        }
+        int64 id = ids[i];
+        ErrorData* failed = in_subtransaction([&] { tick_busy(id, ts, snapshot); });
+        if (!failed) {
+            ticked[nticked++] = ids[i];
+            continue;
+        }
+        // Its captured changes stay pending and its upper stays; the
+        // others tick.
+        char* message = (failed->detail && failed->detail[0])
+                            ? psprintf("%s (%s)", failed->message, failed->detail)
+                            : pstrdup(failed->message ? failed->message : "unknown error");
+        if (!was_stalled(ids[i]))
+            ereport(WARNING,
+                    (errmsg("registered table \"%s\" stalled: %s", names[i], message),
+                     errhint("Its captured changes stay pending and every tick retries it.")));
+        table_health(ids[i], "stalled", message);
+    }
+    UnregisterSnapshot(snapshot);
+
+    advance(ticked, nticked, ts + 1);
+    for (int i = 0; i < nticked; i++)
+        if (was_stalled(ticked[i])) table_health(ticked[i], "running", nullptr);
+    SPI_finish();
+    PG_RETURN_INT32(nticked);
+}

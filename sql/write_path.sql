@@ -1,0 +1,237 @@
+-- The write path with kept plans (C2.1, C14.3; extension/append_core.cpp):
+-- every statement of an append and a tick is prepared once per backend and
+-- collection and reused.  This suite runs in one backend, so what it
+-- writes after DDL goes through plans kept from before it:
+--   1. plans survive DDL on storage (an index, as an arrangement adds);
+--   2. a table unregistered, changed and registered again, and one dropped
+--      and re-created with the same name and other columns, are new
+--      collections with plans of their own;
+--   3. each way of writing agrees with the history it should make: inserts
+--      only (straight into cur), mixed signs at one time (one statement,
+--      retracted rows by index probes or, when many, by one hash join),
+--      several times in one append (the general pairing), and a tick's
+--      insert and delete of one row cancelling out;
+--   4. more busy collections than the plans kept for (256) in one tick.
+\set SHOW_CONTEXT never
+
+-- Table `tbl` as text rows in order: its history as of its latest tick
+-- (as_of => true) or the table itself.
+CREATE FUNCTION wp_rows(tbl text, as_of boolean) RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+    v_rows text[];
+BEGIN
+    IF as_of THEN
+        PERFORM set_config('decoupled.as_of', (f.upper - 1)::text, true)
+           FROM decoupled.frontiers f WHERE f.name = tbl;
+    END IF;
+    EXECUTE format('SELECT ARRAY(SELECT t::text FROM %I t ORDER BY 1)', tbl) INTO v_rows;
+    PERFORM set_config('decoupled.as_of', '', true);
+    RETURN v_rows;
+END
+$$;
+CREATE FUNCTION wp_latest(tbl text) RETURNS SETOF text LANGUAGE sql AS $$
+    SELECT unnest(wp_rows(tbl, true))
+$$;
+-- Whether history at the latest tick equals the table.
+CREATE FUNCTION wp_agrees(tbl text) RETURNS boolean LANGUAGE sql AS $$
+    SELECT wp_rows(tbl, true) = wp_rows(tbl, false)
+$$;
+-- Where collection `name` keeps its rows.
+CREATE FUNCTION wp_storage(name text, part text) RETURNS text LANGUAGE sql AS $$
+    SELECT format('decoupled_storage.c%s_%s', o.lifetime_id, part)
+      FROM decoupled.objects o WHERE o.name = wp_storage.name
+$$;
+CREATE FUNCTION wp_count(name text, part text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    n bigint;
+BEGIN
+    EXECUTE format('SELECT count(*) FROM %s', wp_storage(name, part)) INTO n;
+    RETURN n;
+END
+$$;
+
+------------------------------------------------------------------------------
+-- 1. Plans survive DDL on storage
+------------------------------------------------------------------------------
+CREATE TABLE wp (k int, v text);
+SELECT decoupled.register_table('wp', retain_history => '1 hour') > 0 AS registered;
+INSERT INTO wp SELECT g, 'v' || g FROM generate_series(1, 5) g;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+UPDATE wp SET v = v || '!' WHERE k <= 2;
+DELETE FROM wp WHERE k = 5;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_agrees('wp') AS agrees;
+-- An index on cur and dead, as a view's arrangement adds: kept plans are
+-- planned again, the next tick and append write through the index too.
+DO $$
+BEGIN
+    EXECUTE format('CREATE INDEX wp_cur_k ON %s (k)', wp_storage('wp', 'cur'));
+    EXECUTE format('CREATE INDEX wp_dead_k ON %s (k)', wp_storage('wp', 'dead'));
+END
+$$;
+UPDATE wp SET v = v || '?' WHERE k = 3;
+INSERT INTO wp VALUES (6, 'v6');
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_agrees('wp') AS agrees;
+SELECT decoupled.append('wp', format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"k": 7}}]',
+                                     upper)::jsonb, upper, upper + 1) > 0 AS appended
+  FROM decoupled.frontiers WHERE name = 'wp';
+SELECT upper - 1 AS t FROM decoupled.frontiers WHERE name = 'wp' \gset
+SET decoupled.as_of = :t;
+SELECT count(*) AS sevens FROM wp WHERE k = 7;
+RESET decoupled.as_of;
+DROP INDEX decoupled_storage.wp_cur_k, decoupled_storage.wp_dead_k;
+
+------------------------------------------------------------------------------
+-- 2. New collections under old names get plans of their own
+------------------------------------------------------------------------------
+SELECT lifetime_id AS old_id FROM decoupled.catalog_objects
+ WHERE name = 'wp' AND dropped_at IS NULL \gset
+DELETE FROM wp WHERE k = 7;   -- the appended row is history only
+SELECT decoupled.unregister_table('wp');
+ALTER TABLE wp ADD COLUMN w numeric;
+UPDATE wp SET w = k * 1.5;
+SELECT decoupled.register_table('wp', retain_history => '1 hour') > 0 AS registered;
+SELECT lifetime_id > :old_id AS new_collection FROM decoupled.catalog_objects
+ WHERE name = 'wp' AND dropped_at IS NULL;
+UPDATE wp SET w = w + 1 WHERE k = 1;
+INSERT INTO wp VALUES (8, 'v8', 0.5);
+DELETE FROM wp WHERE k = 2;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_agrees('wp') AS agrees;
+SELECT * FROM wp_latest('wp');
+SELECT decoupled.append('wp', format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"k": 9, "w": 2.25}}]',
+                                     upper)::jsonb, upper, upper + 1) > 0 AS appended
+  FROM decoupled.frontiers WHERE name = 'wp';
+-- The old shape is refused by the new collection.
+SELECT decoupled.append('wp', format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"q": 1}}]',
+                                     upper)::jsonb, upper, upper + 1)
+  FROM decoupled.frontiers WHERE name = 'wp';
+
+-- Dropped and re-created with the same name and other column types.
+SELECT decoupled.unregister_table('wp');
+DROP TABLE wp;
+CREATE TABLE wp (k text, v int[], w boolean);
+INSERT INTO wp VALUES ('a', '{1,2}', true), ('b', NULL, false);
+SELECT decoupled.register_table('wp', retain_history => '1 hour') > 0 AS registered;
+UPDATE wp SET v = '{3}' WHERE k = 'b';
+INSERT INTO wp VALUES ('c', '{}', NULL);
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT * FROM wp_latest('wp');
+SELECT decoupled.append('wp', format('[{"mz_timestamp": %s, "mz_diff": 2, "data": {"k": "d", "v": [4]}}]',
+                                     upper)::jsonb, upper, upper + 1) > 0 AS appended
+  FROM decoupled.frontiers WHERE name = 'wp';
+SELECT decoupled.append('wp', format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"v": "x"}}]',
+                                     upper)::jsonb, upper, upper + 1)
+  FROM decoupled.frontiers WHERE name = 'wp';
+SELECT wp_count('wp', 'cur') AS cur_rows, wp_count('wp', 'dead') AS dead_rows;
+
+------------------------------------------------------------------------------
+-- 3. Each way of writing
+------------------------------------------------------------------------------
+-- A tick in which a row is inserted and deleted again: nothing to write.
+CREATE TABLE wq (k int, v text);
+SELECT decoupled.register_table('wq', retain_history => '1 hour') > 0 AS registered;
+INSERT INTO wq VALUES (1, 'once');
+DELETE FROM wq WHERE k = 1;
+INSERT INTO wq VALUES (2, 'twice'), (2, 'twice');
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_count('wq', 'cur') AS cur_rows, wp_count('wq', 'dead') AS dead_rows;
+SELECT wp_agrees('wq') AS agrees;
+
+-- Many retractions at one tick: found by one hash join over cur (more
+-- than 10,000, and more than a thirtieth of cur).
+INSERT INTO wq SELECT g, 'r' || g FROM generate_series(3, 12002) g;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+UPDATE wq SET v = v || '+' WHERE k > 2;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_agrees('wq') AS agrees;
+SELECT wp_count('wq', 'cur') AS cur_rows, wp_count('wq', 'dead') AS dead_rows;
+-- ... and a few: index probes.
+DELETE FROM wq WHERE k BETWEEN 3 AND 12;
+UPDATE wq SET v = 'changed' WHERE k = 2;   -- both copies
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_agrees('wq') AS agrees;
+SELECT wp_count('wq', 'cur') AS cur_rows, wp_count('wq', 'dead') AS dead_rows;
+
+-- JSON appends: inserts only, mixed signs at one time (probe and scan),
+-- and several times with retractions.
+CREATE TABLE wj (k int, v text);
+SELECT decoupled.register_table('wj', retain_history => '1 hour') > 0 AS registered;
+SELECT upper AS u FROM decoupled.frontiers WHERE name = 'wj' \gset
+SELECT decoupled.append('wj', (SELECT jsonb_agg(jsonb_build_object(
+           'mz_timestamp', :u, 'mz_diff', 1, 'data', jsonb_build_object('k', g, 'v', 'j')))
+         FROM generate_series(1, 12000) g), :u, :u + 1) = :u + 1 AS appended;
+SELECT decoupled.append('wj', (SELECT jsonb_agg(jsonb_build_object(
+           'mz_timestamp', :u + 1, 'mz_diff', d, 'data', jsonb_build_object('k', g, 'v', v)))
+         FROM generate_series(1, 11000) g, (VALUES (-1, 'j'), (1, 'k')) x(d, v)),
+       :u + 1, :u + 2) = :u + 2 AS appended;
+SELECT wp_count('wj', 'cur') AS cur_rows, wp_count('wj', 'dead') AS dead_rows;
+SELECT decoupled.append('wj', (SELECT jsonb_agg(jsonb_build_object(
+           'mz_timestamp', :u + 2, 'mz_diff', d, 'data', jsonb_build_object('k', 1, 'v', v)))
+         FROM (VALUES (-1, 'k'), (3, 'l')) x(d, v)), :u + 2, :u + 3) = :u + 3 AS appended;
+-- Inserted at one time and retracted at a later one, in one append; a
+-- retraction pairs with a copy older than it, the oldest first.
+SELECT decoupled.append('wj', jsonb_build_array(
+           jsonb_build_object('mz_timestamp', :u + 3, 'mz_diff', 1,
+                              'data', jsonb_build_object('k', 0, 'v', 'new')),
+           jsonb_build_object('mz_timestamp', :u + 4, 'mz_diff', -1,
+                              'data', jsonb_build_object('k', 0, 'v', 'new')),
+           jsonb_build_object('mz_timestamp', :u + 4, 'mz_diff', -2,
+                              'data', jsonb_build_object('k', 1, 'v', 'l'))),
+       :u + 3, :u + 5) = :u + 5 AS appended;
+SET decoupled.as_of = :u;
+SELECT count(*), count(*) FILTER (WHERE v = 'j') AS j FROM wj;
+SELECT :u + 1 AS t \gset
+SET decoupled.as_of = :t;
+SELECT v, count(*) FROM wj GROUP BY v ORDER BY v;
+SELECT :u + 3 AS t \gset
+SET decoupled.as_of = :t;
+SELECT v, count(*) FROM wj WHERE k <= 1 GROUP BY k, v ORDER BY k, v;
+SELECT :u + 4 AS t \gset
+SET decoupled.as_of = :t;
+SELECT v, count(*) FROM wj WHERE k <= 1 GROUP BY k, v ORDER BY k, v;
+RESET decoupled.as_of;
+-- Two retractions of a row with one copy: the second has none to pair with.
+SELECT decoupled.append('wj', jsonb_build_array(
+           jsonb_build_object('mz_timestamp', :u + 5, 'mz_diff', 1,
+                              'data', jsonb_build_object('k', -1, 'v', 'x')),
+           jsonb_build_object('mz_timestamp', :u + 6, 'mz_diff', -2,
+                              'data', jsonb_build_object('k', -1, 'v', 'x'))),
+       :u + 5, :u + 7);
+
+------------------------------------------------------------------------------
+-- 4. More busy collections than plans are kept for, in one tick
+------------------------------------------------------------------------------
+DO $$
+BEGIN
+    FOR g IN 1..260 LOOP
+        EXECUTE format('CREATE TABLE wp_many_%s (k int, v text)', g);
+        PERFORM decoupled.register_table(format('wp_many_%s', g)::regclass, '1 hour');
+        EXECUTE format('INSERT INTO wp_many_%1$s VALUES (%1$s, ''a''), (%1$s, ''b'')', g);
+        COMMIT;  -- a registration's locks are many: one transaction each
+    END LOOP;
+END
+$$;
+SELECT decoupled.tick_tables() >= 260 AS ticked;
+DO $$
+BEGIN
+    FOR g IN 1..260 LOOP
+        EXECUTE format('UPDATE wp_many_%s SET v = v || ''!'' WHERE v = ''a''', g);
+    END LOOP;
+END
+$$;
+SELECT decoupled.tick_tables() >= 260 AS ticked;
+SELECT count(*) FILTER (WHERE wp_agrees(format('wp_many_%s', g))) AS agreeing
+  FROM generate_series(1, 260) g;
+SELECT count(*) AS stalled FROM decoupled.table_health h
+  JOIN decoupled.catalog_objects o USING (lifetime_id)
+ WHERE h.status = 'stalled' AND o.name LIKE 'wp\_many\_%';
+DO $$
+BEGIN
+    FOR g IN 1..260 LOOP
+        EXECUTE format('DROP TABLE wp_many_%s', g);
+        COMMIT;
+    END LOOP;
+END
+$$;
