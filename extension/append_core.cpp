@@ -590,22 +590,23 @@ double estimated_rows(Oid relid) {
 // caller holds the frontier lock and checked the interval.  Any violation
 // is an error: the transaction then changes nothing.
 // Runs the one-time write `probe` or `scan` at time t, whichever finds
-// `retractions` rows in c's cur faster.
+// `retractions` rows in c's cur faster.  Each form's plan is made (and
+// kept) with the planner settings that force its shape, and run with them
+// (the plan cache may plan again at any run): the probe form a plain index
+// scan per retracted row (a bitmap scan, which the planner picks while cur
+// has no statistics, costs twice as much for the one row a probe finds),
+// the scan form a hash join (no nested loop, no merge join sorting cur).
 void write_one_time(Collection* c, PlanKind probe, PlanKind scan, int64 retractions, int64 t,
                     Snapshot snapshot) {
     Datum arg = Int64GetDatum(t);
-    if (!decoupled::retract_by_scan(retractions, estimated_rows(c->cur_relid))) {
-        run(plan(c, probe), &arg, snapshot);
-        return;
-    }
-    // The scan form's plan must be a hash join: kept as planned with nested
-    // loops (and merge joins, which would sort cur) off.
+    bool by_scan = decoupled::retract_by_scan(retractions, estimated_rows(c->cur_relid));
+    static const char* const scan_off[] = {"enable_nestloop", "enable_mergejoin", nullptr};
+    static const char* const probe_off[] = {"enable_bitmapscan", nullptr};
     int level = NewGUCNestLevel();
-    (void)set_config_option("enable_nestloop", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-                            true, 0, false);
-    (void)set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
-                            GUC_ACTION_SAVE, true, 0, false);
-    run(plan(c, scan), &arg, snapshot);
+    for (const char* const* setting = by_scan ? scan_off : probe_off; *setting; setting++)
+        (void)set_config_option(*setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                                0, false);
+    run(plan(c, by_scan ? scan : probe), &arg, snapshot);
     AtEOXact_GUC(true, level);
 }
 
