@@ -302,25 +302,25 @@ Collection* collection(int64 id) {
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("collection " INT64_FORMAT " does not exist", id)));
+    // Built in this call's memory, then copied into the cache's: nothing
+    // of the building stays there.
     uint64 rows = SPI_processed;
-    MemoryContext old = MemoryContextSwitchTo(cache_context);
-    char* name = pstrdup(get_text(0, 1));
+    char* name = MemoryContextStrdup(cache_context, get_text(0, 1));
     int ncols = 0;
-    char** raw = (char**)palloc0(sizeof(char*) * rows);
-    char** quoted = (char**)palloc0(sizeof(char*) * rows);
+    char** raw = (char**)MemoryContextAllocZero(cache_context, sizeof(char*) * rows);
+    char** quoted = (char**)MemoryContextAllocZero(cache_context, sizeof(char*) * rows);
     Datum* texts = (Datum*)palloc0(sizeof(Datum) * rows);
     for (uint64 r = 0; r < rows; r++) {
         char* col = get_text(r, 2);
         if (!col) continue;  // no columns at all
-        raw[ncols] = pstrdup(col);
-        quoted[ncols] = pstrdup(quote_identifier(col));
+        raw[ncols] = MemoryContextStrdup(cache_context, col);
+        quoted[ncols] = MemoryContextStrdup(cache_context, quote_identifier(col));
         texts[ncols] = CStringGetTextDatum(col);
         ncols++;
     }
+    MemoryContext old = MemoryContextSwitchTo(cache_context);
     ArrayType* array = construct_array(texts, ncols, TEXTOID, -1, false, TYPALIGN_INT);
     MemoryContextSwitchTo(old);
-    for (int i = 0; i < ncols; i++) pfree(DatumGetPointer(texts[i]));
-    pfree(texts);
 
     make_room();
     c = (Collection*)hash_search(collections, &id, HASH_ENTER, &found);
