@@ -19,12 +19,14 @@
 // registered table is refused; a table re-registered after changing its
 // columns is a new collection).
 //
-// Memory.  At most kMaxCollections collections keep plans; the least
-// recently used one is forgotten when a new one needs room (a tick of more
-// busy tables than that prepares some again).  An entry is pinned while a
-// write uses its plans, so one is never freed under a running statement;
-// pins are cleared at the end of the transaction (an error skips the
-// unpin).
+// Memory.  A kept plan of these statements takes 10 to 200 kB (the
+// one-statement writes with their CTEs are the large ones), a collection
+// uses two to five kinds.  At most kMaxPlans are kept in a backend; when a
+// new one needs room, the least recently used collection forgets all of
+// its plans (a tick of more busy tables than fit prepares some again, as
+// every tick did before).  An entry is pinned while a write uses its plans,
+// so none is freed under a running statement; pins are cleared at the end
+// of the transaction (an error skips the unpin).
 //
 // Ticks.  tick_tables() takes one snapshot after locking the tables'
 // frontiers and moves, for every table, exactly the captured rows that
@@ -87,9 +89,10 @@ namespace {
 // is stored as that many rows.
 constexpr int64 kMaxDiff = 1000000;
 constexpr int64 kMaxUnits = 10000000;
-// Collections whose plans are kept (about 30 kB of plans each once all
-// kinds were used).
-constexpr long kMaxCollections = 256;
+// Per-collection plans kept in a backend: at most about 25 MB, typically
+// 10 MB (what a tick, a view step or an append of about 50 collections
+// uses).
+constexpr int kMaxPlans = 128;
 
 enum PlanKind {
     kStageShape,         // what a caller (a view step) staged
@@ -124,6 +127,7 @@ struct Collection {
 
 HTAB* collections = nullptr;
 uint64 use_clock = 0;
+int nplans = 0;  // kept per-collection plans
 MemoryContext cache_context = nullptr;
 bool xact_callback_registered = false;
 
@@ -165,7 +169,10 @@ void ensure_cache() {
 
 void free_plans(Collection* c) {
     for (int k = 0; k < kPlanKinds; k++) {
-        if (c->plans[k]) SPI_freeplan(c->plans[k]);
+        if (c->plans[k]) {
+            SPI_freeplan(c->plans[k]);
+            nplans--;
+        }
         c->plans[k] = nullptr;
     }
 }
@@ -184,17 +191,20 @@ void forget(Collection* c) {
     hash_search(collections, &key, HASH_REMOVE, nullptr);
 }
 
-// The least recently used entry goes when there is no room for one more;
-// pinned ones (in use by this transaction) stay.  A scan of at most
-// kMaxCollections entries, only when the cache is full.
+// Least recently used collections forget their plans until one more plan
+// fits; pinned ones (in use by this transaction) keep them, so the limit
+// may be passed while every collection with plans is in use.  A scan of the
+// entries, only when the plans are at the limit.
 void make_room() {
-    if (hash_get_num_entries(collections) < kMaxCollections) return;
-    Collection* oldest = nullptr;
-    HASH_SEQ_STATUS status;
-    hash_seq_init(&status, collections);
-    while (Collection* c = (Collection*)hash_seq_search(&status))
-        if (c->pins == 0 && (!oldest || c->last_used < oldest->last_used)) oldest = c;
-    if (oldest) forget(oldest);
+    while (nplans >= kMaxPlans) {
+        Collection* oldest = nullptr;
+        HASH_SEQ_STATUS status;
+        hash_seq_init(&status, collections);
+        while (Collection* c = (Collection*)hash_seq_search(&status))
+            if (c->pins == 0 && (!oldest || c->last_used < oldest->last_used)) oldest = c;
+        if (!oldest) return;
+        forget(oldest);
+    }
 }
 
 // A generic plan, always: with parameters the plan cache would otherwise
@@ -322,7 +332,6 @@ Collection* collection(int64 id) {
     ArrayType* array = construct_array(texts, ncols, TEXTOID, -1, false, TYPALIGN_INT);
     MemoryContextSwitchTo(old);
 
-    make_room();
     c = (Collection*)hash_search(collections, &id, HASH_ENTER, &found);
     c->cur_relid = cur;
     c->pins = 1;
@@ -540,7 +549,9 @@ SPIPlanPtr plan(Collection* c, PlanKind kind) {
         int nargs = 0;
         Oid types[2];
         char* sql = statement(c, kind, &nargs, types);
+        make_room();
         c->plans[kind] = prepare_kept(sql, nargs, types);
+        nplans++;
         pfree(sql);
     }
     return c->plans[kind];
