@@ -71,7 +71,7 @@ EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe \
 	ddl_integrity limits replica_errors incremental mv_corpus security read_plan write_path
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
-	hold_quota append_vs_compaction
+	hold_quota append_vs_compaction tick_vs_writers
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters

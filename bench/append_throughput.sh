@@ -58,12 +58,26 @@ pgbench_latency() {
     done | median
 }
 
-# The statements on stdin in one session, timed by psql's \timing: for each
-# statement after a line `\echo mark LABEL`, prints "LABEL ms".
+# Timing one statement in a session: `measured LABEL STATEMENT` prints the
+# SQL that runs it so that marked_timings reports "LABEL wall_ms cpu_ms":
+# the wall time psql's \timing reports, and the CPU time the backend spent
+# on it (from /proc/self/schedstat, read by the backend itself), which the
+# other work on a shared machine disturbs much less.
+measured() {
+    local label=$1
+    shift
+    cat <<SQL
+SELECT split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint AS cpu0 \\gset
+\\echo mark $label
+$*
+SELECT 'cpu ' || (split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :cpu0) / 1e6;
+SQL
+}
 marked_timings() {
     { echo '\timing on'; cat; } | bench_psql |
-        awk '/^mark / { label = substr($0, 6); next }
-             /^Time: / { if (label != "") { print label, $2; label = "" } }'
+        awk '/^mark / { label = substr($0, 6); wall = ""; next }
+             /^Time: / { if (label != "" && wall == "") wall = $2; next }
+             /^cpu / { if (label != "") { print label, wall, $2; label = "" } }'
 }
 
 part_append() {
@@ -105,16 +119,15 @@ SQL
         for _ in $(seq "$RUNS"); do
             local lo=$next hi=$((next + n - 1))
             next=$((hi + 1))
+            {
+                echo "INSERT INTO ticked SELECT g, g % 1000, md5(g::text) FROM generate_series($lo, $hi) g;"
+                measured "insert $n" 'SELECT decoupled.tick_tables();'
+                echo "UPDATE ticked SET v = v || 'x' WHERE id BETWEEN $lo AND $hi;"
+                measured "update $n" 'SELECT decoupled.tick_tables();'
+                echo "DELETE FROM ticked WHERE id BETWEEN $lo AND $hi;"
+                measured "delete $n" 'SELECT decoupled.tick_tables();'
+            } >> "$script"
             cat >> "$script" <<SQL
-INSERT INTO ticked SELECT g, g % 1000, md5(g::text) FROM generate_series($lo, $hi) g;
-\echo mark insert $n
-SELECT decoupled.tick_tables();
-UPDATE ticked SET v = v || 'x' WHERE id BETWEEN $lo AND $hi;
-\echo mark update $n
-SELECT decoupled.tick_tables();
-DELETE FROM ticked WHERE id BETWEEN $lo AND $hi;
-\echo mark delete $n
-SELECT decoupled.tick_tables();
 VACUUM ticked;
 SELECT format('VACUUM %s, %s, %s', decoupled._storage(lifetime_id, 'cur'),
               decoupled._storage(lifetime_id, 'dead'), decoupled._storage(lifetime_id, 'pending'))
@@ -125,15 +138,18 @@ SQL
     done
     local timings
     timings=$(marked_timings < "$script")
-    echo "-- tick: a registered table of $BASE_ROWS rows, one session, median of $RUNS ticks"
-    printf '%-10s %10s %10s %12s %14s\n' change rows captured "tick ms" "captured/s"
+    echo "-- tick: a registered table of $BASE_ROWS rows, one session, median of $RUNS ticks;"
+    echo "-- wall: statement start to commit; cpu: the backend's CPU time for it"
+    printf '%-8s %8s %9s %9s %12s %9s %12s\n' change rows captured "wall ms" "captured/s" \
+        "cpu ms" "captured/s"
     for n in $CHANGES; do
         for kind in insert update delete; do
             local captured=$n
             [ "$kind" = update ] && captured=$((2 * n))
             ms=$(echo "$timings" | awk -v k="$kind" -v n="$n" '$1 == k && $2 == n { print $3 }' | median)
-            printf '%-10s %10d %10d %12.1f %14.0f\n' "$kind" "$n" "$captured" "$ms" \
-                "$(echo "1000 * $captured / $ms" | bc -l)"
+            cpu=$(echo "$timings" | awk -v k="$kind" -v n="$n" '$1 == k && $2 == n { print $4 }' | median)
+            printf '%-8s %8d %9d %9.1f %12.0f %9.1f %12.0f\n' "$kind" "$n" "$captured" "$ms" \
+                "$(echo "1000 * $captured / $ms" | bc -l)" "$cpu" "$(echo "1000 * $captured / $cpu" | bc -l)"
         done
     done
 }
@@ -149,12 +165,16 @@ SQL
     local tables
     tables=$(bench_psql -c "SELECT count(*) FROM decoupled.catalog_objects
                              WHERE kind = 'table' AND dropped_at IS NULL")
-    ms=$({ echo 'SELECT decoupled.tick_tables();'
-           for _ in $(seq "$RUNS"); do echo '\echo mark idle'; echo 'SELECT decoupled.tick_tables();'; done
-         } | marked_timings | awk '{ print $2 }' | median)
+    local timings
+    timings=$({ echo 'SELECT decoupled.tick_tables();'
+                for _ in $(seq "$RUNS"); do measured idle 'SELECT decoupled.tick_tables();'; done
+              } | marked_timings)
+    ms=$(echo "$timings" | awk '{ print $2 }' | median)
+    cpu=$(echo "$timings" | awk '{ print $3 }' | median)
     echo "-- idle: $tables registered tables, nothing captured, one session, median of $RUNS ticks"
-    printf '%-10s %12s %16s\n' tables "tick ms" "us per table"
-    printf '%-10d %12.1f %16.1f\n' "$tables" "$ms" "$(echo "1000 * $ms / $tables" | bc -l)"
+    printf '%-10s %10s %12s %10s %12s\n' tables "wall ms" "us/table" "cpu ms" "us/table"
+    printf '%-10d %10.1f %12.1f %10.1f %12.1f\n' "$tables" "$ms" "$(echo "1000 * $ms / $tables" | bc -l)" \
+        "$cpu" "$(echo "1000 * $cpu / $tables" | bc -l)"
 }
 
 for part in "${PARTS[@]}"; do

@@ -19,12 +19,14 @@
 // registered table is refused; a table re-registered after changing its
 // columns is a new collection).
 //
-// Memory.  At most kMaxCollections collections keep plans; the least
-// recently used one is forgotten when a new one needs room (a tick of more
-// busy tables than that prepares some again).  An entry is pinned while a
-// write uses its plans, so one is never freed under a running statement;
-// pins are cleared at the end of the transaction (an error skips the
-// unpin).
+// Memory.  A kept plan of these statements takes 10 to 200 kB (the
+// one-statement writes with their CTEs are the large ones), a collection
+// uses two to five kinds.  At most kMaxPlans are kept in a backend; when a
+// new one needs room, the least recently used collection forgets all of
+// its plans (a tick of more busy tables than fit prepares some again, as
+// every tick did before).  An entry is pinned while a write uses its plans,
+// so none is freed under a running statement; pins are cleared at the end
+// of the transaction (an error skips the unpin).
 //
 // Ticks.  tick_tables() takes one snapshot after locking the tables'
 // frontiers and moves, for every table, exactly the captured rows that
@@ -87,9 +89,10 @@ namespace {
 // is stored as that many rows.
 constexpr int64 kMaxDiff = 1000000;
 constexpr int64 kMaxUnits = 10000000;
-// Collections whose plans are kept (about 30 kB of plans each once all
-// kinds were used).
-constexpr long kMaxCollections = 256;
+// Per-collection plans kept in a backend: at most about 25 MB, typically
+// 10 MB (what a tick, a view step or an append of about 50 collections
+// uses).
+constexpr int kMaxPlans = 128;
 
 enum PlanKind {
     kStageShape,         // what a caller (a view step) staged
@@ -124,6 +127,7 @@ struct Collection {
 
 HTAB* collections = nullptr;
 uint64 use_clock = 0;
+int nplans = 0;  // kept per-collection plans
 MemoryContext cache_context = nullptr;
 bool xact_callback_registered = false;
 
@@ -165,7 +169,10 @@ void ensure_cache() {
 
 void free_plans(Collection* c) {
     for (int k = 0; k < kPlanKinds; k++) {
-        if (c->plans[k]) SPI_freeplan(c->plans[k]);
+        if (c->plans[k]) {
+            SPI_freeplan(c->plans[k]);
+            nplans--;
+        }
         c->plans[k] = nullptr;
     }
 }
@@ -184,17 +191,20 @@ void forget(Collection* c) {
     hash_search(collections, &key, HASH_REMOVE, nullptr);
 }
 
-// The least recently used entry goes when there is no room for one more;
-// pinned ones (in use by this transaction) stay.  A scan of at most
-// kMaxCollections entries, only when the cache is full.
+// Least recently used collections forget their plans until one more plan
+// fits; pinned ones (in use by this transaction) keep them, so the limit
+// may be passed while every collection with plans is in use.  A scan of the
+// entries, only when the plans are at the limit.
 void make_room() {
-    if (hash_get_num_entries(collections) < kMaxCollections) return;
-    Collection* oldest = nullptr;
-    HASH_SEQ_STATUS status;
-    hash_seq_init(&status, collections);
-    while (Collection* c = (Collection*)hash_seq_search(&status))
-        if (c->pins == 0 && (!oldest || c->last_used < oldest->last_used)) oldest = c;
-    if (oldest) forget(oldest);
+    while (nplans >= kMaxPlans) {
+        Collection* oldest = nullptr;
+        HASH_SEQ_STATUS status;
+        hash_seq_init(&status, collections);
+        while (Collection* c = (Collection*)hash_seq_search(&status))
+            if (c->pins == 0 && (!oldest || c->last_used < oldest->last_used)) oldest = c;
+        if (!oldest) return;
+        forget(oldest);
+    }
 }
 
 // A generic plan, always: with parameters the plan cache would otherwise
@@ -302,27 +312,26 @@ Collection* collection(int64 id) {
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("collection " INT64_FORMAT " does not exist", id)));
+    // Built in this call's memory, then copied into the cache's: nothing
+    // of the building stays there.
     uint64 rows = SPI_processed;
-    MemoryContext old = MemoryContextSwitchTo(cache_context);
-    char* name = pstrdup(get_text(0, 1));
+    char* name = MemoryContextStrdup(cache_context, get_text(0, 1));
     int ncols = 0;
-    char** raw = (char**)palloc0(sizeof(char*) * rows);
-    char** quoted = (char**)palloc0(sizeof(char*) * rows);
+    char** raw = (char**)MemoryContextAllocZero(cache_context, sizeof(char*) * rows);
+    char** quoted = (char**)MemoryContextAllocZero(cache_context, sizeof(char*) * rows);
     Datum* texts = (Datum*)palloc0(sizeof(Datum) * rows);
     for (uint64 r = 0; r < rows; r++) {
         char* col = get_text(r, 2);
         if (!col) continue;  // no columns at all
-        raw[ncols] = pstrdup(col);
-        quoted[ncols] = pstrdup(quote_identifier(col));
+        raw[ncols] = MemoryContextStrdup(cache_context, col);
+        quoted[ncols] = MemoryContextStrdup(cache_context, quote_identifier(col));
         texts[ncols] = CStringGetTextDatum(col);
         ncols++;
     }
+    MemoryContext old = MemoryContextSwitchTo(cache_context);
     ArrayType* array = construct_array(texts, ncols, TEXTOID, -1, false, TYPALIGN_INT);
     MemoryContextSwitchTo(old);
-    for (int i = 0; i < ncols; i++) pfree(DatumGetPointer(texts[i]));
-    pfree(texts);
 
-    make_room();
     c = (Collection*)hash_search(collections, &id, HASH_ENTER, &found);
     c->cur_relid = cur;
     c->pins = 1;
@@ -540,7 +549,9 @@ SPIPlanPtr plan(Collection* c, PlanKind kind) {
         int nargs = 0;
         Oid types[2];
         char* sql = statement(c, kind, &nargs, types);
+        make_room();
         c->plans[kind] = prepare_kept(sql, nargs, types);
+        nplans++;
         pfree(sql);
     }
     return c->plans[kind];
@@ -590,22 +601,23 @@ double estimated_rows(Oid relid) {
 // caller holds the frontier lock and checked the interval.  Any violation
 // is an error: the transaction then changes nothing.
 // Runs the one-time write `probe` or `scan` at time t, whichever finds
-// `retractions` rows in c's cur faster.
+// `retractions` rows in c's cur faster.  Each form's plan is made (and
+// kept) with the planner settings that force its shape, and run with them
+// (the plan cache may plan again at any run): the probe form a plain index
+// scan per retracted row (a bitmap scan, which the planner picks while cur
+// has no statistics, costs twice as much for the one row a probe finds),
+// the scan form a hash join (no nested loop, no merge join sorting cur).
 void write_one_time(Collection* c, PlanKind probe, PlanKind scan, int64 retractions, int64 t,
                     Snapshot snapshot) {
     Datum arg = Int64GetDatum(t);
-    if (!decoupled::retract_by_scan(retractions, estimated_rows(c->cur_relid))) {
-        run(plan(c, probe), &arg, snapshot);
-        return;
-    }
-    // The scan form's plan must be a hash join: kept as planned with nested
-    // loops (and merge joins, which would sort cur) off.
+    bool by_scan = decoupled::retract_by_scan(retractions, estimated_rows(c->cur_relid));
+    static const char* const scan_off[] = {"enable_nestloop", "enable_mergejoin", nullptr};
+    static const char* const probe_off[] = {"enable_bitmapscan", nullptr};
     int level = NewGUCNestLevel();
-    (void)set_config_option("enable_nestloop", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-                            true, 0, false);
-    (void)set_config_option("enable_mergejoin", "off", PGC_USERSET, PGC_S_SESSION,
-                            GUC_ACTION_SAVE, true, 0, false);
-    run(plan(c, scan), &arg, snapshot);
+    for (const char* const* setting = by_scan ? scan_off : probe_off; *setting; setting++)
+        (void)set_config_option(*setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                                0, false);
+    run(plan(c, by_scan ? scan : probe), &arg, snapshot);
     AtEOXact_GUC(true, level);
 }
 

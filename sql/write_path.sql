@@ -11,7 +11,8 @@
 --      retracted rows by index probes or, when many, by one hash join),
 --      several times in one append (the general pairing), and a tick's
 --      insert and delete of one row cancelling out;
---   4. more busy collections than the plans kept for (256) in one tick.
+--   4. more busy collections in one tick than plans are kept for (128 plans,
+--      two or three a table here).
 \set SHOW_CONTEXT never
 
 -- Table `tbl` as text rows in order: its history as of its latest tick
