@@ -32,6 +32,7 @@ CORE_OBJS = \
 	extension/core/frontier.o \
 	extension/core/generators.o \
 	extension/core/launch_spec.o \
+	extension/core/record_text.o \
 	extension/core/schema_version.o \
 	extension/core/strategy.o \
 	extension/core/write_path.o
@@ -57,7 +58,10 @@ OBJS = \
 	extension/partition_plan.o \
 	extension/sessions.o \
 	extension/subscribe.o \
+	extension/capture_functions.o \
+	extension/capture_plugin.o \
 	bgworker/adapterd.o \
+	bgworker/capture_worker.o \
 	bgworker/controller.o \
 	bgworker/replica_engine.o \
 	bgworker/replica_worker.o
@@ -71,7 +75,7 @@ EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe \
 	ddl_integrity limits replica_errors incremental mv_corpus security read_plan write_path
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
-	hold_quota append_vs_compaction tick_vs_writers
+	hold_quota append_vs_compaction tick_vs_writers capture_vs_drop
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters

@@ -161,8 +161,17 @@ void run_maintenance(const char* sql) {
     pgstat_report_activity(STATE_IDLE, nullptr);
 }
 
+// What runs without the extension too: the capture worker, which then
+// drops the slot a DROP EXTENSION left behind.
+std::vector<LaunchSpec> extensionless_specs() {
+    LaunchSpec capture;
+    capture.kind = WorkerKind::Capture;
+    capture.name = "capture";
+    return {capture};
+}
+
 std::vector<LaunchSpec> desired_specs(const Observation& obs) {
-    std::vector<LaunchSpec> specs;
+    std::vector<LaunchSpec> specs = extensionless_specs();
     LaunchSpec relay;
     relay.kind = WorkerKind::Relay;
     relay.name = "relay";
@@ -203,8 +212,9 @@ void publish(ControllerState state, const Observation& obs) {
 
 LaunchSpec spec_of(const decoupled::SpecSlot& slot) {
     LaunchSpec spec;
-    spec.kind = strcmp(slot.kind, "replica") == 0   ? WorkerKind::Replica
+    spec.kind = strcmp(slot.kind, "replica") == 0    ? WorkerKind::Replica
                 : strcmp(slot.kind, "adapterd") == 0 ? WorkerKind::Adapterd
+                : strcmp(slot.kind, "capture") == 0  ? WorkerKind::Capture
                                                      : WorkerKind::Relay;
     spec.name = slot.name;
     spec.cluster = slot.cluster;
@@ -242,7 +252,15 @@ bool register_worker(int index, const decoupled::SpecSlot& slot) {
     BackgroundWorker worker;
     memset(&worker, 0, sizeof(worker));
     bool adapterd = strcmp(slot.kind, "adapterd") == 0;
-    if (adapterd) {
+    bool capture = strcmp(slot.kind, "capture") == 0;
+    const char* function = adapterd ? "decoupled_adapterd_main"
+                           : capture ? "decoupled_capture_main"
+                                     : "decoupled_replica_main";
+    if (capture) {
+        snprintf(worker.bgw_name, BGW_MAXLEN, "pg_decoupled capture");
+        snprintf(worker.bgw_type, BGW_MAXLEN, "pg_decoupled capture");
+        worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    } else if (adapterd) {
         snprintf(worker.bgw_name, BGW_MAXLEN, "pg_decoupled adapterd %s (%s)", slot.name,
                  slot.deployment);
         snprintf(worker.bgw_type, BGW_MAXLEN, "pg_decoupled adapterd");
@@ -258,8 +276,7 @@ bool register_worker(int index, const decoupled::SpecSlot& slot) {
     worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
     worker.bgw_restart_time = BGW_NEVER_RESTART;  // the controller restarts, with backoff
     snprintf(worker.bgw_library_name, BGW_MAXLEN, "pg_decoupled");
-    snprintf(worker.bgw_function_name, BGW_MAXLEN,
-             adapterd ? "decoupled_adapterd_main" : "decoupled_replica_main");
+    snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
     worker.bgw_main_arg = Int32GetDatum(index);
     memcpy(worker.bgw_extra, &slot.generation, sizeof(slot.generation));
     worker.bgw_notify_pid = MyProcPid;
@@ -401,7 +418,7 @@ class Controller {
             state = ControllerState::WaitingForExtension;
             note_state(state, obs);
             known_version_ = 0;
-            desired_.clear();
+            desired_ = extensionless_specs();
         } else if (auto problem = decoupled::schema_version_problem(obs.schema_version)) {
             state = ControllerState::RefusingCatalog;
             if (note_state(state, obs))
@@ -496,7 +513,7 @@ class Controller {
         publish(ControllerState::Failing, none);
         // Keep supervising what was last declared: exited replicas restart
         // even while the catalog cannot be read.
-        if (vanished) desired_.clear();
+        if (vanished) desired_ = extensionless_specs();
         int64 next_start = supervise(desired_);
         int64 now = now_ms();
         return static_cast<long>(

@@ -73,6 +73,7 @@ extern "C" {
 #include <cstdlib>
 #include <cstring>
 
+#include "capture.hpp"
 #include "core/write_path.hpp"
 #include "oracle.hpp"
 #include "wait_functions.hpp"
@@ -88,6 +89,8 @@ namespace {
 // What one append may write (brief C2.1; see 31_append.sql): a multiplicity
 // is stored as that many rows.
 constexpr int64 kMaxDiff = 1000000;
+// How long a session's tick waits for WAL capture.
+constexpr int kCaptureWaitMs = 10000;
 constexpr int64 kMaxUnits = 10000000;
 // Per-collection plans kept in a backend: at most about 25 MB, typically
 // 10 MB (what a tick, a view step or an append of about 50 collections
@@ -136,6 +139,7 @@ SPIPlanPtr lock_frontier_plan = nullptr;
 SPIPlanPtr columns_plan = nullptr;
 SPIPlanPtr advance_plan = nullptr;
 SPIPlanPtr tick_lock_plan = nullptr;
+SPIPlanPtr wal_tables_plan = nullptr;
 SPIPlanPtr stalled_plan = nullptr;
 SPIPlanPtr table_health_plan = nullptr;
 
@@ -995,6 +999,18 @@ Datum decoupled_compare_and_append(PG_FUNCTION_ARGS) {
 // every upper, idle tables' too.  Returns the number of tables ticked.
 Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     SPI_connect();
+    // A session's tick moves every write committed before it, however it
+    // is captured; the controller's periodic ticks take what capture has.
+    if (MyBackendType == B_BACKEND && decoupled::capture_from_wal_wanted()) {
+        run(global_plan(&wal_tables_plan,
+                        "SELECT FROM decoupled.capture_relations LIMIT 1", 0, nullptr),
+            nullptr);
+        if (SPI_processed > 0 && !decoupled::wait_for_capture(kCaptureWaitMs))
+            ereport(WARNING,
+                    (errmsg("WAL capture has not caught up with this tick"),
+                     errdetail("Writes committed before the tick may land at a later tick."),
+                     errhint("See decoupled.capture.")));
+    }
     // Every live table's frontier, locked in one fixed order.
     run(global_plan(&tick_lock_plan,
                     "SELECT f.lifetime_id, f.upper, o.name::text "

@@ -15,6 +15,15 @@ char* guc_adapter = nullptr;
 char* guc_replica_conninfo = nullptr;
 int guc_status_history_retention = 7 * 24 * 3600;
 int guc_table_tick_interval = 1000;
+int guc_capture = kCaptureWal;
+
+namespace {
+const struct config_enum_entry capture_options[] = {
+    {"wal", kCaptureWal, false},
+    {"trigger", kCaptureTrigger, false},
+    {nullptr, 0, false},
+};
+}  // namespace
 int guc_bound_publication_interval = 1000;
 int guc_hold_publication_interval = 60000;
 int guc_max_holds_per_session = 64;
@@ -62,6 +71,12 @@ void define_gucs() {
         "(decoupled.tick_tables() still works).",
         &guc_table_tick_interval, 1000, 0, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
         nullptr);
+
+    DefineCustomEnumVariable(
+        "decoupled.capture", "How writes to registered tables are captured.",
+        "wal: from the WAL by the capture worker, where wal_level = logical (else by "
+        "triggers); trigger: by statement triggers in the writers' transactions.",
+        &guc_capture, kCaptureWal, capture_options, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
 
     DefineCustomIntVariable(
         "decoupled.bound_publication_interval",

@@ -13,6 +13,8 @@ extern int guc_max_workers;     // decoupled.max_workers: supervised process slo
 extern char* guc_adapter;       // decoupled.adapter: the adapter a session attaches to
 extern char* guc_replica_conninfo;  // decoupled.replica_conninfo: how workers connect
 extern int guc_status_history_retention;  // decoupled.status_history_retention, seconds
+extern int guc_capture;                   // decoupled.capture: CaptureMode
+enum CaptureMode { kCaptureWal = 0, kCaptureTrigger = 1 };
 extern int guc_table_tick_interval;       // decoupled.table_tick_interval, ms (0: off)
 extern int guc_bound_publication_interval;  // decoupled.bound_publication_interval, ms (0: off)
 extern int guc_hold_publication_interval;   // decoupled.hold_publication_interval, ms

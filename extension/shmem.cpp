@@ -52,6 +52,8 @@ void startup_shmem() {
         ConditionVariableInit(&state->holds_cv);
         pg_atomic_init_u64(&state->catalog_epoch, 0);
         SpinLockInit(&state->oracle_mutex);
+        SpinLockInit(&state->capture_mutex);
+        ConditionVariableInit(&state->capture_cv);
         state->state = ControllerState::NotRunning;
     }
     bool holds_found = false;

@@ -9,6 +9,7 @@
 //                 fields of its SpecSlot (incarnation, pub_started,
 //                 pub_committed, publish_requested);
 //   oracle_mutex  (spinlock) oracle_ready and oracle_last;
+//   capture_mutex (spinlock) capture, the WAL capture worker's state;
 //   catalog_epoch (atomic) needs no lock.
 // Whoever needs both LWLocks takes `lock` first, then `holds_lock`.  The
 // condition variables: observed_cv is broadcast when the controller
@@ -77,6 +78,18 @@ struct SpecSlot {
     bool publish_requested;
 };
 
+// WAL capture (bgworker/capture_worker.cpp), under capture_mutex.  Every
+// transaction whose commit record starts before captured_through is in its
+// collection's pending changes (committed).
+struct CaptureShared {
+    pid_t pid;                   // the capture worker, 0 when none runs
+    Latch* latch;                // set to ask it for a pass now
+    uint64 captured_through;     // an XLogRecPtr
+    TimestampTz progress_at;     // when captured_through last moved (or was confirmed)
+    TimestampTz error_at;        // 0: the last pass succeeded
+    char last_error[256];
+};
+
 // One hold of one session (brief C4.1): sessions aggregate their holds here,
 // under the durable protection of their adapter incarnation.
 struct HoldSlot {
@@ -112,6 +125,10 @@ struct SharedState {
     slock_t oracle_mutex;
     bool oracle_ready;   // seeded from the durable high-water mark
     int64 oracle_last;   // the last timestamp handed out
+
+    slock_t capture_mutex;
+    CaptureShared capture;
+    ConditionVariable capture_cv;   // broadcast when captured_through moves
 
     ConditionVariable observed_cv;  // broadcast after each publication
     ConditionVariable upper_cv;     // broadcast after a commit that advanced an upper

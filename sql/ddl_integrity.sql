@@ -59,6 +59,9 @@ INSERT INTO accounts VALUES (1, 'open'), (2, 'open');
 INSERT INTO ledger VALUES (1, 10);
 SELECT decoupled.register_table('accounts') > 0 AS registered,
        decoupled.register_table('ledger') > 0 AS registered;
+-- Captured from the WAL (this server's wal_level): no capture triggers once
+-- adopted; t/020_wal_capture.pl runs the trigger statements with triggers.
+SELECT decoupled.wait_for_capture('60 s') AS captured;
 CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$;
 CREATE FUNCTION keep_row() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$;
 CREATE TABLE by_state (id int, state text) PARTITION BY LIST (id);

@@ -129,6 +129,8 @@ BEGIN
             UPDATE inc_u SET w = w + 1 WHERE k = step % 20;
             INSERT INTO inc_u VALUES (step % 25, step);
         END IF;
+        -- Committed first: a tick moves what committed before it.
+        COMMIT;
         PERFORM decoupled.tick_tables();
         COMMIT;
         FOR v_name IN SELECT name FROM decoupled.objects

@@ -29,8 +29,9 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM decoupled.clusters'),
     '0', 'after a restart the dropped default cluster stays dropped');
 is($node->safe_psql('postgres', 'SELECT decoupled.catalog_version()'),
     $version, 're-opening the catalog does not change it');
-is($node->safe_psql('postgres', 'SELECT string_agg(kind, \',\') FROM decoupled.supervised'),
-    'relay', 'the controller plans only the relay for an empty inventory');
+is($node->safe_psql('postgres',
+        'SELECT string_agg(kind, \',\' ORDER BY kind) FROM decoupled.supervised'),
+    'capture,relay', 'the controller plans only the capture worker and the relay for an empty inventory');
 
 $node->stop('immediate');
 $node->start;

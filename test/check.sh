@@ -7,6 +7,9 @@
 #   isolation   pg_isolation_regress, specs/ + expected/
 #   tap         prove with PostgreSQL::Test::Cluster, t/ (TAP_TESTS=t/009_x.pl: some)
 #
+# REGRESS_TESTS="catalog ddl" and ISOLATION_TESTS="..." run some tests of
+# those layers (catalog first: later suites use its helpers).
+#
 # Usage: test/check.sh [layer...]   (default: all layers)
 # PostgreSQL refuses to run as root, so as root the servers run as `postgres`
 # from a scratch copy of the test files that user can read and write.
@@ -76,6 +79,8 @@ count_regress_lines() {
 run_pg_regress() {  # layer, driver, suite variable
     local layer=$1 driver=$2 suite=$3 tests out status
     tests=$(make -s PG_CONFIG="$PG_CONFIG" "print-$suite")
+    [ "$suite" = REGRESS ] && [ -n "${REGRESS_TESTS:-}" ] && tests=$REGRESS_TESTS
+    [ "$suite" = ISOLATION ] && [ -n "${ISOLATION_TESTS:-}" ] && tests=$ISOLATION_TESTS
     out=$(as_runner "$driver" \
         --temp-instance="$WORK/tmp_$layer" --temp-config="$WORK/decoupled.conf" \
         --bindir="$BINDIR" --inputdir="$WORK" --outputdir="$WORK/$layer" \

@@ -67,6 +67,7 @@ DECLARE
     v_id      bigint;
     v_ts      bigint;
     v_pending text;
+    v_identity text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -158,18 +159,24 @@ BEGIN
                    v_pending, decoupled._cols(v_id, '', true));
 
     -- Writers are excluded since the LOCK above, so the snapshot below and
-    -- the captured changes neither overlap nor leave a gap.
-    EXECUTE format('CREATE TRIGGER decoupled_capture_insert AFTER INSERT ON %s '
-                   'REFERENCING NEW TABLE AS decoupled_new FOR EACH STATEMENT '
-                   'EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
-    EXECUTE format('CREATE TRIGGER decoupled_capture_update AFTER UPDATE ON %s '
-                   'REFERENCING OLD TABLE AS decoupled_old NEW TABLE AS decoupled_new '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
-    EXECUTE format('CREATE TRIGGER decoupled_capture_delete AFTER DELETE ON %s '
-                   'REFERENCING OLD TABLE AS decoupled_old FOR EACH STATEMENT '
-                   'EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
-    EXECUTE format('CREATE TRIGGER decoupled_capture_truncate BEFORE TRUNCATE ON %s '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION decoupled._capture(%L)', tbl, v_pending);
+    -- the captured changes neither overlap nor leave a gap.  Capture starts
+    -- with triggers; where capture is from the WAL, the capture worker
+    -- adopts the table soon after (34_wal_capture.sql).
+    PERFORM decoupled._create_capture_triggers(tbl, v_pending);
+    -- An update's and a delete's old row, complete in the WAL: what WAL
+    -- capture retracts.  Unregistering gives the table its own back.
+    SELECT CASE c.relreplident WHEN 'd' THEN 'DEFAULT' WHEN 'n' THEN 'NOTHING'
+                WHEN 'f' THEN 'FULL'
+                ELSE (SELECT format('USING INDEX %I', i.relname)
+                        FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+                       WHERE x.indrelid = tbl AND x.indisreplident) END
+      INTO v_identity FROM pg_class c WHERE c.oid = tbl;
+    IF v_identity IS DISTINCT FROM 'FULL' THEN
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY FULL', tbl);
+        UPDATE decoupled.catalog_objects o
+           SET definition = o.definition || jsonb_build_object('replica_identity', v_identity)
+         WHERE o.lifetime_id = v_id;
+    END IF;
     UPDATE decoupled.catalog_objects o SET relation = tbl WHERE o.lifetime_id = v_id;
 
     v_ts := decoupled._next_timestamp(0);
@@ -180,6 +187,12 @@ BEGIN
         USING v_ts;
     INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, v_ts, v_ts + 1);
     INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_id, v_ts);
+    IF current_setting('decoupled.capture') = 'wal'
+       AND current_setting('wal_level') <> 'logical' THEN
+        RAISE NOTICE 'table "%" is captured by triggers, in its writers'' transactions', tbl
+            USING HINT = 'Set wal_level = logical and restart the server: its writes are then '
+                         'captured from the WAL, at no cost to its writers.';
+    END IF;
     RETURN v_id;
 END
 $$;

@@ -77,11 +77,18 @@ BEGIN
     -- Unregistered first: the event trigger refuses to drop capture
     -- triggers of a registered table.
     PERFORM decoupled._drop_collection(o.lifetime_id, catalog_version);
-    IF o.kind = 'table' AND EXISTS (SELECT FROM pg_class c WHERE c.oid = o.relation) THEN
-        EXECUTE format('DROP TRIGGER decoupled_capture_insert ON %1$s; '
-                       'DROP TRIGGER decoupled_capture_update ON %1$s; '
-                       'DROP TRIGGER decoupled_capture_delete ON %1$s; '
-                       'DROP TRIGGER decoupled_capture_truncate ON %1$s', o.relation::regclass);
+    IF o.kind = 'table' THEN
+        -- Captured from the WAL or by triggers: neither any more.
+        DELETE FROM decoupled.capture_relations c WHERE c.lifetime_id = o.lifetime_id;
+        IF EXISTS (SELECT FROM pg_class c WHERE c.oid = o.relation) THEN
+            PERFORM decoupled._drop_capture_triggers(o.relation);
+            PERFORM decoupled._invalidate_relation(o.relation);
+            -- The replica identity registration set goes back to the table's own.
+            IF o.definition ? 'replica_identity' THEN
+                EXECUTE format('ALTER TABLE %s REPLICA IDENTITY %s', o.relation::regclass,
+                               o.definition->>'replica_identity');
+            END IF;
+        END IF;
     END IF;
     IF o.kind = 'materialized view' THEN
         PERFORM decoupled._unarrange(o.lifetime_id);
@@ -236,6 +243,7 @@ BEGIN
     -- Capture triggers go only with their registration (or their table).
     IF EXISTS (SELECT FROM pg_event_trigger_dropped_objects() d
                 WHERE d.object_type = 'trigger' AND d.address_names[3] LIKE 'decoupled_capture_%'
+                  AND NOT decoupled._capture_switching()
                   AND EXISTS (SELECT FROM decoupled.catalog_objects o
                                WHERE o.kind = 'table' AND o.dropped_at IS NULL
                                  AND o.relation = to_regclass(format('%I.%I', d.address_names[1],
@@ -315,7 +323,8 @@ BEGIN
         RETURN;
     END IF;
     IF o.kind = 'table' THEN
-        IF t.capture OR t.tgname LIKE 'decoupled\_capture\_%' THEN
+        IF (t.capture OR t.tgname LIKE 'decoupled\_capture\_%')
+           AND NOT decoupled._capture_switching() THEN
             RAISE EXCEPTION 'cannot create, replace or rename a capture trigger of registered '
                             'table "%"', t.tgrelid::regclass
                 USING ERRCODE = 'feature_not_supported',

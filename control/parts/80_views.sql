@@ -97,7 +97,8 @@ CREATE VIEW decoupled.session_holds AS
 -- whose cluster has no replica is `paused` by placement; one nobody has
 -- reported on yet is `created`.  A registered table has no replica (the
 -- controller ticks it): one row with replica NULL, `running` unless its
--- last tick failed (`stalled`, with the error).
+-- last tick failed or its WAL capture is stalled (`stalled`, with the
+-- error).
 CREATE VIEW decoupled.object_statuses AS
     SELECT o.name::text, o.kind, r.name::text AS replica,
            CASE WHEN r.replica_id IS NULL THEN 'paused'
@@ -112,10 +113,20 @@ CREATE VIEW decoupled.object_statuses AS
              ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
      WHERE o.dropped_at IS NULL AND o.kind <> 'table'
     UNION ALL
-    SELECT o.name::text, o.kind, NULL, coalesce(h.status, 'running'), h.error, h.hint,
+    SELECT o.name::text, o.kind, NULL,
+           CASE WHEN w.stalled THEN 'stalled' ELSE coalesce(h.status, 'running') END,
+           CASE WHEN w.stalled THEN coalesce('WAL capture: ' || w.last_error,
+                                             'WAL capture is not running')
+                ELSE h.error END,
+           CASE WHEN w.stalled THEN 'Its writes wait in the WAL; see decoupled.capture.'
+                ELSE h.hint END,
            h.updated_at, h.transition_at, NULL
       FROM decoupled.catalog_objects o
       LEFT JOIN decoupled.table_health h USING (lifetime_id)
+      LEFT JOIN LATERAL (
+          SELECT c.status = 'stalled' AS stalled, c.last_error FROM decoupled.capture c
+           WHERE EXISTS (SELECT FROM decoupled.capture_relations r
+                          WHERE r.lifetime_id = o.lifetime_id)) w ON true
      WHERE o.dropped_at IS NULL AND o.kind = 'table';
 
 CREATE VIEW decoupled.source_statuses AS

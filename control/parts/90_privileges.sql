@@ -34,7 +34,8 @@ GRANT EXECUTE ON FUNCTION
     decoupled.wait_for_upper(text, bigint, interval), decoupled.verify(text, bigint),
     decoupled._shared_holds(), decoupled.subscribe(text, bigint, bigint),
     decoupled._kept_sum_int8(bigint, numeric), decoupled._kept_sum_numeric(bigint, numeric),
-    decoupled._kept_avg(bigint, numeric)
+    decoupled._kept_avg(bigint, numeric), decoupled._capture_switching(),
+    decoupled.wait_for_capture(interval), decoupled._capture_state()
 TO PUBLIC;
 -- Implementations of entry points (decoupled._acquire_hold, ...) and the
 -- subscription helpers are granted to nobody: their entry points call them

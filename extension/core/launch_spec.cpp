@@ -9,6 +9,7 @@ const char* worker_kind_name(WorkerKind kind) {
         case WorkerKind::Relay: return "relay";
         case WorkerKind::Adapterd: return "adapterd";
         case WorkerKind::Replica: return "replica";
+        case WorkerKind::Capture: return "capture";
     }
     return "unknown";
 }

@@ -12,7 +12,7 @@
 
 namespace decoupled {
 
-enum class WorkerKind { Relay, Adapterd, Replica };
+enum class WorkerKind { Relay, Adapterd, Replica, Capture };
 
 const char* worker_kind_name(WorkerKind kind);
 

@@ -72,3 +72,14 @@ TEST(SupervisionPlan, EmptyCatalogStopsEverything) {
     EXPECT_EQ(plan.stop.size(), 2u);
     EXPECT_TRUE(plan.start.empty());
 }
+
+TEST(LaunchSpec, CaptureWorkerIsOneProcessAcrossDeployments) {
+    LaunchSpec capture;
+    capture.kind = WorkerKind::Capture;
+    capture.name = "capture";
+    EXPECT_STREQ(decoupled::worker_kind_name(WorkerKind::Capture), "capture");
+    EXPECT_EQ(capture.key(), "capture//capture");
+    auto plan = decoupled::plan_supervision({capture}, {capture});
+    EXPECT_TRUE(plan.start.empty());
+    EXPECT_EQ(plan.keep.size(), 1u);
+}

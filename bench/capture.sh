@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# What capture costs writers (brief C14.1): pgbench single-row INSERT,
+# UPDATE and DELETE at 2 and 8 clients into a plain table and into a
+# registered table captured by triggers, then from the WAL, in one server
+# with wal_level = logical and the controller ticking every second.
+#
+# Each capture mode is measured beside the plain table, interleaved (plain,
+# registered, plain, registered, ...): the ratio is registered / plain of
+# the medians, so drift on a shared machine hits both sides alike.  Each
+# run starts from a table of ROWS rows.
+#
+#   bash bench/capture.sh        (ROWS=100000 RUNS=5 SECONDS_PER_RUN=10 CLIENT_COUNTS="2 8")
+BENCH_CONF="wal_level = logical
+${BENCH_CONF:-}"
+source "$(dirname "$0")/lib.sh"
+export PGOPTIONS="-c client_min_messages=warning"
+ROWS=${ROWS:-100000}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
+CLIENT_COUNTS=${CLIENT_COUNTS:-"2 8"}
+
+cat > "$BENCH_DIR/insert.sql" <<'SQL'
+INSERT INTO w (k, v) VALUES ((random() * 1000)::int, 1);
+SQL
+cat > "$BENCH_DIR/update.sql" <<SQL
+\set id random(1, $ROWS)
+UPDATE w SET v = v + 1 WHERE id = :id;
+SQL
+cat > "$BENCH_DIR/delete.sql" <<SQL
+\set id random(1, $ROWS)
+DELETE FROM w WHERE id = :id;
+SQL
+chown "$RUN_USER" "$BENCH_DIR"/*.sql
+
+# A fresh table w of ROWS rows, registered or not (DROP TABLE drops its
+# collection too).
+fresh_table() {  # registered: yes|no
+    bench_psql >/dev/null <<SQL
+DROP TABLE IF EXISTS w;
+CREATE TABLE w (id bigserial PRIMARY KEY, k int, v int);
+INSERT INTO w (k, v) SELECT g % 1000, g FROM generate_series(1, $ROWS) g;
+VACUUM ANALYZE w;
+SQL
+    if [ "$1" = yes ]; then
+        bench_psql >/dev/null -c "SELECT decoupled.register_table('w', retain_history => '1 second')" \
+            -c "SELECT decoupled.wait_for_capture('60 s')"
+    fi
+}
+
+tps_of() {  # script clients
+    bench_pgbench -n -c "$2" -j "$2" -T "$SECONDS_PER_RUN" -f "$BENCH_DIR/$1.sql" 2>/dev/null |
+        sed -nE 's/^tps = ([0-9.]+) .*/\1/p'
+}
+
+bench_psql >/dev/null -c "ALTER SYSTEM SET decoupled.table_tick_interval = '1s'" \
+    -c "SELECT pg_reload_conf()"
+
+echo "-- writer throughput, pgbench, $ROWS-row table, wal_level = logical" \
+     "(median of $RUNS x ${SECONDS_PER_RUN}s, interleaved with the plain table)"
+printf '%-8s %-8s %12s %14s %14s %8s\n' "capture" "statement" "clients" "plain tps" "registered tps" "ratio"
+for mode in trigger wal; do
+    bench_psql >/dev/null -c "ALTER SYSTEM SET decoupled.capture = '$mode'" -c "SELECT pg_reload_conf()"
+    for statement in insert update delete; do
+        for clients in $CLIENT_COUNTS; do
+            plain=() registered=()
+            for _ in $(seq "$RUNS"); do
+                fresh_table no
+                plain+=("$(tps_of "$statement" "$clients")")
+                fresh_table yes
+                registered+=("$(tps_of "$statement" "$clients")")
+            done
+            p=$(printf '%s\n' "${plain[@]}" | median)
+            r=$(printf '%s\n' "${registered[@]}" | median)
+            printf '%-8s %-8s %12s %14.0f %14.0f %7.2fx\n' "$mode" "$statement" "$clients" "$p" "$r" \
+                "$(echo "$r / $p" | bc -l)"
+        done
+    done
+done
+bench_psql -c "SELECT status, lag_bytes, retained_wal_bytes FROM decoupled.capture"

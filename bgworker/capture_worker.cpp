@@ -1,0 +1,612 @@
+// The WAL capture worker (brief C14.1): one per server, started and
+// restarted by the controller.  The design is in
+// control/parts/34_wal_capture.sql; this file is its loop.
+//
+// A pass, each step in transactions of its own:
+//   1. read what to do: the setting, the slot, the tables captured from the
+//      WAL and those still captured by triggers;
+//   2. create the slot `pg_decoupled` when a table is to be captured from
+//      the WAL and there is none (or resynchronise the tables, if the slot
+//      was lost under them);
+//   3. capture: decode up to a WAL position, write the changes into the
+//      tables' pending changes and that position into capture_progress,
+//      commit, then confirm the position to the slot;
+//   4. adopt trigger-captured tables, or release WAL-captured ones when WAL
+//      capture is off; drop the slot once nothing is captured from it.
+//
+// Written in PostgreSQL's C style: no C++ object with a destructor lives in
+// these frames, so an error's longjmp to the loop's PG_CATCH skips nothing.
+extern "C" {
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+}
+
+#include "../extension/capture.hpp"
+#include "../extension/gucs.hpp"
+#include "../extension/shmem.hpp"
+
+extern "C" {
+PGDLLEXPORT void decoupled_capture_main(Datum);
+}
+
+namespace {
+
+constexpr const char* kSlot = "pg_decoupled";
+// Rows fetched from the decoded changes at a time, and rows of one table
+// written by one statement.
+constexpr int kBatchRows = 10000;
+// WAL decoded by one capture transaction at most: a long outage catches up
+// in several.
+constexpr uint64 kMaxBatchWal = 64 * 1024 * 1024;
+// Between passes when nothing happened; a session's tick wakes it at once.
+constexpr long kIdleMs = 10;
+
+// Kept INSERT plans into each collection's pending table, and the rows of
+// the transaction being written, per collection.
+struct Target {
+    int64 lifetime_id;  // hash key
+    SPIPlanPtr insert;  // kept across passes
+    bool checked;       // in this capture transaction: liveness known
+    bool live;
+    int nrows;
+    Datum* rows;        // text, in the batch context
+};
+
+HTAB* targets = nullptr;
+MemoryContext batch_context = nullptr;
+
+decoupled::SharedState* shared() { return decoupled::shared_state(); }
+
+void publish_progress(XLogRecPtr through) {
+    decoupled::SharedState* s = shared();
+    SpinLockAcquire(&s->capture_mutex);
+    if (through > s->capture.captured_through) s->capture.captured_through = through;
+    s->capture.progress_at = GetCurrentTimestamp();
+    s->capture.error_at = 0;
+    s->capture.last_error[0] = '\0';
+    SpinLockRelease(&s->capture_mutex);
+    ConditionVariableBroadcast(&s->capture_cv);
+}
+
+void publish_error(const char* message) {
+    decoupled::SharedState* s = shared();
+    SpinLockAcquire(&s->capture_mutex);
+    s->capture.error_at = GetCurrentTimestamp();
+    strlcpy(s->capture.last_error, message ? message : "unknown error",
+            sizeof(s->capture.last_error));
+    SpinLockRelease(&s->capture_mutex);
+    ConditionVariableBroadcast(&s->capture_cv);
+}
+
+void detach(int, Datum) {
+    decoupled::SharedState* s = shared();
+    SpinLockAcquire(&s->capture_mutex);
+    if (s->capture.pid == MyProcPid) {
+        s->capture.pid = 0;
+        s->capture.latch = nullptr;
+    }
+    SpinLockRelease(&s->capture_mutex);
+    ConditionVariableBroadcast(&s->capture_cv);
+}
+
+void attach() {
+    decoupled::SharedState* s = shared();
+    SpinLockAcquire(&s->capture_mutex);
+    s->capture.pid = MyProcPid;
+    s->capture.latch = MyLatch;
+    s->capture.progress_at = GetCurrentTimestamp();
+    SpinLockRelease(&s->capture_mutex);
+    on_shmem_exit(detach, 0);
+}
+
+// --- transactions and SPI ---------------------------------------------------
+
+void begin(const char* activity) {
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    SPI_connect();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+void commit() {
+    PopActiveSnapshot();
+    SPI_finish();
+    CommitTransactionCommand();
+    pgstat_report_activity(STATE_IDLE, nullptr);
+}
+
+// Runs `sql` (no parameters); returns the first column of the first row as
+// int64 (0 when NULL or no row).
+int64 query_int8(const char* sql) {
+    if (SPI_execute(sql, false, 0) < 0) elog(ERROR, "could not run: %s", sql);
+    if (SPI_processed == 0) return 0;
+    bool isnull = false;
+    Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    if (isnull) return 0;
+    Oid type = SPI_gettypeid(SPI_tuptable->tupdesc, 1);
+    if (type == BOOLOID) return DatumGetBool(d) ? 1 : 0;
+    if (type == LSNOID) return (int64)DatumGetLSN(d);
+    if (type == INT4OID) return DatumGetInt32(d);
+    return DatumGetInt64(d);
+}
+
+// Every value of the first column, as int64 ids (palloc'd in the caller's
+// context).
+int64* query_ids(const char* sql, int* n) {
+    if (SPI_execute(sql, true, 0) != SPI_OK_SELECT) elog(ERROR, "could not run: %s", sql);
+    *n = (int)SPI_processed;
+    int64* ids = (int64*)SPI_palloc(sizeof(int64) * Max(*n, 1));
+    for (int i = 0; i < *n; ++i) {
+        bool isnull = false;
+        ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+    }
+    return ids;
+}
+
+// Runs `sql` with one pg_lsn parameter; it must end with `expected`.
+void run_with_lsn(const char* sql, XLogRecPtr lsn, int expected) {
+    Datum arg = LSNGetDatum(lsn);
+    Oid type = LSNOID;
+    if (SPI_execute_with_args(sql, 1, &type, &arg, nullptr, false, 0) != expected)
+        elog(ERROR, "could not run: %s", sql);
+}
+
+// Every transaction committed before `lsn` is captured (in this one).
+void record_progress(XLogRecPtr lsn) {
+    run_with_lsn("INSERT INTO decoupled.capture_progress AS p (slot_name, captured_lsn) "
+                 "VALUES ('pg_decoupled', $1) ON CONFLICT (only_row) DO UPDATE "
+                 "SET captured_lsn = EXCLUDED.captured_lsn, captured_at = now()",
+                 lsn, SPI_OK_INSERT);
+}
+
+// --- the capture transaction ------------------------------------------------
+
+Target* target(int64 id) {
+    bool found = false;
+    auto* t = static_cast<Target*>(hash_search(targets, &id, HASH_ENTER, &found));
+    if (!found) {
+        t->insert = nullptr;
+        t->checked = false;
+        t->nrows = 0;
+        t->rows = nullptr;
+    }
+    if (!t->checked) {
+        // A collection dropped meanwhile takes no more rows; the row lock
+        // keeps a drop from committing under this transaction.
+        Datum arg = Int64GetDatum(id);
+        Oid type = INT8OID;
+        int rc = SPI_execute_with_args(
+            "SELECT FROM decoupled.catalog_objects o "
+            " WHERE o.lifetime_id = $1 AND o.kind = 'table' AND o.dropped_at IS NULL FOR SHARE",
+            1, &type, &arg, nullptr, false, 1);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "could not check collection " INT64_FORMAT, id);
+        t->live = SPI_processed == 1;
+        t->checked = true;
+        if (t->live && t->insert == nullptr) {
+            char* pending = psprintf("decoupled_storage.c" INT64_FORMAT "_pending", id);
+            char* sql = psprintf(
+                "INSERT INTO %s SELECT (r).* FROM (SELECT unnest($1)::%s AS r OFFSET 0) s",
+                pending, pending);
+            Oid argtype = TEXTARRAYOID;
+            SPIPlanPtr plan = SPI_prepare(sql, 1, &argtype);
+            if (plan == nullptr) elog(ERROR, "could not prepare: %s", sql);
+            SPI_keepplan(plan);
+            t->insert = plan;
+        }
+    }
+    return t;
+}
+
+void flush(Target* t) {
+    if (t->nrows == 0) return;
+    if (t->live) {
+        ArrayType* array = construct_array(t->rows, t->nrows, TEXTOID, -1, false, TYPALIGN_INT);
+        Datum arg = PointerGetDatum(array);
+        if (SPI_execute_plan(t->insert, &arg, nullptr, false, 0) != SPI_OK_INSERT)
+            elog(ERROR, "could not write captured rows of collection " INT64_FORMAT,
+                 t->lifetime_id);
+    }
+    t->nrows = 0;
+}
+
+void add_row(Target* t, const char* record) {
+    if (t->rows == nullptr)
+        t->rows = (Datum*)MemoryContextAlloc(batch_context, sizeof(Datum) * kBatchRows);
+    MemoryContext old = MemoryContextSwitchTo(batch_context);
+    t->rows[t->nrows++] = CStringGetTextDatum(record);
+    MemoryContextSwitchTo(old);
+    if (t->nrows == kBatchRows) flush(t);
+}
+
+void truncated(Target* t) {
+    flush(t);
+    if (!t->live) return;
+    Datum arg = Int64GetDatum(t->lifetime_id);
+    Oid type = INT8OID;
+    if (SPI_execute_with_args("SELECT decoupled._capture_truncate($1)", 1, &type, &arg, nullptr,
+                              false, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not capture a truncation");
+}
+
+// Decodes the slot up to a position F, writes every captured transaction
+// committed before F and not yet captured (capture_progress), and F with
+// them; then confirms F to the slot.  Returns whether WAL is left beyond
+// what one capture transaction takes (then the next pass comes at once;
+// otherwise it waits for the next wake-up, so that writers' changes are
+// taken in batches rather than one decoding per commit).
+// Decoding logs at LOG each time it starts ("starting logical decoding for
+// slot ..."): a line per pass of this worker.  LOG lines go to the server
+// log unless log_min_messages is above ERROR, so it is FATAL while this
+// worker decodes (restored after every pass, and before the pass's errors
+// are reported).
+int saved_log_min_messages = WARNING;
+
+void quiet_decoding() { log_min_messages = Max(saved_log_min_messages, FATAL); }
+
+bool capture() {
+    begin("pg_decoupled capture: decoding");
+    quiet_decoding();
+    XLogRecPtr confirmed = (XLogRecPtr)query_int8(
+        "SELECT confirmed_flush_lsn FROM pg_catalog.pg_replication_slots "
+        " WHERE slot_name = 'pg_decoupled'");
+    XLogRecPtr upto = GetFlushRecPtr(nullptr);
+    decoupled::SharedState* s = shared();
+    SpinLockAcquire(&s->capture_mutex);
+    XLogRecPtr through = s->capture.captured_through;
+    SpinLockRelease(&s->capture_mutex);
+    if (confirmed == InvalidXLogRecPtr || (upto <= confirmed && upto <= through)) {
+        commit();
+        if (confirmed != InvalidXLogRecPtr) publish_progress(confirmed);
+        return false;
+    }
+    bool more = upto > confirmed + kMaxBatchWal;
+    if (more) upto = confirmed + kMaxBatchWal;
+    XLogRecPtr recorded =
+        (XLogRecPtr)query_int8("SELECT captured_lsn FROM decoupled.capture_progress");
+
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, targets);
+    while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) {
+        t->checked = false;
+        t->nrows = 0;
+        t->rows = nullptr;
+    }
+    MemoryContextReset(batch_context);
+
+    Datum arg = LSNGetDatum(upto);
+    Oid type = LSNOID;
+    SPIPlanPtr peek = SPI_prepare(
+        "SELECT data FROM pg_catalog.pg_logical_slot_peek_changes('pg_decoupled', $1, NULL)", 1,
+        &type);
+    if (peek == nullptr) elog(ERROR, "could not prepare the slot's decoding");
+    Portal portal = SPI_cursor_open(nullptr, peek, &arg, nullptr, true);
+    bool skip = true;
+    int64 captured = 0;
+    for (;;) {
+        SPI_cursor_fetch(portal, true, kBatchRows);
+        if (SPI_processed == 0) break;
+        SPITupleTable* table = SPI_tuptable;
+        uint64 n = SPI_processed;
+        for (uint64 i = 0; i < n; ++i) {
+            char* line = SPI_getvalue(table->vals[i], table->tupdesc, 1);
+            if (line == nullptr) continue;
+            if (line[0] == 'B') {
+                XLogRecPtr commit_lsn = (XLogRecPtr)strtoull(line + 2, nullptr, 10);
+                skip = commit_lsn < recorded;
+                continue;
+            }
+            if (skip) continue;
+            char* rest = nullptr;
+            int64 id = strtoll(line, &rest, 10);
+            if (rest == nullptr || *rest != ' ') elog(ERROR, "unexpected decoded line: %s", line);
+            Target* t = target(id);
+            if (rest[1] == 'T')
+                truncated(t);
+            else
+                add_row(t, rest + 1);
+            ++captured;
+            pfree(line);
+        }
+        SPI_freetuptable(table);
+    }
+    SPI_cursor_close(portal);
+    SPI_freeplan(peek);
+
+    hash_seq_init(&seq, targets);
+    while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) flush(t);
+    if (captured > 0) record_progress(upto);
+    commit();
+
+    // Confirmed only now that what it covers is durable: a crash before
+    // this line decodes these transactions again and skips them.
+    begin("pg_decoupled capture: confirming");
+    run_with_lsn("SELECT pg_catalog.pg_replication_slot_advance('pg_decoupled', $1) "
+                 "  FROM pg_catalog.pg_replication_slots "
+                 " WHERE slot_name = 'pg_decoupled' AND confirmed_flush_lsn < $1",
+                 upto, SPI_OK_SELECT);
+    commit();
+    publish_progress(upto);
+    return more;
+}
+
+// --- the slot and the switches ----------------------------------------------
+
+void create_slot() {
+    // Its own transaction: PostgreSQL creates a logical slot only in one
+    // that has written nothing.
+    begin("pg_decoupled capture: creating the slot");
+    XLogRecPtr lsn = (XLogRecPtr)query_int8(
+        "SELECT lsn FROM pg_catalog.pg_create_logical_replication_slot('pg_decoupled', "
+        "'pg_decoupled')");
+    commit();
+    begin("pg_decoupled capture: recording the slot");
+    record_progress(lsn);
+    commit();
+    log_min_messages = saved_log_min_messages;
+    ereport(LOG, (errmsg("pg_decoupled capture created replication slot \"%s\" at %X/%X", kSlot,
+                         (uint32)(lsn >> 32), (uint32)lsn)));
+}
+
+void drop_slot() {
+    begin("pg_decoupled capture: dropping the slot");
+    query_int8("SELECT pg_catalog.pg_drop_replication_slot('pg_decoupled') "
+               "  FROM pg_catalog.pg_replication_slots "
+               " WHERE slot_name = 'pg_decoupled' AND NOT active");
+    commit();
+    log_min_messages = saved_log_min_messages;
+    ereport(LOG, (errmsg("pg_decoupled capture dropped replication slot \"%s\": nothing is "
+                         "captured from it", kSlot)));
+}
+
+// The slot is gone while tables are captured from it: what they wrote
+// since is lost to decoding, so each is taken again from its contents.
+void resynchronise() {
+    begin("pg_decoupled capture: resynchronising");
+    int64 n = query_int8("SELECT count(*) FROM decoupled.capture_relations");
+    query_int8("SELECT decoupled._capture_resync()");
+    commit();
+    ereport(WARNING,
+            (errmsg("pg_decoupled capture found replication slot \"%s\" missing", kSlot),
+             errdetail("The " INT64_FORMAT " tables captured from it were taken again from their "
+                       "contents; their history shows what changed meanwhile as one change.",
+                       n)));
+}
+
+// One switch per transaction: a table whose writers keep it busy is left
+// for a later pass.  Returns whether any switched.
+bool switch_tables(const char* ids_sql, const char* switch_sql) {
+    begin("pg_decoupled capture: reading the tables to switch");
+    MemoryContext keep = CurrentMemoryContext;
+    int n = 0;
+    int64* ids = query_ids(ids_sql, &n);
+    int64* copy = (int64*)MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(n, 1));
+    memcpy(copy, ids, sizeof(int64) * n);
+    (void)keep;
+    commit();
+    bool any = false;
+    for (int i = 0; i < n; ++i) {
+        begin(switch_sql);
+        Datum arg = Int64GetDatum(copy[i]);
+        Oid type = INT8OID;
+        if (SPI_execute_with_args(switch_sql, 1, &type, &arg, nullptr, false, 1) != SPI_OK_SELECT)
+            elog(ERROR, "could not run %s", switch_sql);
+        bool isnull = false;
+        any |= DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        commit();
+    }
+    pfree(copy);
+    return any;
+}
+
+struct Situation {
+    bool extension;
+    bool slot;
+    int64 wal_tables;      // captured from the WAL
+    int64 trigger_tables;  // live, captured by triggers
+};
+
+Situation look() {
+    Situation now{};
+    begin("pg_decoupled capture: reading the catalog");
+    now.extension = OidIsValid(get_extension_oid("pg_decoupled", true));
+    now.slot = query_int8("SELECT count(*) FROM pg_catalog.pg_replication_slots "
+                          " WHERE slot_name = 'pg_decoupled'") > 0;
+    if (now.extension) {
+        now.wal_tables = query_int8("SELECT count(*) FROM decoupled.capture_relations");
+        now.trigger_tables = query_int8(
+            "SELECT count(*) FROM decoupled.catalog_objects o "
+            " WHERE o.kind = 'table' AND o.dropped_at IS NULL AND o.relation IS NOT NULL "
+            "   AND NOT EXISTS (SELECT FROM decoupled.capture_relations c "
+            "                    WHERE c.lifetime_id = o.lifetime_id)");
+    }
+    commit();
+    return now;
+}
+
+// One pass; returns whether it did anything (then the next comes at once).
+bool pass() {
+    Situation now = look();
+    if (!now.extension) {
+        if (now.slot) drop_slot();
+        return false;
+    }
+    bool busy = false;
+    if (decoupled::capture_from_wal_wanted()) {
+        if (!now.slot && now.wal_tables > 0) {
+            create_slot();
+            resynchronise();
+            now.slot = true;
+        } else if (!now.slot && now.trigger_tables > 0) {
+            create_slot();
+            now.slot = true;
+        }
+        if (now.slot) busy |= capture();
+        if (now.trigger_tables > 0)
+            busy |= switch_tables(
+                "SELECT o.lifetime_id FROM decoupled.catalog_objects o "
+                " WHERE o.kind = 'table' AND o.dropped_at IS NULL AND o.relation IS NOT NULL "
+                "   AND NOT EXISTS (SELECT FROM decoupled.capture_relations c "
+                "                    WHERE c.lifetime_id = o.lifetime_id) "
+                " ORDER BY o.lifetime_id",
+                "SELECT decoupled._capture_adopt($1)");
+        if (now.slot && now.wal_tables == 0 && now.trigger_tables == 0) {
+            // The last registered table went: drain what it committed, then
+            // give the WAL back.
+            capture();
+            if (look().wal_tables == 0 && look().trigger_tables == 0) drop_slot();
+        }
+        return busy;
+    }
+    if (now.wal_tables > 0)
+        busy |= switch_tables("SELECT c.lifetime_id FROM decoupled.capture_relations c "
+                              " ORDER BY c.lifetime_id",
+                              "SELECT decoupled._capture_release($1)");
+    if (now.slot) {
+        // Released tables' last changes are in the WAL before the release.
+        if (wal_level >= WAL_LEVEL_LOGICAL) busy |= capture();
+        if (look().wal_tables == 0) drop_slot();
+    }
+    return busy;
+}
+
+void set_session_settings() {
+    // Values go through text: both ends must print and read them alike,
+    // exactly (floats in full, times in UTC).
+    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("TimeZone", "UTC", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("DateStyle", "ISO, YMD", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("IntervalStyle", "postgres", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("extra_float_digits", "1", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("bytea_output", "hex", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("lc_monetary", "C", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("decoupled.as_of", "", PGC_SUSET, PGC_S_OVERRIDE);
+    // Newer minor releases list the libraries a slot may name as its
+    // output plugin; this session's own slot names the extension.
+    const char* plugins = GetConfigOption("output_plugin_libraries", true, false);
+    if (plugins != nullptr && strstr(plugins, "pg_decoupled") == nullptr)
+        SetConfigOption("output_plugin_libraries",
+                        *plugins ? psprintf("%s, pg_decoupled", plugins) : "pg_decoupled",
+                        PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+}  // namespace
+
+void decoupled_capture_main(Datum arg) {
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    pqsignal(SIGINT, SIG_IGN);
+    BackgroundWorkerUnblockSignals();
+
+    int slot = DatumGetInt32(arg);
+    uint32 generation;
+    memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
+    decoupled::SpecSlot spec;
+    if (!decoupled::claim_slot(slot, generation, &spec)) proc_exit(0);
+    BackgroundWorkerInitializeConnection(decoupled::guc_database, nullptr, 0);
+    pgstat_report_appname("pg_decoupled capture");
+    set_session_settings();
+    attach();
+
+    HASHCTL info;
+    memset(&info, 0, sizeof(info));
+    info.keysize = sizeof(int64);
+    info.entrysize = sizeof(Target);
+    info.hcxt = TopMemoryContext;
+    targets = hash_create("pg_decoupled capture targets", 64, &info,
+                          HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+    batch_context = AllocSetContextCreate(TopMemoryContext, "pg_decoupled capture batch",
+                                          ALLOCSET_DEFAULT_SIZES);
+    MemoryContext pass_context = AllocSetContextCreate(TopMemoryContext, "pg_decoupled capture",
+                                                       ALLOCSET_DEFAULT_SIZES);
+    // Changed under PG_TRY and read after it.
+    volatile long failures = 0;
+    volatile bool due = true;
+    XLogRecPtr seen_flush = InvalidXLogRecPtr;
+    uint64 seen_epoch = 0;
+    TimestampTz last_pass = 0;
+    for (;;) {
+        if (ConfigReloadPending) {
+            ConfigReloadPending = false;
+            ProcessConfigFile(PGC_SIGHUP);
+            due = true;
+        }
+        if (ShutdownRequestPending) break;
+        // A pass when the WAL or the catalog moved, when asked, and once a
+        // second anyway; an idle server costs a few reads of shared memory.
+        XLogRecPtr flush = GetFlushRecPtr(nullptr);
+        uint64 epoch = pg_atomic_read_u64(&shared()->catalog_epoch);
+        TimestampTz now = GetCurrentTimestamp();
+        due = due || flush != seen_flush || epoch != seen_epoch ||
+              TimestampDifferenceExceeds(last_pass, now, 1000);
+        volatile long sleep_ms = kIdleMs;
+        if (due) {
+            seen_flush = flush;
+            seen_epoch = epoch;
+            last_pass = now;
+            due = false;
+            MemoryContextSwitchTo(pass_context);
+            saved_log_min_messages = log_min_messages;
+            PG_TRY();
+            {
+                due = pass();
+                failures = 0;
+            }
+            PG_CATCH();
+            {
+                log_min_messages = saved_log_min_messages;
+                MemoryContextSwitchTo(pass_context);
+                ErrorData* error = CopyErrorData();
+                FlushErrorState();
+                AbortCurrentTransaction();
+                pgstat_report_activity(STATE_IDLE, nullptr);
+                publish_error(error->message);
+                ereport(LOG, (errmsg("pg_decoupled capture pass failed: %s", error->message),
+                              error->detail ? errdetail("%s", error->detail) : 0));
+                FreeErrorData(error);
+                // Plans of dropped collections may be what failed.
+                HASH_SEQ_STATUS seq;
+                hash_seq_init(&seq, targets);
+                while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) {
+                    if (t->insert) SPI_freeplan(t->insert);
+                    hash_search(targets, &t->lifetime_id, HASH_REMOVE, nullptr);
+                }
+                failures = Min(failures + 1, 7L);
+                sleep_ms = 100L << failures;
+                due = true;  // retried after the backoff
+            }
+            PG_END_TRY();
+            log_min_messages = saved_log_min_messages;
+            MemoryContextSwitchTo(TopMemoryContext);
+            MemoryContextReset(pass_context);
+            if (due && failures == 0) continue;
+        }
+        int rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms,
+                           PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        if (rc & WL_LATCH_SET) due = true;
+        CHECK_FOR_INTERRUPTS();
+    }
+    proc_exit(1);
+}

@@ -1,0 +1,271 @@
+------------------------------------------------------------------------------
+-- Collections, part 5: WAL capture of registered tables (brief C14.1)
+--
+-- Where wal_level = logical and decoupled.capture = 'wal' (the default), the
+-- capture worker (bgworker/capture_worker.cpp) reads the logical slot
+-- `pg_decoupled` with the extension's own output plugin
+-- (extension/capture_plugin.cpp) and writes every committed change of a
+-- WAL-captured table into its c<id>_pending, in commit order; tick_tables()
+-- moves pending into history as for trigger capture.  Writers pay nothing
+-- beyond the WAL they write anyway (REPLICA IDENTITY FULL: an update's and a
+-- delete's old row is in it).
+--
+-- A table is registered with capture triggers, then adopted by the worker:
+-- in one transaction that excludes the table's writers, its row enters
+-- capture_relations and its triggers go.  Changes committed before are in
+-- pending through the triggers, changes after through the WAL: the plugin
+-- reads capture_relations under the decoding's historic snapshot, so it
+-- sees each change exactly as capture stood when it was made.  Release
+-- (decoupled.capture = 'trigger', or wal_level lowered) is the reverse.
+--
+-- Exactly once: the worker decodes up to a WAL position F, writes the
+-- changes and F (capture_progress) in one transaction, and only then
+-- confirms F to the slot.  After a crash between the two, the transactions
+-- the slot delivers again commit before F and are skipped.
+------------------------------------------------------------------------------
+
+-- The tables captured from the WAL, read by the output plugin while it
+-- decodes: a user catalog table, so its historic versions are readable.
+CREATE TABLE decoupled.capture_relations (
+    relation    oid PRIMARY KEY,
+    lifetime_id bigint NOT NULL UNIQUE REFERENCES decoupled.catalog_objects (lifetime_id)
+) WITH (user_catalog_table = true);
+
+-- How far capture got: every transaction committed before captured_lsn is
+-- in pending.  One row, written with the captured changes.
+CREATE TABLE decoupled.capture_progress (
+    only_row     boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    slot_name    name NOT NULL,
+    captured_lsn pg_lsn NOT NULL,
+    captured_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- The capture worker's shared-memory state (extension/capture_functions.cpp).
+CREATE FUNCTION decoupled._capture_state(
+    OUT pid integer, OUT captured_through pg_lsn, OUT progress_at timestamptz,
+    OUT last_error text, OUT error_at timestamptz)
+RETURNS record LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_capture_state';
+
+-- While set (until it is cleared or the transaction ends), the capture
+-- triggers of a registered table may be created and dropped: only adoption
+-- and release set it, and only they may.
+CREATE FUNCTION decoupled._capture_switching() RETURNS boolean
+LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_capture_switching';
+CREATE FUNCTION decoupled._set_capture_switching(on_ boolean) RETURNS void
+LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_set_capture_switching';
+
+-- Decoding caches whether a table is captured; a switch invalidates it.
+CREATE FUNCTION decoupled._invalidate_relation(rel oid) RETURNS void
+LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_invalidate_relation';
+
+CREATE FUNCTION decoupled._create_capture_triggers(tbl regclass, pending text)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE format('CREATE TRIGGER decoupled_capture_insert AFTER INSERT ON %s '
+                   'REFERENCING NEW TABLE AS decoupled_new FOR EACH STATEMENT '
+                   'EXECUTE FUNCTION decoupled._capture(%L)', tbl, pending);
+    EXECUTE format('CREATE TRIGGER decoupled_capture_update AFTER UPDATE ON %s '
+                   'REFERENCING OLD TABLE AS decoupled_old NEW TABLE AS decoupled_new '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION decoupled._capture(%L)', tbl, pending);
+    EXECUTE format('CREATE TRIGGER decoupled_capture_delete AFTER DELETE ON %s '
+                   'REFERENCING OLD TABLE AS decoupled_old FOR EACH STATEMENT '
+                   'EXECUTE FUNCTION decoupled._capture(%L)', tbl, pending);
+    EXECUTE format('CREATE TRIGGER decoupled_capture_truncate BEFORE TRUNCATE ON %s '
+                   'FOR EACH STATEMENT EXECUTE FUNCTION decoupled._capture(%L)', tbl, pending);
+END
+$$;
+
+CREATE FUNCTION decoupled._drop_capture_triggers(tbl regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+BEGIN
+    EXECUTE format('DROP TRIGGER IF EXISTS decoupled_capture_insert ON %1$s; '
+                   'DROP TRIGGER IF EXISTS decoupled_capture_update ON %1$s; '
+                   'DROP TRIGGER IF EXISTS decoupled_capture_delete ON %1$s; '
+                   'DROP TRIGGER IF EXISTS decoupled_capture_truncate ON %1$s', tbl);
+END
+$$;
+
+-- Takes the table's writers out of the way for a switch; a writer that
+-- keeps its transaction open only delays the switch to a later pass.
+CREATE FUNCTION decoupled._lock_for_switch(tbl regclass) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM set_config('lock_timeout', '200ms', true);
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$$;
+
+-- Trigger capture -> WAL capture, for one live registered table.  The slot
+-- exists (and is consistent) before this commits.  Returns whether it
+-- switched.
+CREATE FUNCTION decoupled._capture_adopt(id bigint) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_rel oid;
+BEGIN
+    SELECT o.relation INTO v_rel FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = id AND o.kind = 'table' AND o.dropped_at IS NULL;
+    IF v_rel IS NULL OR NOT decoupled._lock_for_switch(v_rel) THEN
+        RETURN false;
+    END IF;
+    -- Again under the table's lock (a drop takes it first, then the row).
+    PERFORM FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = id AND o.dropped_at IS NULL AND o.relation = v_rel FOR SHARE;
+    IF NOT FOUND OR EXISTS (SELECT FROM decoupled.capture_relations c WHERE c.lifetime_id = id) THEN
+        RETURN false;
+    END IF;
+    PERFORM decoupled._set_capture_switching(true);
+    INSERT INTO decoupled.capture_relations (relation, lifetime_id) VALUES (v_rel, id);
+    PERFORM decoupled._drop_capture_triggers(v_rel);
+    PERFORM decoupled._invalidate_relation(v_rel);
+    PERFORM decoupled._set_capture_switching(false);
+    RETURN true;
+END
+$$;
+
+-- WAL capture -> trigger capture.  The changes committed before stay in
+-- the WAL for the worker, which drains them before it drops the slot.
+CREATE FUNCTION decoupled._capture_release(id bigint) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_rel oid;
+BEGIN
+    SELECT c.relation INTO v_rel FROM decoupled.capture_relations c WHERE c.lifetime_id = id;
+    IF v_rel IS NULL OR NOT decoupled._lock_for_switch(v_rel) THEN
+        RETURN false;
+    END IF;
+    PERFORM FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = id AND o.dropped_at IS NULL AND o.relation = v_rel FOR SHARE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM decoupled._set_capture_switching(true);
+    PERFORM decoupled._create_capture_triggers(v_rel, decoupled._storage(id, 'pending'));
+    DELETE FROM decoupled.capture_relations c WHERE c.lifetime_id = id;
+    PERFORM decoupled._invalidate_relation(v_rel);
+    PERFORM decoupled._set_capture_switching(false);
+    RETURN true;
+END
+$$;
+
+-- A truncation in the WAL: every row the collection holds at that point of
+-- the commit order (its current rows and what is pending) is retracted.
+CREATE FUNCTION decoupled._capture_truncate(id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE format('INSERT INTO %1$s SELECT -1, %2$s FROM %3$s c '
+                   'UNION ALL SELECT -p.mz_diff, %4$s FROM %1$s p',
+                   decoupled._storage(id, 'pending'), decoupled._cols(id, 'c.'),
+                   decoupled._storage(id, 'cur'), decoupled._cols(id, 'p.'));
+END
+$$;
+
+-- What capture does, and whether it keeps up.  `status`: `off` (capture
+-- is 'trigger', or wal_level is not logical), `idle` (nothing is captured
+-- from the WAL), `running`, `stalled` (WAL-captured tables and no worker, a
+-- failing worker, or no progress for 30 s with changes waiting).
+CREATE VIEW decoupled.capture AS
+    WITH s AS (SELECT * FROM decoupled._capture_state()),
+         n AS (SELECT count(*) FILTER (WHERE c.relation IS NOT NULL) AS wal_tables,
+                      count(*) FILTER (WHERE c.relation IS NULL) AS trigger_tables
+                 FROM decoupled.catalog_objects o
+                 LEFT JOIN decoupled.capture_relations c USING (lifetime_id)
+                WHERE o.kind = 'table' AND o.dropped_at IS NULL),
+         w AS (SELECT CASE WHEN pg_is_in_recovery() THEN NULL
+                           ELSE pg_current_wal_lsn() END AS lsn)
+    SELECT current_setting('decoupled.capture') AS setting,
+           current_setting('wal_level') AS wal_level,
+           CASE WHEN current_setting('decoupled.capture') <> 'wal'
+                  OR current_setting('wal_level') <> 'logical' THEN
+                    CASE WHEN n.wal_tables > 0 THEN 'releasing' ELSE 'off' END
+                WHEN n.wal_tables = 0 AND n.trigger_tables = 0 THEN 'idle'
+                WHEN s.pid IS NULL OR s.last_error IS NOT NULL
+                  OR (s.progress_at < now() - interval '30 s'
+                      AND w.lsn > s.captured_through) THEN 'stalled'
+                ELSE 'running' END AS status,
+           n.wal_tables, n.trigger_tables, s.pid AS worker_pid,
+           sl.slot_name::text, sl.active AS slot_active,
+           p.captured_lsn, p.captured_at, s.captured_through, s.progress_at,
+           pg_wal_lsn_diff(w.lsn, s.captured_through)::bigint AS lag_bytes,
+           pg_wal_lsn_diff(w.lsn, sl.restart_lsn)::bigint AS retained_wal_bytes,
+           s.last_error, s.error_at
+      FROM s CROSS JOIN n CROSS JOIN w
+      LEFT JOIN pg_replication_slots sl ON sl.slot_name = 'pg_decoupled'
+      LEFT JOIN decoupled.capture_progress p ON true;
+COMMENT ON VIEW decoupled.capture IS
+    'WAL capture of registered tables: setting, status, slot, lag and retained WAL.';
+
+-- The slot was lost under WAL-captured tables (dropped by hand, or by a
+-- DROP EXTENSION that rolled back): what they wrote since is not in any
+-- slot.  With their writers excluded, each table's pending changes get the
+-- difference between its contents and its collection (current rows and
+-- pending), and capture skips every transaction that committed before —
+-- as registration takes a table's contents.  The new slot exists already.
+CREATE FUNCTION decoupled._capture_resync() RETURNS pg_lsn
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r     record;
+    v_lsn pg_lsn;
+BEGIN
+    FOR r IN SELECT c.lifetime_id, c.relation FROM decoupled.capture_relations c
+              ORDER BY c.lifetime_id LOOP
+        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', r.relation::regclass);
+    END LOOP;
+    -- Every transaction that wrote them committed before this point; every
+    -- later one commits after it.
+    v_lsn := pg_current_wal_insert_lsn();
+    FOR r IN SELECT c.lifetime_id, c.relation FROM decoupled.capture_relations c
+              ORDER BY c.lifetime_id LOOP
+        EXECUTE format('INSERT INTO %1$s SELECT -1, %2$s FROM %3$s c '
+                       'UNION ALL SELECT -p.mz_diff, %4$s FROM %1$s p '
+                       'UNION ALL SELECT 1, %5$s FROM ONLY %6$s t',
+                       decoupled._storage(r.lifetime_id, 'pending'),
+                       decoupled._cols(r.lifetime_id, 'c.'),
+                       decoupled._storage(r.lifetime_id, 'cur'),
+                       decoupled._cols(r.lifetime_id, 'p.'),
+                       decoupled._cols(r.lifetime_id, 't.'), r.relation::regclass);
+    END LOOP;
+    INSERT INTO decoupled.capture_progress AS p (slot_name, captured_lsn)
+    VALUES ('pg_decoupled', v_lsn)
+    ON CONFLICT (only_row) DO UPDATE SET captured_lsn = EXCLUDED.captured_lsn, captured_at = now();
+    RETURN v_lsn;
+END
+$$;
+
+CREATE FUNCTION decoupled._wait_captured(timeout_ms integer) RETURNS boolean
+LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_captured';
+
+-- Until capture has caught up with this moment: every registered table is
+-- captured the way the setting says (adoption or release done) and every
+-- transaction committed before the call is in its table's pending changes,
+-- so the next tick moves it.  False when `timeout` passed first.
+CREATE FUNCTION decoupled.wait_for_capture(timeout interval DEFAULT '10 s') RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_deadline timestamptz := clock_timestamp() + timeout;
+    v_wal      boolean := current_setting('decoupled.capture') = 'wal'
+                          AND current_setting('wal_level') = 'logical';
+BEGIN
+    LOOP
+        EXIT WHEN NOT EXISTS (
+            SELECT FROM decoupled.catalog_objects o
+             WHERE o.kind = 'table' AND o.dropped_at IS NULL AND o.relation IS NOT NULL
+               AND v_wal <> EXISTS (SELECT FROM decoupled.capture_relations c
+                                     WHERE c.lifetime_id = o.lifetime_id));
+        IF clock_timestamp() >= v_deadline THEN
+            RETURN false;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    IF NOT EXISTS (SELECT FROM decoupled.capture_relations) THEN
+        RETURN true;  -- nothing is captured from the WAL
+    END IF;
+    RETURN decoupled._wait_captured(greatest(
+        (extract(epoch FROM v_deadline - clock_timestamp()) * 1000)::integer, 0));
+END
+$$;
+COMMENT ON FUNCTION decoupled.wait_for_capture(interval) IS
+    'Wait until WAL capture has taken in every write committed before the call.';

@@ -1,0 +1,16 @@
+// WAL capture, as the rest of the extension sees it (see
+// control/parts/34_wal_capture.sql for the design).
+#pragma once
+
+namespace decoupled {
+
+// decoupled.capture is 'wal' and the WAL carries logical information.
+bool capture_from_wal_wanted();
+
+// Waits until the capture worker has taken in every transaction committed
+// before the call, at most timeout_ms (a worker that is restarting may come
+// back meanwhile).  True when it did, or when there is nothing to wait for
+// (trigger capture); false when time ran out.
+bool wait_for_capture(int timeout_ms);
+
+}  // namespace decoupled

@@ -1,0 +1,130 @@
+// WAL capture's SQL-callable side: the worker's shared state, the switch
+// flag that lets adoption and release touch capture triggers, relcache
+// invalidation for the output plugin's cache, and the wait a session's
+// tick_tables() makes for capture to take in what committed before it.
+extern "C" {
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/pg_lsn.h"
+#include "utils/timestamp.h"
+}
+
+#include "capture.hpp"
+#include "gucs.hpp"
+#include "shmem.hpp"
+
+extern "C" {
+PG_FUNCTION_INFO_V1(decoupled_capture_state);
+PG_FUNCTION_INFO_V1(decoupled_capture_switching);
+PG_FUNCTION_INFO_V1(decoupled_set_capture_switching);
+PG_FUNCTION_INFO_V1(decoupled_invalidate_relation);
+PG_FUNCTION_INFO_V1(decoupled_wait_captured);
+}
+
+namespace {
+
+bool switching = false;
+bool callback_registered = false;
+
+void reset_switching(XactEvent event, void*) {
+    if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+        event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+        event == XACT_EVENT_PREPARE)
+        switching = false;
+}
+
+}  // namespace
+
+namespace decoupled {
+
+bool capture_from_wal_wanted() {
+    return guc_capture == kCaptureWal && wal_level >= WAL_LEVEL_LOGICAL;
+}
+
+bool wait_for_capture(int timeout_ms) {
+    if (!capture_from_wal_wanted() || RecoveryInProgress()) return true;
+    SharedState* s = shared_state();
+    // Every commit before this point must be captured; it may still be
+    // only in WAL buffers (asynchronous commit), and decoding reads what
+    // is flushed.
+    XLogRecPtr target = GetXLogInsertRecPtr();
+    // Right after a page header nothing is inserted on the page yet: what
+    // was inserted ends at the page's start (and a flush request past it
+    // could never be satisfied).
+    uint32 offset = (uint32)(target % XLOG_BLCKSZ);
+    if (offset == SizeOfXLogShortPHD || offset == SizeOfXLogLongPHD) target -= offset;
+    XLogFlush(target);
+    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+    Latch* woken = nullptr;
+    bool reached = false;
+    ConditionVariablePrepareToSleep(&s->capture_cv);
+    for (;;) {
+        SpinLockAcquire(&s->capture_mutex);
+        reached = s->capture.captured_through >= target;
+        Latch* latch = s->capture.pid != 0 ? s->capture.latch : nullptr;
+        SpinLockRelease(&s->capture_mutex);
+        if (reached) break;
+        // Ask the worker (a restarted one too) for a pass now.
+        if (latch != nullptr && latch != woken) {
+            SetLatch(latch);
+            woken = latch;
+        }
+        long left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+        if (left <= 0) break;
+        ConditionVariableTimedSleep(&s->capture_cv, Min(left, 100L), PG_WAIT_EXTENSION);
+    }
+    ConditionVariableCancelSleep();
+    return reached;
+}
+
+}  // namespace decoupled
+
+Datum decoupled_capture_state(PG_FUNCTION_ARGS) {
+    TupleDesc desc;
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+        elog(ERROR, "return type must be a row type");
+    decoupled::SharedState* s = decoupled::shared_state();
+    decoupled::CaptureShared c;
+    SpinLockAcquire(&s->capture_mutex);
+    c = s->capture;
+    SpinLockRelease(&s->capture_mutex);
+    Datum values[5];
+    bool nulls[5] = {c.pid == 0, c.captured_through == 0, c.progress_at == 0, c.error_at == 0,
+                     c.error_at == 0};
+    values[0] = Int32GetDatum(c.pid);
+    values[1] = LSNGetDatum(c.captured_through);
+    values[2] = TimestampTzGetDatum(c.progress_at);
+    c.last_error[sizeof(c.last_error) - 1] = '\0';
+    values[3] = CStringGetTextDatum(c.last_error);
+    values[4] = TimestampTzGetDatum(c.error_at);
+    PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+Datum decoupled_capture_switching(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(switching); }
+
+Datum decoupled_set_capture_switching(PG_FUNCTION_ARGS) {
+    if (!callback_registered) {
+        RegisterXactCallback(reset_switching, nullptr);
+        callback_registered = true;
+    }
+    switching = PG_GETARG_BOOL(0);
+    PG_RETURN_VOID();
+}
+
+Datum decoupled_invalidate_relation(PG_FUNCTION_ARGS) {
+    CacheInvalidateRelcacheByRelid(PG_GETARG_OID(0));
+    PG_RETURN_VOID();
+}
+
+Datum decoupled_wait_captured(PG_FUNCTION_ARGS) {
+    PG_RETURN_BOOL(decoupled::wait_for_capture(Max(PG_GETARG_INT32(0), 0)));
+}

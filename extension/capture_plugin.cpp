@@ -1,0 +1,271 @@
+// The logical-decoding output plugin of WAL capture (brief C14.1).
+//
+// The capture worker (bgworker/capture_worker.cpp) reads the extension's
+// slot through pg_logical_slot_peek_changes with this plugin, which is the
+// extension's own library: the slot names "pg_decoupled" as its plugin.  It
+// emits only committed changes of the tables listed in
+// decoupled.capture_relations, one text line each:
+//
+//   B <commit lsn>          a transaction with captured changes begins
+//   <id> (<diff>,<v1>,...)   a row of collection <id>, as a record literal of
+//                           its pending table (mz_diff first)
+//   <id> T                  collection <id>'s table was truncated
+//
+// Whether a table is captured is read from decoupled.capture_relations (a
+// user catalog table) under the decoding's historic snapshot, so a change is
+// captured exactly when the table was captured from WAL at that point of
+// the commit order: adoption and release are ordinary transactions.  The
+// answer is cached per relation; every change to capture_relations comes
+// with a relcache invalidation of its table (the capture triggers it
+// creates or drops), which decoding replays at the right point.
+//
+// Registered tables have REPLICA IDENTITY FULL: an UPDATE's and a DELETE's
+// old row is complete in the WAL, and an UPDATE's unchanged TOASTed values
+// are taken from it.
+extern "C" {
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/catalog.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "replication/logical.h"
+#include "replication/output_plugin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+}
+
+#include "core/record_text.hpp"
+
+extern "C" {
+PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks* cb);
+}
+
+namespace {
+
+struct CaptureEntry {
+    Oid relid;  // hash key
+    bool valid;
+    int64 lifetime_id;  // 0: not captured
+};
+
+// Process-wide, like pgoutput's relation cache: relcache callbacks cannot
+// be unregistered, so they are registered once and find the cache here.
+HTAB* capture_cache = nullptr;
+bool callback_registered = false;
+
+struct PluginState {
+    MemoryContext change_context;  // reset after every change
+    bool begun;                    // this transaction's B line is out
+};
+
+void invalidate(Datum, Oid relid) {
+    if (capture_cache == nullptr) return;
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, capture_cache);
+    CaptureEntry* entry;
+    while ((entry = static_cast<CaptureEntry*>(hash_seq_search(&seq))) != nullptr)
+        if (relid == InvalidOid || entry->relid == relid) entry->valid = false;
+}
+
+// decoupled.capture_relations under the historic snapshot: the collection
+// `relid` is captured into, or 0.
+int64 read_capture(Oid relid) {
+    Oid nsp = get_namespace_oid("decoupled", true);
+    Oid table = OidIsValid(nsp) ? get_relname_relid("capture_relations", nsp) : InvalidOid;
+    Oid index = OidIsValid(nsp) ? get_relname_relid("capture_relations_pkey", nsp) : InvalidOid;
+    if (!OidIsValid(table) || !OidIsValid(index)) return 0;
+    Relation rel = table_open(table, AccessShareLock);
+    if (!RelationIsUsedAsCatalogTable(rel))
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("decoupled.capture_relations is not a user catalog table")));
+    ScanKeyData key;
+    ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+    SysScanDesc scan = systable_beginscan(rel, index, true, nullptr, 1, &key);
+    int64 id = 0;
+    HeapTuple tuple = systable_getnext(scan);
+    if (HeapTupleIsValid(tuple)) {
+        bool isnull = false;
+        Datum d = heap_getattr(tuple, 2, RelationGetDescr(rel), &isnull);
+        if (!isnull) id = DatumGetInt64(d);
+    }
+    systable_endscan(scan);
+    table_close(rel, AccessShareLock);
+    return id;
+}
+
+int64 captured_id(Relation relation) {
+    Oid relid = RelationGetRelid(relation);
+    // Only ordinary tables of users can be registered.
+    if (relation->rd_rel->relkind != RELKIND_RELATION || IsCatalogRelation(relation)) return 0;
+    bool found = false;
+    auto* entry = static_cast<CaptureEntry*>(hash_search(capture_cache, &relid, HASH_ENTER, &found));
+    if (!found || !entry->valid) {
+        entry->valid = false;
+        entry->lifetime_id = read_capture(relid);
+        entry->valid = true;
+    }
+    return entry->lifetime_id;
+}
+
+void startup(LogicalDecodingContext* ctx, OutputPluginOptions* opt, bool) {
+    auto* state = static_cast<PluginState*>(MemoryContextAllocZero(ctx->context, sizeof(PluginState)));
+    state->change_context =
+        AllocSetContextCreate(ctx->context, "pg_decoupled capture", ALLOCSET_DEFAULT_SIZES);
+    ctx->output_plugin_private = state;
+    opt->output_type = OUTPUT_PLUGIN_TEXTUAL_OUTPUT;
+    opt->receive_rewrites = false;
+    if (ctx->output_plugin_options != NIL)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("the pg_decoupled output plugin takes no options")));
+
+    // A new decoding may start before where the cache was filled: start over.
+    if (capture_cache != nullptr) {
+        hash_destroy(capture_cache);
+        capture_cache = nullptr;
+    }
+    HASHCTL info;
+    memset(&info, 0, sizeof(info));
+    info.keysize = sizeof(Oid);
+    info.entrysize = sizeof(CaptureEntry);
+    info.hcxt = CacheMemoryContext;
+    capture_cache = hash_create("pg_decoupled capture relations", 64, &info,
+                                HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+    if (!callback_registered) {
+        CacheRegisterRelcacheCallback(invalidate, (Datum)0);
+        callback_registered = true;
+    }
+}
+
+void shutdown(LogicalDecodingContext*) {
+    if (capture_cache != nullptr) {
+        hash_destroy(capture_cache);
+        capture_cache = nullptr;
+    }
+}
+
+void begin(LogicalDecodingContext* ctx, ReorderBufferTXN*) {
+    static_cast<PluginState*>(ctx->output_plugin_private)->begun = false;
+}
+
+void commit(LogicalDecodingContext*, ReorderBufferTXN*, XLogRecPtr) {}
+
+void emit_begin(LogicalDecodingContext* ctx, ReorderBufferTXN* txn) {
+    auto* state = static_cast<PluginState*>(ctx->output_plugin_private);
+    if (state->begun) return;
+    OutputPluginPrepareWrite(ctx, true);
+    appendStringInfo(ctx->out, "B " UINT64_FORMAT, (uint64)txn->final_lsn);
+    OutputPluginWrite(ctx, true);
+    state->begun = true;
+}
+
+// One row as a record literal of the pending table: (diff,v1,...).  A value
+// the WAL does not carry (an UPDATE's unchanged TOASTed value) comes from
+// `fallback`, the complete old row.
+void append_row(StringInfo out, int diff, TupleDesc desc, HeapTuple tuple, HeapTuple fallback) {
+    appendStringInfo(out, "(%d", diff);
+    for (int i = 0; i < desc->natts; ++i) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        if (att->attisdropped) continue;
+        appendStringInfoChar(out, ',');
+        bool isnull = false;
+        Datum value = heap_getattr(tuple, i + 1, desc, &isnull);
+        if (!isnull && att->attlen == -1 &&
+            VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(value))) {
+            if (fallback == nullptr)
+                ereport(ERROR,
+                        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                         errmsg("an unchanged TOASTed value of \"%s\" is not in the WAL",
+                                NameStr(att->attname)),
+                         errhint("Registered tables need REPLICA IDENTITY FULL.")));
+            value = heap_getattr(fallback, i + 1, desc, &isnull);
+        }
+        if (isnull) continue;
+        Oid output;
+        bool varlena;
+        getTypeOutputInfo(att->atttypid, &output, &varlena);
+        char* text = OidOutputFunctionCall(output, value);
+        size_t size = decoupled::record_field_size(text);
+        enlargeStringInfo(out, (int)size);
+        decoupled::record_field_write(text, out->data + out->len);
+        out->len += (int)size;
+        out->data[out->len] = '\0';
+    }
+    appendStringInfoChar(out, ')');
+}
+
+void emit_row(LogicalDecodingContext* ctx, int64 id, int diff, TupleDesc desc, HeapTuple tuple,
+              HeapTuple fallback) {
+    OutputPluginPrepareWrite(ctx, true);
+    appendStringInfo(ctx->out, INT64_FORMAT " ", id);
+    append_row(ctx->out, diff, desc, tuple, fallback);
+    OutputPluginWrite(ctx, true);
+}
+
+[[noreturn]] void missing_old_row(Relation relation) {
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("the old row of a change to \"%s\" is not in the WAL",
+                           RelationGetRelationName(relation)),
+                    errhint("Registered tables need REPLICA IDENTITY FULL.")));
+}
+
+void change(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, Relation relation,
+            ReorderBufferChange* change) {
+    int64 id = captured_id(relation);
+    if (id == 0) return;
+    auto* state = static_cast<PluginState*>(ctx->output_plugin_private);
+    MemoryContext old = MemoryContextSwitchTo(state->change_context);
+    emit_begin(ctx, txn);
+    TupleDesc desc = RelationGetDescr(relation);
+    ReorderBufferTupleBuf* oldtuple = change->data.tp.oldtuple;
+    ReorderBufferTupleBuf* newtuple = change->data.tp.newtuple;
+    switch (change->action) {
+        case REORDER_BUFFER_CHANGE_INSERT:
+            if (newtuple) emit_row(ctx, id, 1, desc, &newtuple->tuple, nullptr);
+            break;
+        case REORDER_BUFFER_CHANGE_UPDATE:
+            if (oldtuple == nullptr) missing_old_row(relation);
+            emit_row(ctx, id, -1, desc, &oldtuple->tuple, nullptr);
+            if (newtuple) emit_row(ctx, id, 1, desc, &newtuple->tuple, &oldtuple->tuple);
+            break;
+        case REORDER_BUFFER_CHANGE_DELETE:
+            if (oldtuple == nullptr) missing_old_row(relation);
+            emit_row(ctx, id, -1, desc, &oldtuple->tuple, nullptr);
+            break;
+        default:
+            break;
+    }
+    MemoryContextSwitchTo(old);
+    MemoryContextReset(state->change_context);
+}
+
+void truncate(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, int nrelations,
+              Relation relations[], ReorderBufferChange*) {
+    for (int i = 0; i < nrelations; ++i) {
+        int64 id = captured_id(relations[i]);
+        if (id == 0) continue;
+        emit_begin(ctx, txn);
+        OutputPluginPrepareWrite(ctx, true);
+        appendStringInfo(ctx->out, INT64_FORMAT " T", id);
+        OutputPluginWrite(ctx, true);
+    }
+}
+
+}  // namespace
+
+void _PG_output_plugin_init(OutputPluginCallbacks* cb) {
+    cb->startup_cb = startup;
+    cb->begin_cb = begin;
+    cb->change_cb = change;
+    cb->truncate_cb = truncate;
+    cb->commit_cb = commit;
+    cb->shutdown_cb = shutdown;
+}
