@@ -73,7 +73,8 @@ EXTRA_CLEAN = control/pg_decoupled--1.0.sql
 
 # Test suites; test/check.sh runs them against throwaway servers.
 REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe \
-	ddl_integrity limits replica_errors incremental mv_corpus security read_plan write_path
+	ddl_integrity limits replica_errors incremental mv_corpus security read_plan write_path \
+	wal_capture
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
 	hold_quota append_vs_compaction tick_vs_writers capture_vs_drop
 

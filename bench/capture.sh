@@ -2,21 +2,34 @@
 # What capture costs writers (brief C14.1): pgbench single-row INSERT,
 # UPDATE and DELETE at 2 and 8 clients into a plain table and into a
 # registered table captured by triggers, then from the WAL, in one server
-# with wal_level = logical and the controller ticking every second.
+# with wal_level = logical, synchronous_commit = off and the controller
+# ticking every second.
 #
 # Each capture mode is measured beside the plain table, interleaved (plain,
 # registered, plain, registered, ...): the ratio is registered / plain of
 # the medians, so drift on a shared machine hits both sides alike.  Each
 # run starts from a table of ROWS rows.
 #
-#   bash bench/capture.sh        (ROWS=100000 RUNS=5 SECONDS_PER_RUN=10 CLIENT_COUNTS="2 8")
+# bulk: one UPDATE of 1,000 and of 100,000 rows of a ROWS-row table:
+# the statement's time on a plain table and on a registered one, and, with
+# WAL capture, the time from its commit until capture took it in
+# (wait_for_capture) as rows/s (two captured rows per updated row).
+#
+#   bash bench/capture.sh [writers|bulk ...]
+#   (ROWS=100000 RUNS=5 SECONDS_PER_RUN=10 CLIENT_COUNTS="2 8" BULK="1000 100000")
+# synchronous_commit = off: a WAL flush per commit (several ms on this
+# shared disk) would hide what capture costs the writer's CPU.
 BENCH_CONF="wal_level = logical
+synchronous_commit = off
 ${BENCH_CONF:-}"
 source "$(dirname "$0")/lib.sh"
 export PGOPTIONS="-c client_min_messages=warning"
 ROWS=${ROWS:-100000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 CLIENT_COUNTS=${CLIENT_COUNTS:-"2 8"}
+BULK=${BULK:-"1000 100000"}
+PARTS=("$@")
+[ ${#PARTS[@]} -eq 0 ] && PARTS=(writers bulk)
 
 cat > "$BENCH_DIR/insert.sql" <<'SQL'
 INSERT INTO w (k, v) VALUES ((random() * 1000)::int, 1);
@@ -54,25 +67,72 @@ tps_of() {  # script clients
 bench_psql >/dev/null -c "ALTER SYSTEM SET decoupled.table_tick_interval = '1s'" \
     -c "SELECT pg_reload_conf()"
 
-echo "-- writer throughput, pgbench, $ROWS-row table, wal_level = logical" \
-     "(median of $RUNS x ${SECONDS_PER_RUN}s, interleaved with the plain table)"
-printf '%-8s %-8s %12s %14s %14s %8s\n' "capture" "statement" "clients" "plain tps" "registered tps" "ratio"
-for mode in trigger wal; do
-    bench_psql >/dev/null -c "ALTER SYSTEM SET decoupled.capture = '$mode'" -c "SELECT pg_reload_conf()"
-    for statement in insert update delete; do
-        for clients in $CLIENT_COUNTS; do
-            plain=() registered=()
-            for _ in $(seq "$RUNS"); do
-                fresh_table no
-                plain+=("$(tps_of "$statement" "$clients")")
-                fresh_table yes
-                registered+=("$(tps_of "$statement" "$clients")")
+set_capture() {
+    bench_psql >/dev/null -c "ALTER SYSTEM SET decoupled.capture = '$1'" -c "SELECT pg_reload_conf()"
+}
+
+writers() {
+    echo "-- writer throughput, pgbench, $ROWS-row table, wal_level = logical" \
+         "(median of $RUNS x ${SECONDS_PER_RUN}s, interleaved with the plain table)"
+    printf '%-8s %-9s %8s %12s %15s %8s\n' "capture" "statement" "clients" "plain tps" \
+        "registered tps" "ratio"
+    for mode in trigger wal; do
+        set_capture "$mode"
+        for statement in insert update delete; do
+            for clients in $CLIENT_COUNTS; do
+                local plain=() registered=()
+                for _ in $(seq "$RUNS"); do
+                    fresh_table no
+                    plain+=("$(tps_of "$statement" "$clients")")
+                    fresh_table yes
+                    registered+=("$(tps_of "$statement" "$clients")")
+                done
+                local p r
+                p=$(printf '%s\n' "${plain[@]}" | median)
+                r=$(printf '%s\n' "${registered[@]}" | median)
+                printf '%-8s %-9s %8s %12.0f %15.0f %7.2fx\n' "$mode" "$statement" "$clients" \
+                    "$p" "$r" "$(echo "$r / $p" | bc -l)"
             done
-            p=$(printf '%s\n' "${plain[@]}" | median)
-            r=$(printf '%s\n' "${registered[@]}" | median)
-            printf '%-8s %-8s %12s %14.0f %14.0f %7.2fx\n' "$mode" "$statement" "$clients" "$p" "$r" \
-                "$(echo "$r / $p" | bc -l)"
         done
     done
+}
+
+# Milliseconds `sql` takes (psql's own clock, commit included).
+ms_of() {
+    bench_psql <<SQL | tail -1
+SELECT clock_timestamp() AS t0 \gset
+$1;
+SELECT extract(epoch FROM clock_timestamp() - :'t0'::timestamptz) * 1000;
+SQL
+}
+
+bulk() {
+    echo "-- one UPDATE of N rows of a $ROWS-row table (median of $RUNS)"
+    printf '%-8s %8s %14s %16s %8s %18s\n' "capture" "rows" "plain ms" "registered ms" "ratio" \
+        "captured rows/s"
+    for mode in trigger wal; do
+        set_capture "$mode"
+        for n in $BULK; do
+            local plain=() registered=() capture=()
+            for _ in $(seq "$RUNS"); do
+                fresh_table no
+                plain+=("$(ms_of "UPDATE w SET v = v + 1 WHERE id <= $n")")
+                fresh_table yes
+                registered+=("$(ms_of "UPDATE w SET v = v + 1 WHERE id <= $n")")
+                capture+=("$(ms_of "SELECT decoupled.wait_for_capture('600 s')")")
+            done
+            local p r c rate=-
+            p=$(printf '%s\n' "${plain[@]}" | median)
+            r=$(printf '%s\n' "${registered[@]}" | median)
+            c=$(printf '%s\n' "${capture[@]}" | median)
+            [ "$mode" = wal ] && rate=$(printf '%.0f' "$(echo "2 * $n / ($c / 1000)" | bc -l)")
+            printf '%-8s %8s %14.1f %16.1f %7.2fx %18s\n' "$mode" "$n" "$p" "$r" \
+                "$(echo "$r / $p" | bc -l)" "$rate"
+        done
+    done
+}
+
+for part in "${PARTS[@]}"; do
+    "$part"
 done
 bench_psql -c "SELECT status, lag_bytes, retained_wal_bytes FROM decoupled.capture"

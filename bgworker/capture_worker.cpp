@@ -29,6 +29,7 @@ extern "C" {
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/origin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
@@ -66,9 +67,12 @@ constexpr long kIdleMs = 10;
 // the transaction being written, per collection.
 struct Target {
     int64 lifetime_id;  // hash key
-    SPIPlanPtr insert;  // kept across passes
-    bool checked;       // in this capture transaction: liveness known
+    SPIPlanPtr parse;   // kept across passes: text rows -> pending[]
+    SPIPlanPtr insert;  // kept across passes: pending[] -> pending
+    bool checked;       // in this capture transaction: liveness and owner known
     bool live;
+    Oid owner;          // the table's owner
+    char name[NAMEDATALEN];  // the collection's, for error context
     int nrows;
     Datum* rows;        // text, in the batch context
 };
@@ -187,6 +191,7 @@ Target* target(int64 id) {
     bool found = false;
     auto* t = static_cast<Target*>(hash_search(targets, &id, HASH_ENTER, &found));
     if (!found) {
+        t->parse = nullptr;
         t->insert = nullptr;
         t->checked = false;
         t->nrows = 0;
@@ -198,35 +203,84 @@ Target* target(int64 id) {
         Datum arg = Int64GetDatum(id);
         Oid type = INT8OID;
         int rc = SPI_execute_with_args(
-            "SELECT FROM decoupled.catalog_objects o "
-            " WHERE o.lifetime_id = $1 AND o.kind = 'table' AND o.dropped_at IS NULL FOR SHARE",
+            "SELECT c.relowner, "
+            "       format_type(c2.reltype, NULL) || '[]', "
+            "       (format_type(c2.reltype, NULL) || '[]')::regtype::oid, o.name "
+            "  FROM decoupled.catalog_objects o "
+            "  JOIN pg_catalog.pg_class c ON c.oid = o.relation "
+            "  JOIN pg_catalog.pg_class c2 "
+            "    ON c2.oid = ('decoupled_storage.c' || o.lifetime_id || '_pending')::regclass "
+            " WHERE o.lifetime_id = $1 AND o.kind = 'table' AND o.dropped_at IS NULL "
+            "   FOR SHARE OF o",
             1, &type, &arg, nullptr, false, 1);
         if (rc != SPI_OK_SELECT) elog(ERROR, "could not check collection " INT64_FORMAT, id);
         t->live = SPI_processed == 1;
         t->checked = true;
+        if (t->live) {
+            bool isnull = false;
+            t->owner = DatumGetObjectId(
+                SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+            strlcpy(t->name, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4),
+                    sizeof(t->name));
+        }
         if (t->live && t->insert == nullptr) {
+            char* array_type = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+            bool isnull = false;
+            Oid array_oid = DatumGetObjectId(
+                SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
             char* pending = psprintf("decoupled_storage.c" INT64_FORMAT "_pending", id);
-            char* sql = psprintf(
-                "INSERT INTO %s SELECT (r).* FROM (SELECT unnest($1)::%s AS r OFFSET 0) s",
-                pending, pending);
-            Oid argtype = TEXTARRAYOID;
-            SPIPlanPtr plan = SPI_prepare(sql, 1, &argtype);
-            if (plan == nullptr) elog(ERROR, "could not prepare: %s", sql);
-            SPI_keepplan(plan);
-            t->insert = plan;
+            Oid text_array = TEXTARRAYOID;
+            SPIPlanPtr parse = SPI_prepare(
+                psprintf("SELECT array_agg(u::%s) FROM unnest($1) u", pending), 1, &text_array);
+            SPIPlanPtr insert = SPI_prepare(
+                psprintf("INSERT INTO %s SELECT (x).* FROM unnest($1::%s) x", pending, array_type),
+                1, &array_oid);
+            if (parse == nullptr || insert == nullptr)
+                elog(ERROR, "could not prepare the writes of collection " INT64_FORMAT, id);
+            SPI_keepplan(parse);
+            SPI_keepplan(insert);
+            t->parse = parse;
+            t->insert = insert;
         }
     }
     return t;
 }
 
+// The rows' text is read as the table's owner, in a security-restricted
+// operation: a domain's CHECK may call functions, and they must not run
+// with this worker's rights.  The values then go into pending as they are
+// (same types: nothing is checked or converted again).
+Datum parse_as_owner(Target* t, Datum text_rows) {
+    Oid user;
+    int context;
+    GetUserIdAndSecContext(&user, &context);
+    SetUserIdAndSecContext(t->owner, context | SECURITY_RESTRICTED_OPERATION);
+    int rc = SPI_execute_plan(t->parse, &text_rows, nullptr, true, 1);
+    SetUserIdAndSecContext(user, context);
+    if (rc != SPI_OK_SELECT || SPI_processed != 1)
+        elog(ERROR, "could not read captured rows of collection " INT64_FORMAT, t->lifetime_id);
+    bool isnull = false;
+    return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+}
+
+void flush_context(void* arg) {
+    errcontext("capturing changes of registered table \"%s\"", static_cast<Target*>(arg)->name);
+}
+
 void flush(Target* t) {
     if (t->nrows == 0) return;
     if (t->live) {
+        ErrorContextCallback context;
+        context.callback = flush_context;
+        context.arg = t;
+        context.previous = error_context_stack;
+        error_context_stack = &context;
         ArrayType* array = construct_array(t->rows, t->nrows, TEXTOID, -1, false, TYPALIGN_INT);
-        Datum arg = PointerGetDatum(array);
+        Datum arg = parse_as_owner(t, PointerGetDatum(array));
         if (SPI_execute_plan(t->insert, &arg, nullptr, false, 0) != SPI_OK_INSERT)
             elog(ERROR, "could not write captured rows of collection " INT64_FORMAT,
                  t->lifetime_id);
+        error_context_stack = context.previous;
     }
     t->nrows = 0;
 }
@@ -294,6 +348,10 @@ bool capture() {
         t->rows = nullptr;
     }
     MemoryContextReset(batch_context);
+    // What this transaction writes is marked not to be decoded (the
+    // plugin's origin filter): capture never decodes its own output.  The
+    // mark ends with the pass (also when it fails).
+    replorigin_session_origin = DoNotReplicateId;
 
     Datum arg = LSNGetDatum(upto);
     Oid type = LSNOID;
@@ -338,6 +396,7 @@ bool capture() {
     while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) flush(t);
     if (captured > 0) record_progress(upto);
     commit();
+    replorigin_session_origin = InvalidRepOriginId;
 
     // Confirmed only now that what it covers is durable: a crash before
     // this line decodes these transactions again and skips them.
@@ -581,14 +640,20 @@ void decoupled_capture_main(Datum arg) {
                 FlushErrorState();
                 AbortCurrentTransaction();
                 pgstat_report_activity(STATE_IDLE, nullptr);
-                publish_error(error->message);
-                ereport(LOG, (errmsg("pg_decoupled capture pass failed: %s", error->message),
+                // The outermost context line says which table failed.
+                const char* where = error->context ? strrchr(error->context, '\n') : nullptr;
+                where = where ? where + 1 : error->context;
+                char* message = where ? psprintf("%s (%s)", error->message, where)
+                                      : pstrdup(error->message);
+                publish_error(message);
+                ereport(LOG, (errmsg("pg_decoupled capture pass failed: %s", message),
                               error->detail ? errdetail("%s", error->detail) : 0));
                 FreeErrorData(error);
                 // Plans of dropped collections may be what failed.
                 HASH_SEQ_STATUS seq;
                 hash_seq_init(&seq, targets);
                 while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) {
+                    if (t->parse) SPI_freeplan(t->parse);
                     if (t->insert) SPI_freeplan(t->insert);
                     hash_search(targets, &t->lifetime_id, HASH_REMOVE, nullptr);
                 }
@@ -598,6 +663,7 @@ void decoupled_capture_main(Datum arg) {
             }
             PG_END_TRY();
             log_min_messages = saved_log_min_messages;
+            replorigin_session_origin = InvalidRepOriginId;
             MemoryContextSwitchTo(TopMemoryContext);
             MemoryContextReset(pass_context);
             if (due && failures == 0) continue;

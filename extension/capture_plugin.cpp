@@ -33,6 +33,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "replication/logical.h"
+#include "replication/origin.h"
 #include "replication/output_plugin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -259,9 +260,16 @@ void truncate(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, int nrelations
     }
 }
 
+// The capture worker writes pending changes marked "do not replicate":
+// decoding drops them before queuing, so it never decodes its own output.
+bool filter_by_origin(LogicalDecodingContext*, RepOriginId origin) {
+    return origin == DoNotReplicateId;
+}
+
 }  // namespace
 
 void _PG_output_plugin_init(OutputPluginCallbacks* cb) {
+    cb->filter_by_origin_cb = filter_by_origin;
     cb->startup_cb = startup;
     cb->begin_cb = begin;
     cb->change_cb = change;

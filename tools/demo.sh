@@ -49,6 +49,7 @@ port = $PORT
 shared_preload_libraries = 'pg_decoupled'
 decoupled.database = 'postgres'
 decoupled.poll_interval = 200ms
+wal_level = logical
 CONF
 as_runner pg_ctl -D "$DEMO/data" -l "$DEMO/server.log" -w start >/dev/null
 
@@ -85,10 +86,12 @@ psql_demo -c "SELECT decoupled.alter_cluster('analytics', 0)" \
     -c "SELECT decoupled.wait_for_controller(decoupled.catalog_version()) AS followed_version" \
     -c 'SELECT kind, name, cluster, action FROM decoupled.supervised ORDER BY kind, name'
 
-step "A registered table: captured on write, ticked into history"
+step "A registered table: captured from the WAL, ticked into history"
 psql_demo -c "CREATE TABLE bids (auction int, amount numeric, bidder text)" \
     -c "INSERT INTO bids VALUES (1, 10, 'ann'), (1, 10, 'ann'), (2, 5, 'bob')" \
-    -c "SELECT decoupled.register_table('bids', retain_history => '1 hour') AS lifetime_id"
+    -c "SELECT decoupled.register_table('bids', retain_history => '1 hour') AS lifetime_id" \
+    -c "SELECT decoupled.wait_for_capture() AS captured_from_the_wal" \
+    -c "SELECT setting, status, wal_tables, slot_name FROM decoupled.capture"
 for round in 1 2 3; do
     psql_demo -c "INSERT INTO bids VALUES ($round, 10 + $round, 'cy')" \
         -c "DELETE FROM bids WHERE bidder = 'bob'" -c "SELECT decoupled.tick_tables()" >/dev/null

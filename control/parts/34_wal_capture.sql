@@ -249,6 +249,10 @@ DECLARE
     v_wal      boolean := current_setting('decoupled.capture') = 'wal'
                           AND current_setting('wal_level') = 'logical';
 BEGIN
+    IF timeout IS NULL OR timeout < interval '0' THEN
+        RAISE EXCEPTION 'timeout must be a non-negative interval'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     LOOP
         EXIT WHEN NOT EXISTS (
             SELECT FROM decoupled.catalog_objects o
