@@ -32,6 +32,7 @@ extern "C" {
 #include "replication/origin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/standby.h"
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -60,8 +61,13 @@ constexpr int kBatchRows = 10000;
 // WAL decoded by one capture transaction at most: a long outage catches up
 // in several.
 constexpr uint64 kMaxBatchWal = 64 * 1024 * 1024;
-// Between passes when nothing happened; a session's tick wakes it at once.
+// Between looks at the WAL when nothing happened; a session's tick wakes
+// the worker at once.
 constexpr long kIdleMs = 10;
+// At least this long between passes that only follow writers' WAL: each
+// decoding has a fixed cost (its context, the WAL since the restart
+// point), which batches of 50 ms of writes amortise.
+constexpr long kBatchMs = 50;
 
 // Kept INSERT plans into each collection's pending table, and the rows of
 // the transaction being written, per collection.
@@ -310,6 +316,20 @@ void truncated(Target* t) {
 // what one capture transaction takes (then the next pass comes at once;
 // otherwise it waits for the next wake-up, so that writers' changes are
 // taken in batches rather than one decoding per commit).
+// Every decoding of the slot starts at its restart point, which only moves
+// past a snapshot of running transactions in the WAL — the background
+// writer logs one every 15 s, and decoding all the WAL since then on every
+// pass was most of this worker's work under writers.  So it logs one
+// itself, at most every 100 ms while it captures: the next confirmation
+// moves the restart point up to it.
+void keep_restart_point_close() {
+    static TimestampTz last = 0;
+    TimestampTz now = GetCurrentTimestamp();
+    if (!TimestampDifferenceExceeds(last, now, 100)) return;
+    last = now;
+    (void)LogStandbySnapshot();
+}
+
 // Decoding logs at LOG each time it starts ("starting logical decoding for
 // slot ..."): a line per pass of this worker.  LOG lines go to the server
 // log unless log_min_messages is above ERROR, so it is FATAL while this
@@ -407,6 +427,7 @@ bool capture() {
                  upto, SPI_OK_SELECT);
     commit();
     publish_progress(upto);
+    keep_restart_point_close();
     return more;
 }
 
@@ -612,13 +633,14 @@ void decoupled_capture_main(Datum arg) {
             due = true;
         }
         if (ShutdownRequestPending) break;
-        // A pass when the WAL or the catalog moved, when asked, and once a
-        // second anyway; an idle server costs a few reads of shared memory.
+        // A pass when asked (a waiting tick), when the catalog moved, once a
+        // second anyway, and when the WAL moved, 50 ms after the last one;
+        // an idle server costs a few reads of shared memory.
         XLogRecPtr flush = GetFlushRecPtr(nullptr);
         uint64 epoch = pg_atomic_read_u64(&shared()->catalog_epoch);
         TimestampTz now = GetCurrentTimestamp();
-        due = due || flush != seen_flush || epoch != seen_epoch ||
-              TimestampDifferenceExceeds(last_pass, now, 1000);
+        due = due || epoch != seen_epoch || TimestampDifferenceExceeds(last_pass, now, 1000) ||
+              (flush != seen_flush && TimestampDifferenceExceeds(last_pass, now, kBatchMs));
         volatile long sleep_ms = kIdleMs;
         if (due) {
             seen_flush = flush;
