@@ -236,11 +236,15 @@ Target* target(int64 id) {
                 SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
             char* pending = psprintf("decoupled_storage.c" INT64_FORMAT "_pending", id);
             Oid text_array = TEXTARRAYOID;
+            // No alias in these statements can meet a column's name: the
+            // composite array unnests into the pending table's columns.
             SPIPlanPtr parse = SPI_prepare(
-                psprintf("SELECT array_agg(u::%s) FROM unnest($1) u", pending), 1, &text_array);
+                psprintf("SELECT array_agg(decoupled_text::%s) FROM unnest($1) decoupled_text",
+                         pending),
+                1, &text_array);
             SPIPlanPtr insert = SPI_prepare(
-                psprintf("INSERT INTO %s SELECT (x).* FROM unnest($1::%s) x", pending, array_type),
-                1, &array_oid);
+                psprintf("INSERT INTO %s SELECT * FROM unnest($1::%s)", pending, array_type), 1,
+                &array_oid);
             if (parse == nullptr || insert == nullptr)
                 elog(ERROR, "could not prepare the writes of collection " INT64_FORMAT, id);
             SPI_keepplan(parse);
