@@ -479,8 +479,17 @@ void resynchronise() {
 }
 
 // One switch per transaction: a table whose writers keep it busy is left
-// for a later pass.  Returns whether any switched.
+// for a later attempt — at most one a second, or at once after a catalog
+// change, since each attempt briefly queues the table's users behind it.
+// Returns whether any switched.
 bool switch_tables(const char* ids_sql, const char* switch_sql) {
+    static TimestampTz last_attempt = 0;
+    static uint64 last_epoch = 0;
+    uint64 epoch = pg_atomic_read_u64(&shared()->catalog_epoch);
+    TimestampTz now = GetCurrentTimestamp();
+    if (epoch == last_epoch && !TimestampDifferenceExceeds(last_attempt, now, 1000)) return false;
+    last_attempt = now;
+    last_epoch = epoch;
     begin("pg_decoupled capture: reading the tables to switch");
     MemoryContext keep = CurrentMemoryContext;
     int n = 0;

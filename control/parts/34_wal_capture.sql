@@ -85,13 +85,15 @@ BEGIN
 END
 $$;
 
--- Takes the table's writers out of the way for a switch; a writer that
--- keeps its transaction open only delays the switch to a later pass.
+-- Takes the table for a switch: ACCESS EXCLUSIVE, since dropping a trigger
+-- needs it.  It waits 20 ms at most, so that writers and readers queued
+-- behind the request are barely delayed; a table that stays busy (a long
+-- reader, a writer holding its transaction open) is switched at a later
+-- attempt, and is captured by its triggers meanwhile.
 CREATE FUNCTION decoupled._lock_for_switch(tbl regclass) RETURNS boolean
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '20ms' AS $$
 BEGIN
-    PERFORM set_config('lock_timeout', '200ms', true);
-    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
     RETURN true;
 EXCEPTION WHEN lock_not_available THEN
     RETURN false;
