@@ -609,7 +609,9 @@ void set_session_settings() {
 void decoupled_capture_main(Datum arg) {
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-    pqsignal(SIGINT, SIG_IGN);
+    // A query cancel is an ordinary error here (no C++ frames to cross),
+    // and lock_timeout works through it: the capture switches rely on it.
+    pqsignal(SIGINT, StatementCancelHandler);
     BackgroundWorkerUnblockSignals();
 
     int slot = DatumGetInt32(arg);
