@@ -3,10 +3,18 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
+#include "commands/extension.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
 }
 
 #include "core/schema_version.hpp"
@@ -51,8 +59,62 @@ Datum decoupled_assert_schema_version(PG_FUNCTION_ARGS) {
     });
 }
 
+namespace {
+
+// The pg_extension row of the extension being created or updated: its name
+// and extversion, palloc'd; false when there is none.  CREATE EXTENSION
+// inserts the row with the version its install script installs, and ALTER
+// EXTENSION UPDATE (ApplyExtensionUpdates, also for each step of a CREATE
+// that installs an older version and updates) sets extversion to each
+// step's target before running that step's script (PostgreSQL's
+// commands/extension.c).  A scan with the catalog snapshot sees it: a
+// catalog without a syscache is read with a fresh snapshot every time.
+bool extension_being_installed(char** name, char** version) {
+    if (!creating_extension || !OidIsValid(CurrentExtensionObject)) return false;
+    Relation rel = table_open(ExtensionRelationId, AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+                ObjectIdGetDatum(CurrentExtensionObject));
+    SysScanDesc scan = systable_beginscan(rel, ExtensionOidIndexId, true, nullptr, 1, &key);
+    HeapTuple tuple = systable_getnext(scan);
+    bool found = false;
+    if (HeapTupleIsValid(tuple)) {
+        bool isnull = false;
+        Datum d = heap_getattr(tuple, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
+        if (!isnull) {
+            *name = pstrdup(NameStr(reinterpret_cast<Form_pg_extension>(GETSTRUCT(tuple))->extname));
+            *version = TextDatumGetCString(d);
+            found = true;
+        }
+    }
+    systable_endscan(scan);
+    table_close(rel, AccessShareLock);
+    return found;
+}
+
+}  // namespace
+
+// The schema version the running script installs: within CREATE EXTENSION
+// or ALTER EXTENSION UPDATE of pg_decoupled, the one of the extension
+// version being installed (the frozen 1.0 script stamps what this returns,
+// and must keep stamping 1); otherwise the newest this build opens.
 Datum decoupled_supported_schema_version(PG_FUNCTION_ARGS) {
-    PG_RETURN_INT32(decoupled::kCurrentSchemaVersion);
+    char* name = nullptr;
+    char* version = nullptr;
+    if (!extension_being_installed(&name, &version) || strcmp(name, "pg_decoupled") != 0)
+        PG_RETURN_INT32(decoupled::kCurrentSchemaVersion);
+    std::optional<int> schema = decoupled::schema_version_of_extension(version);
+    if (!schema)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("pg_decoupled extension version \"%s\" is not known to this build of "
+                        "pg_decoupled",
+                        version),
+                 errdetail("This build knows the catalog schema versions of extension versions "
+                           "up to its own (schema version %d).",
+                           decoupled::kCurrentSchemaVersion),
+                 errhint("Install the pg_decoupled library that matches the extension scripts.")));
+    PG_RETURN_INT32(*schema);
 }
 
 namespace {
