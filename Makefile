@@ -66,10 +66,21 @@ OBJS = \
 	bgworker/replica_engine.o \
 	bgworker/replica_worker.o
 
-# The install script is assembled from control/parts/ in name order.
-DATA = control/pg_decoupled.control
-DATA_built = control/pg_decoupled--1.0.sql
-EXTRA_CLEAN = control/pg_decoupled--1.0.sql
+# The install script of the current version (the control file's
+# default_version) is assembled from control/parts/ in name order.  Released
+# versions' install scripts are frozen, committed copies, and each release
+# adds the update script from the previous one (docs/upgrades.md).
+EXTVERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" control/pg_decoupled.control)
+DATA = control/pg_decoupled.control control/pg_decoupled--1.0.sql \
+	control/pg_decoupled--1.0--1.1.sql
+DATA_built = control/pg_decoupled--$(EXTVERSION).sql
+EXTRA_CLEAN = control/pg_decoupled--$(EXTVERSION).sql
+ifeq ($(EXTVERSION),)
+$(error no default_version in control/pg_decoupled.control)
+endif
+ifneq ($(filter $(DATA_built),$(DATA)),)
+$(error $(DATA_built) is a released, frozen script: the build must not regenerate it)
+endif
 
 # Test suites; test/check.sh runs them against throwaway servers.
 REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe \
@@ -108,7 +119,7 @@ install-replicad: $(REPLICAD)
 	$(INSTALL_PROGRAM) $(REPLICAD) '$(DESTDIR)$(bindir)/pg_decoupled_replicad'
 .PHONY: install-replicad
 
-control/pg_decoupled--1.0.sql: $(sort $(wildcard $(srcdir)/control/parts/*.sql))
+control/pg_decoupled--$(EXTVERSION).sql: $(sort $(wildcard $(srcdir)/control/parts/*.sql))
 	cat $^ > $@
 
 # Let the test driver read the suite lists from here.

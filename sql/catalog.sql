@@ -1,6 +1,6 @@
--- Catalog schema version 1: fresh-install defaults (C1.1), the public views
--- of C12, private tables, and constraints that make impossible states
--- impossible.
+-- Catalog schema version 2 (a fresh install of 1.1): fresh-install defaults
+-- (C1.1), the public views of C12, private tables, and constraints that make
+-- impossible states impossible.
 \set SHOW_CONTEXT never
 CREATE EXTENSION pg_decoupled;
 

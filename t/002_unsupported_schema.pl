@@ -30,7 +30,7 @@ my $offset = -s $node->logfile;
 $node->restart;
 DecoupledTest::wait_controller_state($node, 'refusing catalog');
 # From here on nothing may write the refused catalog.  (Before the restart
-# the replica that ran under version 1 still wrote its heartbeats.)
+# the replica that ran under version 2 still wrote its heartbeats.)
 my $before = fingerprint();
 ok($node->log_contains(
         'refuses the catalog: catalog schema version 99 is newer than this build', $offset),
@@ -50,7 +50,7 @@ like($err, qr/schema version 99/, 'every catalog change is refused');
 is(fingerprint(), $before, 'the refused catalog is left unchanged');
 
 # Restoring a supported version (as an upgrade would) is picked up by polling.
-$node->safe_psql('postgres', 'UPDATE decoupled.catalog_meta SET schema_version = 1');
+$node->safe_psql('postgres', 'UPDATE decoupled.catalog_meta SET schema_version = 2');
 DecoupledTest::wait_following($node);
 $node->safe_psql('postgres', "SELECT decoupled.create_cluster('new')");
 is($node->safe_psql('postgres', "SELECT count(*) FROM decoupled.clusters WHERE name = 'new'"),

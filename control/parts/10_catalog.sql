@@ -1,4 +1,4 @@
--- pg_decoupled catalog, schema version 1.
+-- pg_decoupled catalog, schema version 2 (extension version 1.1; docs/upgrades.md).
 --
 -- The catalog is the one durable authority for what is maintained (brief C1).
 -- Tables are private (no privileges for PUBLIC); users read the public views
@@ -20,10 +20,12 @@ CREATE FUNCTION decoupled._assert_schema_version(version integer) RETURNS void
 CREATE FUNCTION decoupled._wake_controller_at_commit() RETURNS void
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wake_controller_at_commit';
 
+-- Stable, not immutable: within CREATE EXTENSION or ALTER EXTENSION UPDATE it
+-- is the schema version of the extension version being installed.
 CREATE FUNCTION decoupled.supported_schema_version() RETURNS integer
-    LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_supported_schema_version';
+    LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_supported_schema_version';
 COMMENT ON FUNCTION decoupled.supported_schema_version() IS
-    'The catalog schema version this build of pg_decoupled opens.';
+    'The newest catalog schema version this build of pg_decoupled opens (older ones down to 1 open too).';
 
 -- Roles are cluster-wide and outlive the extension; create it only once.
 DO $$
