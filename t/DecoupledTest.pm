@@ -111,4 +111,101 @@ sub replica_pid {
          WHERE kind = 'replica' AND cluster = '$cluster' AND name = '$replica'});
 }
 
+# The extension's objects as sorted text, without OIDs: every member of the
+# extension, functions with their definitions, relations, columns (by name:
+# an update adds a column at the end), constraints, indexes, views, rules,
+# triggers, policies, event triggers, types and domains, sequences, comments,
+# privileges and the initial privileges pg_dump reads.  An install of an old
+# version updated to the current one must have the same shape as a fresh
+# install (t/021_upgrade.pl, docs/upgrades.md).  One element per object.
+sub extension_shape {
+    my ($node) = @_;
+    my $all = $node->safe_psql('postgres', q{
+    WITH ext AS (
+        SELECT oid FROM pg_extension WHERE extname = 'pg_decoupled'
+    ), members AS (
+        SELECT d.classid, d.objid FROM pg_depend d, ext
+         WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e'
+    ), rels AS (
+        SELECT c.* FROM pg_class c JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = c.oid
+    )
+    SELECT string_agg(line, chr(30) ORDER BY line) FROM (
+        SELECT 'member ' || pg_describe_object(classid, objid, 0) FROM members
+        UNION ALL
+        SELECT format('schema %s owner %s acl %s', n.nspname, pg_get_userbyid(n.nspowner), n.nspacl)
+          FROM pg_namespace n
+         WHERE n.nspname = 'decoupled'
+            OR n.oid IN (SELECT objid FROM members WHERE classid = 'pg_namespace'::regclass)
+        UNION ALL
+        SELECT format('function %s owner %s acl %s%s', p.oid::regprocedure, pg_get_userbyid(p.proowner),
+                      p.proacl, CASE WHEN p.prokind = 'a' THEN ' aggregate'
+                                     ELSE E'\n' || pg_get_functiondef(p.oid) END)
+          FROM pg_proc p JOIN members m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
+        UNION ALL
+        SELECT format('relation %s kind %s persistence %s options %s owner %s acl %s row security %s/%s',
+                      c.oid::regclass, c.relkind, c.relpersistence, c.reloptions,
+                      pg_get_userbyid(c.relowner), c.relacl, c.relrowsecurity, c.relforcerowsecurity)
+          FROM rels c
+        UNION ALL
+        -- By name, not position: an update adds a column at the end.
+        SELECT format('column %s.%s %s not null %s default %s collation %s identity %s generated %s acl %s',
+                      a.attrelid::regclass, a.attname, format_type(a.atttypid, a.atttypmod),
+                      a.attnotnull, pg_get_expr(ad.adbin, ad.adrelid),
+                      nullif(a.attcollation, 0)::regcollation, a.attidentity, a.attgenerated, a.attacl)
+          FROM pg_attribute a JOIN rels c ON c.oid = a.attrelid
+          LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+         WHERE a.attnum > 0 AND NOT a.attisdropped
+        UNION ALL
+        SELECT format('constraint %s on %s: %s deferrable %s deferred %s', co.conname,
+                      co.conrelid::regclass, pg_get_constraintdef(co.oid), co.condeferrable, co.condeferred)
+          FROM pg_constraint co JOIN rels c ON c.oid = co.conrelid
+        UNION ALL
+        SELECT format('type %s kind %s base %s not null %s default %s', t.oid::regtype, t.typtype,
+                      format_type(t.typbasetype, t.typtypmod), t.typnotnull, t.typdefault)
+          FROM pg_type t JOIN members m ON m.classid = 'pg_type'::regclass AND m.objid = t.oid
+        UNION ALL
+        SELECT format('constraint %s on type %s: %s', co.conname, co.contypid::regtype,
+                      pg_get_constraintdef(co.oid))
+          FROM pg_constraint co JOIN members m ON m.classid = 'pg_type'::regclass AND m.objid = co.contypid
+        UNION ALL
+        SELECT format('sequence %s as %s start %s increment %s min %s max %s cache %s cycle %s',
+                      s.seqrelid::regclass, s.seqtypid::regtype, s.seqstart, s.seqincrement,
+                      s.seqmin, s.seqmax, s.seqcache, s.seqcycle)
+          FROM pg_sequence s JOIN rels c ON c.oid = s.seqrelid
+        UNION ALL
+        SELECT 'index ' || pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN rels c ON c.oid = i.indrelid
+        UNION ALL
+        SELECT format('view %s: %s', c.oid::regclass, pg_get_viewdef(c.oid))
+          FROM rels c WHERE c.relkind IN ('v', 'm')
+        UNION ALL
+        SELECT 'rule ' || pg_get_ruledef(r.oid)
+          FROM pg_rewrite r JOIN rels c ON c.oid = r.ev_class WHERE r.rulename <> '_RETURN'
+        UNION ALL
+        -- Internal triggers (foreign keys) are named by OID; their constraints are above.
+        SELECT format('trigger %s enabled %s', pg_get_triggerdef(t.oid), t.tgenabled)
+          FROM pg_trigger t JOIN rels c ON c.oid = t.tgrelid WHERE NOT t.tgisinternal
+        UNION ALL
+        SELECT format('policy %s on %s: %s %s to %s using %s check %s', p.polname, p.polrelid::regclass,
+                      p.polcmd, p.polpermissive, p.polroles::regrole[], pg_get_expr(p.polqual, p.polrelid),
+                      pg_get_expr(p.polwithcheck, p.polrelid))
+          FROM pg_policy p JOIN rels c ON c.oid = p.polrelid
+        UNION ALL
+        SELECT format('event trigger %s on %s executes %s enabled %s tags %s owner %s', e.evtname,
+                      e.evtevent, e.evtfoid::regprocedure, e.evtenabled, e.evttags,
+                      pg_get_userbyid(e.evtowner))
+          FROM pg_event_trigger e
+          JOIN members m ON m.classid = 'pg_event_trigger'::regclass AND m.objid = e.oid
+        UNION ALL
+        SELECT format('comment on %s: %s', pg_describe_object(d.classoid, d.objoid, d.objsubid),
+                      d.description)
+          FROM pg_description d JOIN members m ON m.classid = d.classoid AND m.objid = d.objoid
+        UNION ALL
+        -- What pg_dump takes as the extension's own privileges.
+        SELECT format('initial privileges %s %s: %s',
+                      pg_describe_object(ip.classoid, ip.objoid, ip.objsubid), ip.privtype, ip.initprivs)
+          FROM pg_init_privs ip JOIN members m ON m.classid = ip.classoid AND m.objid = ip.objoid
+    ) shape(line)});
+    return split /\x1e/, $all;
+}
+
 1;
