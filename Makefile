@@ -51,6 +51,7 @@ OBJS = \
 	extension/permission.o \
 	extension/read_rewrite.o \
 	extension/ddl_guard.o \
+	extension/familiar_ddl.o \
 	extension/wait_functions.o \
 	extension/append_core.o \
 	extension/written_plan.o \
@@ -83,7 +84,7 @@ $(error $(DATA_built) is a released, frozen script: the build must not regenerat
 endif
 
 # Test suites; test/check.sh runs them against throwaway servers.
-REGRESS = catalog ddl privileges collections permission sources materialized_views sinks subscribe \
+REGRESS = catalog ddl familiar_ddl privileges collections permission sources materialized_views sinks subscribe \
 	ddl_integrity limits replica_errors incremental mv_corpus security read_plan write_path \
 	wal_capture
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \

@@ -62,13 +62,17 @@ namespace decoupled {
 namespace {
 
 CallerFrame* innermost = nullptr;
+const char* target_schema = nullptr;
 bool abort_callback_registered = false;
 
 // A frame left behind by an error that unwound past its entry point
 // without PG_FINALLY (it cannot happen today) must not outlive the
 // transaction.
 void forget_frames_at_abort(XactEvent event, void*) {
-    if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) innermost = nullptr;
+    if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) {
+        innermost = nullptr;
+        target_schema = nullptr;
+    }
 }
 
 // The caller's search_path as PostgreSQL resolves it now, for the current
@@ -132,7 +136,8 @@ void push_caller_frame(CallerFrame* frame) {
     }
     frame->user = GetUserId();
     frame->search_path = effective_search_path();
-    frame->current_schema = effective_current_schema();
+    frame->current_schema = target_schema ? pstrdup(target_schema) : effective_current_schema();
+    target_schema = nullptr;  // for the statement's own call, not the calls it makes
     frame->outer = innermost;
     innermost = frame;
 }
@@ -140,6 +145,14 @@ void push_caller_frame(CallerFrame* frame) {
 void pop_caller_frame(CallerFrame* frame) { innermost = frame->outer; }
 
 const CallerFrame* current_caller_frame() { return innermost; }
+
+void set_target_schema(const char* schema) {
+    if (!abort_callback_registered) {
+        RegisterXactCallback(forget_frames_at_abort, nullptr);
+        abort_callback_registered = true;
+    }
+    target_schema = schema;
+}
 
 }  // namespace decoupled
 

@@ -29,4 +29,10 @@ void pop_caller_frame(CallerFrame* frame);
 // The innermost frame, or nullptr outside any entry point.
 const CallerFrame* current_caller_frame();
 
+// While set, frames record `schema` as the caller's current schema: the
+// schema a statement such as CREATE MATERIALIZED VIEW s.v names, where the
+// entry point would otherwise create in the current one.  Reset with
+// nullptr in a PG_FINALLY block; a transaction's abort resets it too.
+void set_target_schema(const char* schema);
+
 }  // namespace decoupled

@@ -41,6 +41,7 @@ extern "C" {
 }
 
 #include "catalog_access.hpp"
+#include "familiar_ddl.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_drop_cascades);
@@ -140,9 +141,8 @@ void check_composite_change(AlterTableStmt* stmt) {
     if (OidIsValid(relid)) check_type_change(get_rel_type_id(relid), "change the attributes of");
 }
 
-void guard_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_tree,
-                   ProcessUtilityContext context, ParamListInfo params,
-                   QueryEnvironment* query_env, DestReceiver* dest, QueryCompletion* qc) {
+// The checks above, then PostgreSQL (or the hook before ours).
+void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     Node* stmt = pstmt->utilityStmt;
     int behavior = -1;
     switch (nodeTag(stmt)) {
@@ -167,17 +167,30 @@ void guard_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_
     PG_TRY();
     {
         if (prev_process_utility)
-            prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env,
-                                 dest, qc);
+            prev_process_utility(pstmt, call.query_string, call.read_only_tree, call.context,
+                                 call.params, call.query_env, call.dest, call.qc);
         else
-            standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params,
-                                    query_env, dest, qc);
+            standard_ProcessUtility(pstmt, call.query_string, call.read_only_tree, call.context,
+                                    call.params, call.query_env, call.dest, call.qc);
     }
     PG_FINALLY();
     {
         current_drop_behavior = outer;
     }
     PG_END_TRY();
+}
+
+void guard_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_tree,
+                   ProcessUtilityContext context, ParamListInfo params,
+                   QueryEnvironment* query_env, DestReceiver* dest, QueryCompletion* qc) {
+    decoupled::UtilityCall call{run_checked, query_string, read_only_tree, context,
+                                params,      query_env,    dest,           qc};
+    // PostgreSQL's statements on the extension's objects (familiar_ddl.cpp).
+    if (decoupled::familiar_ddl_candidate(pstmt->utilityStmt) && extension_installed()) {
+        (void)decoupled::run_familiar_ddl(pstmt, query_string, qc, call);
+        return;
+    }
+    run_checked(call, pstmt);
 }
 
 }  // namespace

@@ -288,6 +288,29 @@ my $t2 = $now->();
 DecoupledTest::wait_upper($node, 'label_counts', $t2);
 is($node->safe_psql('postgres', q{SELECT decoupled.verify('label_counts')}), 't',
     'a view created after the update is maintained');
+# 1.1 describes each maintained view in its relation's comment (psql's
+# \dv+): the update gave the views of 1.0 theirs.
+is($node->safe_psql('postgres', q{
+    SELECT string_agg(o.name || ':' || (obj_description(o.relation, 'pg_class') LIKE
+                                        'Materialized view maintained by pg_decoupled%'),
+                      ',' ORDER BY o.name)
+      FROM decoupled.catalog_objects o
+     WHERE o.kind = 'materialized view' AND o.dropped_at IS NULL}),
+    'label_counts:true,labelled_stock:true,stock_levels:true,top_bids:true',
+    'every maintained view is described, those of 1.0 included');
+# PostgreSQL's own statements work on the updated catalog.
+$node->safe_psql('postgres', q{
+    CREATE MATERIALIZED VIEW item_count WITH (decoupled.maintained) AS
+        SELECT count(*) AS n FROM items;
+    COMMENT ON MATERIALIZED VIEW top_bids IS 'kept from 1.0'});
+my $t3 = $now->();
+DecoupledTest::wait_upper($node, 'item_count', $t3);
+is($node->safe_psql('postgres', q{SELECT decoupled.verify('item_count')}), 't',
+    'a view made with CREATE MATERIALIZED VIEW after the update is maintained');
+$node->safe_psql('postgres', 'DROP MATERIALIZED VIEW item_count');
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM decoupled.objects WHERE name = 'item_count'}), '0',
+    'and DROP MATERIALIZED VIEW drops it through the catalog');
 
 # ---------------------------------------------------------------------------
 # The updated catalog has exactly the objects of a fresh 1.1 install.

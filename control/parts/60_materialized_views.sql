@@ -351,12 +351,34 @@ BEGIN
     UPDATE decoupled.catalog_objects o
        SET relation = format('%I.%I', schema, v_name)::regclass
      WHERE o.lifetime_id = v_id;
+    PERFORM decoupled._describe_view(v_id);
 
     INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, v_as_of, v_as_of);
     INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_id, v_as_of);
     INSERT INTO decoupled.catalog_requirements (lifetime_id, required_by, frontier)
     SELECT i, v_id, v_as_of FROM unnest(v_inputs) i;
     RETURN v_id;
+END
+$$;
+
+-- The comment a maintained view's relation starts with, where psql shows
+-- it (\dv+, obj_description): what maintains it, in which cluster, and how
+-- (C15.1).  COMMENT ON replaces it like any comment.
+CREATE FUNCTION decoupled._describe_view(id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    o decoupled.catalog_objects;
+BEGIN
+    SELECT * INTO STRICT o FROM decoupled.catalog_objects WHERE lifetime_id = id;
+    EXECUTE format('COMMENT ON VIEW %s IS %L', o.relation::regclass,
+        format('Materialized view maintained by pg_decoupled in cluster "%s"; strategy %s%s. '
+               'See decoupled.view_maintenance.',
+               o.cluster,
+               CASE WHEN o.definition->>'strategy' IN ('linear', 'sums', 'groups', 'partitions')
+                    THEN 'incremental (' || (o.definition->>'strategy') || ')'
+                    ELSE 'recompute' END,
+               CASE WHEN o.definition->>'reason' IS NOT NULL
+                    THEN ': ' || (o.definition->>'reason') ELSE '' END));
 END
 $$;
 
