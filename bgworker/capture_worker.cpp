@@ -21,6 +21,7 @@ extern "C" {
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -38,6 +39,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/snapmgr.h"
@@ -515,6 +517,7 @@ bool switch_tables(const char* ids_sql, const char* switch_sql) {
 
 struct Situation {
     bool extension;
+    bool restoring;  // pg_restore is loading the catalog: nothing to do yet
     bool slot;
     int64 wal_tables;      // captured from the WAL
     int64 trigger_tables;  // live, captured by triggers
@@ -526,7 +529,11 @@ Situation look() {
     now.extension = OidIsValid(get_extension_oid("pg_decoupled", true));
     now.slot = query_int8("SELECT count(*) FROM pg_catalog.pg_replication_slots "
                           " WHERE slot_name = 'pg_decoupled'") > 0;
-    if (now.extension) {
+    Oid nsp = get_namespace_oid("decoupled", true);
+    now.restoring = now.extension && OidIsValid(nsp) &&
+                    OidIsValid(get_relname_relid("catalog_restore", nsp)) &&
+                    query_int8("SELECT count(*) FROM decoupled.catalog_restore") > 0;
+    if (now.extension && !now.restoring) {
         now.wal_tables = query_int8("SELECT count(*) FROM decoupled.capture_relations");
         now.trigger_tables = query_int8(
             "SELECT count(*) FROM decoupled.catalog_objects o "
@@ -545,6 +552,9 @@ bool pass() {
         if (now.slot) drop_slot();
         return false;
     }
+    // A restore brings captured tables without a slot: once it is over,
+    // the next pass creates one and resynchronises them.
+    if (now.restoring) return false;
     bool busy = false;
     if (decoupled::capture_from_wal_wanted()) {
         if (!now.slot && now.wal_tables > 0) {
@@ -608,7 +618,11 @@ void set_session_settings() {
 
 void decoupled_capture_main(Datum arg) {
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    // A shutdown ends the worker wherever it is: reading the WAL it may wait
+    // for a flush that a server shutting down never makes, and only
+    // die()'s interrupt ends that wait.  A pass cut short commits nothing,
+    // and the next worker decodes it again.
+    pqsignal(SIGTERM, die);
     // A query cancel is an ordinary error here (no C++ frames to cross),
     // and lock_timeout works through it: the capture switches rely on it.
     pqsignal(SIGINT, StatementCancelHandler);
@@ -647,7 +661,7 @@ void decoupled_capture_main(Datum arg) {
             ProcessConfigFile(PGC_SIGHUP);
             due = true;
         }
-        if (ShutdownRequestPending) break;
+        CHECK_FOR_INTERRUPTS();
         // A pass when asked (a waiting tick), when the catalog moved, once a
         // second anyway, and when the WAL moved, 50 ms after the last one;
         // an idle server costs a few reads of shared memory.

@@ -164,3 +164,4 @@ Datum decoupled_wake_controller_at_commit(PG_FUNCTION_ARGS) {
     wake_pending = true;
     PG_RETURN_VOID();
 }
+

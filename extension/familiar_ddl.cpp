@@ -33,6 +33,7 @@ extern "C" {
 #include "commands/comment.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
+#include "commands/event_trigger.h"
 #include "common/keywords.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -629,6 +630,47 @@ void refuse_misplaced_options(Node* stmt) {
                             "(decoupled.maintained = true).")));
 }
 
+// ----------------------------------------------------------------------
+// pg_restore's last statement, DROP EXTENSION (85_dump_restore.sql)
+
+constexpr const char* kRestoreMarker = "decoupled_restored";
+
+// CREATE EVENT TRIGGER decoupled_restored: pg_restore creates event
+// triggers after everything else, so a restore in progress is complete.
+// The marker exists already (CREATE EXTENSION made it): creating it again
+// changes nothing.
+bool finish_restore_at_marker(PlannedStmt* pstmt, QueryCompletion* qc) {
+    auto* stmt = castNode(CreateEventTrigStmt, pstmt->utilityStmt);
+    if (strcmp(stmt->trigname, kRestoreMarker) != 0 || !superuser()) return false;
+    SPI_connect();
+    if (SPI_execute("SELECT FROM pg_catalog.pg_proc p WHERE p.proname = '_finish_restore' "
+                    "AND p.pronamespace = 'decoupled'::pg_catalog.regnamespace",
+                    true, 1) == SPI_OK_SELECT &&
+        SPI_processed > 0 &&
+        SPI_execute("SELECT decoupled._finish_restore()", false, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not finish the restore");
+    SPI_finish();
+    if (!OidIsValid(get_event_trigger_oid(kRestoreMarker, true))) return false;
+    if (qc) SetQueryCompletion(qc, CMDTAG_CREATE_EVENT_TRIGGER, 0);
+    return true;
+}
+
+// DROP EXTENSION pg_decoupled: the marker is no member of the extension
+// but depends on its function; it goes first.
+void drop_restore_marker(DropStmt* stmt) {
+    ListCell* lc;
+    foreach (lc, stmt->objects) {
+        if (strcmp(strVal(lfirst(lc)), "pg_decoupled") != 0) continue;
+        if (!OidIsValid(get_event_trigger_oid(kRestoreMarker, true))) return;
+        SPI_connect();
+        if (SPI_execute("DROP EVENT TRIGGER IF EXISTS decoupled_restored", false, 0) !=
+            SPI_OK_UTILITY)
+            elog(ERROR, "could not drop event trigger decoupled_restored");
+        SPI_finish();
+        return;
+    }
+}
+
 }  // namespace
 
 bool decoupled::familiar_ddl_candidate(const Node* stmt) {
@@ -654,7 +696,10 @@ bool decoupled::familiar_ddl_candidate(const Node* stmt) {
         }
         case T_DropStmt:
             return castNode(DropStmt, stmt)->removeType == OBJECT_MATVIEW ||
-                   castNode(DropStmt, stmt)->removeType == OBJECT_VIEW;
+                   castNode(DropStmt, stmt)->removeType == OBJECT_VIEW ||
+                   castNode(DropStmt, stmt)->removeType == OBJECT_EXTENSION;
+        case T_CreateEventTrigStmt:
+            return true;
         case T_RefreshMatViewStmt:
             return true;
         case T_CommentStmt:
@@ -684,7 +729,13 @@ bool decoupled::run_familiar_ddl(PlannedStmt* pstmt, const char* query_string, Q
             pstmt = retarget_to_view(pstmt);
             break;
         case T_DropStmt:
-            if (drop_maintained_views(pstmt, call)) return true;
+            if (castNode(DropStmt, stmt)->removeType == OBJECT_EXTENSION)
+                drop_restore_marker(castNode(DropStmt, stmt));
+            else if (drop_maintained_views(pstmt, call))
+                return true;
+            break;
+        case T_CreateEventTrigStmt:
+            if (finish_restore_at_marker(pstmt, qc)) return true;
             break;
         case T_CommentStmt:
             if (comment_on_maintained_view(pstmt, call)) return true;

@@ -86,6 +86,7 @@ const char* controller_state_name(ControllerState s) {
         case ControllerState::Following: return "following";
         case ControllerState::RefusingCatalog: return "refusing catalog";
         case ControllerState::Failing: return "retrying";
+        case ControllerState::WaitingForRestore: return "waiting for restore";
     }
     return "unknown";
 }

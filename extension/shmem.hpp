@@ -36,6 +36,7 @@ enum class ControllerState : int {
     Following,              // reading a supported catalog
     RefusingCatalog,        // the catalog's schema version is not supported
     Failing,                // the last catalog read failed; retrying with backoff
+    WaitingForRestore,      // pg_restore is loading a dumped catalog
 };
 
 const char* controller_state_name(ControllerState state);

@@ -158,14 +158,7 @@ my $declarations_sql = q{
     SELECT (SELECT string_agg(format('%s|%s|%s|%s|%s|%s', name, kind, cluster, lifetime_id,
                                      created_in_version, dropped_at IS NULL), ','
                               ORDER BY lifetime_id) FROM decoupled.catalog_objects)
-        || E'\n' || (SELECT string_agg(format('%s|%s|%s', name, managed, replication_factor), ','
-                                       ORDER BY name) FROM decoupled.catalog_clusters)
-        || E'\n' || (SELECT string_agg(format('%s|%s|%s', cluster, name, replica_id), ','
-                                       ORDER BY replica_id) FROM decoupled.catalog_replicas)
-        || E'\n' || (SELECT string_agg(format('%s|%s', name, deployment), ',' ORDER BY name)
-                       FROM decoupled.catalog_adapters)
-        || E'\n' || (SELECT string_agg(format('%s|%s', name, state), ',' ORDER BY name)
-                       FROM decoupled.catalog_deployments)};
+        || E'\n' || } . DecoupledTest::topology_sql() . q{};
 my $declarations_before = $node->safe_psql('postgres', $declarations_sql);
 my $replica_before = $node->safe_psql('postgres', q{
     SELECT incarnation || '|' || pid FROM decoupled.cluster_replicas

@@ -111,6 +111,19 @@ sub replica_pid {
          WHERE kind = 'replica' AND cluster = '$cluster' AND name = '$replica'});
 }
 
+# An SQL expression: the catalog's clusters, replicas, adapters and
+# deployments as text, for comparing catalogs (an update, a restore).
+sub topology_sql {
+    return q{(SELECT string_agg(format('%s|%s|%s', name, managed, replication_factor), ','
+                              ORDER BY name) FROM decoupled.catalog_clusters)
+        || E'\n' || (SELECT string_agg(format('%s|%s|%s', cluster, name, replica_id), ','
+                                         ORDER BY replica_id) FROM decoupled.catalog_replicas)
+        || E'\n' || (SELECT string_agg(format('%s|%s', name, deployment), ',' ORDER BY name)
+                         FROM decoupled.catalog_adapters)
+        || E'\n' || (SELECT string_agg(format('%s|%s', name, state), ',' ORDER BY name)
+                         FROM decoupled.catalog_deployments)};
+}
+
 # The extension's objects as sorted text, without OIDs: every member of the
 # extension, functions with their definitions, relations, columns (by name:
 # an update adds a column at the end), constraints, indexes, views, rules,

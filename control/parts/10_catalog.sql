@@ -192,7 +192,7 @@ CREATE TABLE decoupled.catalog_objects (
                        CHECK (kind IN ('table', 'source', 'materialized view', 'sink')),
     cluster            decoupled.object_name
                        REFERENCES decoupled.catalog_clusters (name) ON DELETE SET NULL,
-    relation           oid,
+    relation           regclass,
     definition         jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(definition) = 'object'),
     written_plan       text,
     retain_history     interval CHECK (retain_history >= interval '0'),
@@ -360,6 +360,19 @@ CREATE TABLE decoupled.session_records (
 );
 
 
+-- One row while pg_restore loads a dumped catalog into this one (C15.2,
+-- 85_dump_restore.sql): nothing is maintained, ticked, captured or changed
+-- until the restore has brought everything.  Runtime state: never dumped.
+CREATE TABLE decoupled.catalog_restore (
+    only_row   boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    started_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE FUNCTION decoupled._restoring() RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT EXISTS (SELECT FROM decoupled.catalog_restore)
+$$;
+
 ------------------------------------------------------------------------------
 -- Fresh-install defaults (brief C1.1).  This script runs once per catalog;
 -- nothing else ever inserts a default, so what a user drops stays dropped.
@@ -388,6 +401,12 @@ DECLARE
     v_schema  integer;
     v_version bigint;
 BEGIN
+    IF decoupled._restoring() THEN
+        RAISE EXCEPTION 'cannot change the pg_decoupled catalog while a restore is in progress'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'pg_restore is loading a dumped catalog into this database.',
+                  HINT = 'Wait until the restore has finished (decoupled.restore shows it).';
+    END IF;
     SELECT schema_version INTO STRICT v_schema FROM decoupled.catalog_meta FOR UPDATE;
     PERFORM decoupled._assert_schema_version(v_schema);
     UPDATE decoupled.catalog_meta

@@ -143,6 +143,9 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
      WHERE o.dropped_at IS NULL
        AND (o.relation = rel
             OR (o.kind = 'materialized view' AND (o.definition->>'plan')::oid = rel))
+       -- While pg_restore loads a dump, its objects are not guarded yet: it
+       -- adds their constraints and triggers after their catalog rows.
+       AND NOT decoupled._restoring()
      ORDER BY o.lifetime_id LIMIT 1
 $$;
 

@@ -55,7 +55,7 @@ GRANT EXECUTE ON FUNCTION
     decoupled.create_materialized_view(text, text, text, interval, bigint),
     decoupled.create_sink(text, text, text, text, boolean),
     decoupled.create_replica(text, text, boolean), decoupled.drop_replica(text, text),
-    decoupled.prune_status_history(interval)
+    decoupled.prune_status_history(interval), decoupled.finish_restore()
 TO decoupled_admin;
 
 -- The replica protocol: what replica processes call, as a role in
