@@ -220,6 +220,9 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   HINT = 'Restore the whole dump (its data section included) into a new database.';
     END IF;
+    -- This server's clock may be behind the dumped one's: time goes on from
+    -- the latest restored upper.
+    PERFORM decoupled._next_timestamp(coalesce(max(f.upper), 0)) FROM decoupled.catalog_frontiers f;
     DELETE FROM decoupled.catalog_restore;
     PERFORM decoupled._begin_catalog_change();
     RETURN true;
