@@ -1216,10 +1216,8 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
 // columns.  Arithmetic on counts and numerics only: run as the extension.
 Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
     Query* q = plan_query(PG_GETARG_OID(0));
-    char* state = quote_qualified_identifier(
-        get_namespace_name(get_rel_namespace(PG_GETARG_OID(1))), get_rel_name(PG_GETARG_OID(1)));
-    char* dstate = quote_qualified_identifier(
-        get_namespace_name(get_rel_namespace(PG_GETARG_OID(2))), get_rel_name(PG_GETARG_OID(2)));
+    char* state = decoupled::locked_relation_name(PG_GETARG_OID(1));
+    char* dstate = decoupled::locked_relation_name(PG_GETARG_OID(2));
     Keys keys = group_keys(q);
     SumsContext c = sums_of(q, false);
     MemoryContext caller = CurrentMemoryContext;
@@ -1300,8 +1298,7 @@ Datum decoupled_stage_kept(PG_FUNCTION_ARGS) {
         ts, "1", positional_names(nout, "d."),
         psprintf("(SELECT %s FROM %s s WHERE s.mz_n OPERATOR(pg_catalog.>) 0%s AND %s) d(%s)",
                  select.data,
-                 quote_qualified_identifier(get_namespace_name(get_rel_namespace(state)),
-                                            get_rel_name(state)),
+                 decoupled::locked_relation_name(state),
                  having, filter, positional_names(nout, "")));
     uint64 rows = decoupled::stage_rows(target, sql);
     decoupled::leave_owner(&scope);

@@ -37,6 +37,7 @@ extern "C" {
 #include "optimizer/optimizer.h"
 #include "parser/parser.h"
 #include "rewrite/rewriteHandler.h"
+#include "storage/lmgr.h"
 #include "tcop/dest.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -328,6 +329,17 @@ uint64 decoupled::stage_rows(Relation target, const char* sql) {
     return receiver.rows;
 }
 
+char* decoupled::locked_relation_name(Oid relid) {
+    LockRelationOid(relid, AccessShareLock);
+    char* name = get_rel_name(relid);
+    char* nsp = name ? get_namespace_name(get_rel_namespace(relid)) : nullptr;
+    if (name == nullptr || nsp == nullptr)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                        errmsg("relation with OID %u no longer exists", relid),
+                        errdetail("The object it belongs to was dropped meanwhile.")));
+    return quote_qualified_identifier(nsp, name);
+}
+
 char* decoupled::staging_sql(int64 ts, const char* diff, const char* cols, const char* from) {
     return psprintf(
         "SELECT " INT64_FORMAT "::pg_catalog.int8, %s::pg_catalog.int8, "
@@ -351,8 +363,7 @@ Datum decoupled_stage_plan(PG_FUNCTION_ARGS) {
     Oid target_oid = PG_GETARG_OID(3);
     char* filter = PG_ARGISNULL(4) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(4));
 
-    char* plan_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(plan)),
-                                                 get_rel_name(plan));
+    char* plan_name = decoupled::locked_relation_name(plan);
     char* sql = decoupled::staging_sql(
         ts, "1", "d.*",
         psprintf("%s d%s%s", plan_name, filter ? " WHERE " : "", filter ? filter : ""));

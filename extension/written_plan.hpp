@@ -35,6 +35,12 @@ void serial_only();
 // rows are staged.
 char* staging_sql(int64 ts, const char* diff, const char* cols, const char* from);
 
+// The schema-qualified, quoted name of `relid`, locked for reading until the
+// transaction ends so that finalize_dropped() cannot remove it under the
+// step; a relation dropped before that (its view was dropped meanwhile)
+// is an error, never a NULL name.
+char* locked_relation_name(Oid relid);
+
 // Runs `sql` through SPI and inserts every row into `target`, whose row type
 // must match; returns the number of rows.
 uint64 stage_rows(Relation target, const char* sql);

@@ -193,6 +193,6 @@ DROP SCHEMA reports;
 REVOKE CREATE ON SCHEMA public FROM ddl_user;
 DROP ROLE ddl_user;
 DROP FUNCTION caught_up(text), plan_of(text);
-SELECT decoupled.finalize_dropped() >= 0 AS finalized;
+SELECT regress_finalize() >= 0 AS finalized;
 SELECT count(*) AS storage_left FROM pg_class
  WHERE relnamespace = 'decoupled_storage'::regnamespace;
