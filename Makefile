@@ -84,7 +84,7 @@ $(error $(DATA_built) is a released, frozen script: the build must not regenerat
 endif
 
 # Test suites; test/check.sh runs them against throwaway servers.
-REGRESS = catalog ddl familiar_ddl privileges collections permission sources materialized_views sinks subscribe \
+REGRESS = catalog ddl familiar_ddl dump_restore privileges collections permission sources materialized_views sinks subscribe \
 	ddl_integrity limits replica_errors incremental mv_corpus security read_plan write_path \
 	wal_capture
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
