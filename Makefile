@@ -86,9 +86,9 @@ endif
 # Test suites; test/check.sh runs them against throwaway servers.
 REGRESS = catalog ddl familiar_ddl dump_restore privileges collections permission sources materialized_views sinks subscribe \
 	ddl_integrity limits replica_errors incremental mv_corpus security read_plan write_path \
-	wal_capture
+	wal_capture deployments
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
-	hold_quota append_vs_compaction tick_vs_writers capture_vs_drop
+	hold_quota append_vs_compaction tick_vs_writers capture_vs_drop promote_vs_append
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters

@@ -477,12 +477,36 @@ class Controller {
                                         "SELECT decoupled.tick_tables()");
             next_round = maintain_if_due(decoupled::guc_bound_publication_interval, &last_round_,
                                          "SELECT decoupled._maintain_tables()");
+            // Schema 1 (an extension not yet updated) keeps no configuration.
+            if (reconcile_config_ && obs.schema_version >= kConfigurationSchema)
+                reconcile_config_ = !run_once(
+                    "SELECT decoupled.reconcile_configuration(NULL, 'pg_decoupled controller (pid ' "
+                    "|| pg_backend_pid() || ')')");
         }
         return std::min<int64>({next_start, next_tick, next_round,
                                 (int64)decoupled::guc_poll_interval});
     }
 
+    // The settings were read again (SIGHUP): record them at the next pass.
+    void config_reloaded() { reconcile_config_ = true; }
+
   private:
+    static constexpr int32 kConfigurationSchema = 2;
+
+    // Runs `sql` once; returns whether it succeeded (a failure is logged).
+    bool run_once(const char* sql) {
+        try {
+            decoupled::pg_call([sql] { run_maintenance(sql); });
+            return true;
+        } catch (const decoupled::PgError& e) {
+            AbortCurrentTransaction();
+            pgstat_report_activity(STATE_IDLE, nullptr);
+            ereport(LOG, (errmsg("pg_decoupled controller: %s failed: %s", sql, e.what())));
+            FreeErrorData(e.data());
+            return false;
+        }
+    }
+
     // Runs `sql` when `interval` ms (0: never) passed since `*last`;
     // returns the ms until it is due again.
     int64 maintain_if_due(int interval, int64* last, const char* sql) {
@@ -490,14 +514,7 @@ class Controller {
         int64 now = now_ms();
         if (now - *last < interval) return *last + interval - now;
         *last = now;
-        try {
-            decoupled::pg_call([sql] { run_maintenance(sql); });
-        } catch (const decoupled::PgError& e) {
-            AbortCurrentTransaction();
-            pgstat_report_activity(STATE_IDLE, nullptr);
-            ereport(LOG, (errmsg("pg_decoupled controller: %s failed: %s", sql, e.what())));
-            FreeErrorData(e.data());
-        }
+        run_once(sql);
         return interval;
     }
 
@@ -552,6 +569,8 @@ class Controller {
     int64 last_prune_ = 0;
     int64 last_tick_ = 0;
     int64 last_round_ = 0;
+    // At start and after each reload (C11.1).
+    bool reconcile_config_ = true;
     static constexpr int64 kPruneEveryMs = 60'000;
     ControllerState last_state_ = ControllerState::NotRunning;
     int64 known_version_ = 0;
@@ -579,6 +598,7 @@ void decoupled_controller_main(Datum) {
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);
+            controller.config_reloaded();
         }
         long sleep_ms = decoupled::guc_poll_interval;
         try {

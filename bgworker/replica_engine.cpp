@@ -55,6 +55,7 @@ struct Maintained {
     int64_t upper = 0;
     std::string reported;  // the status last reported
     bool hydrated = false;
+    bool prewarmed = false;  // computed once by this prewarming incarnation
     int failures = 0;      // consecutive failed steps
     int64_t retry_at = 0;  // stalled: not stepped again before this time
 };
@@ -174,6 +175,7 @@ struct ReplicaEngine::Impl {
             if (existing != maintained.end()) {
                 m.reported = existing->second.reported;
                 m.hydrated = existing->second.hydrated;
+                m.prewarmed = existing->second.prewarmed;
                 m.upper = std::max(m.upper, existing->second.upper);
             } else {
                 host.log("pg_decoupled replica installs " + m.kind + " \"" + m.name + "\"");
@@ -205,7 +207,7 @@ struct ReplicaEngine::Impl {
     // the upper it wrote.
     bool step_maintained(Maintained& m) {
         if (m.reported.empty()) report(m, "starting", "", false);
-        if (!writes_enabled) return true;
+        if (!writes_enabled) return prewarm(m);
         const char* sql = m.kind == "sink"
                               ? "SELECT upper, caught_up FROM decoupled.replica_sink($1, $2, $3)"
                               : "SELECT upper, caught_up FROM decoupled.replica_maintain($1, $2, $3)";
@@ -229,6 +231,30 @@ struct ReplicaEngine::Impl {
         return caught_up;
     }
 
+    // A replica of a prewarming deployment (C10.1) computes each view and
+    // sink once from the durable state into private storage and never
+    // appends: write authority belongs to the active deployment.  Once
+    // promoted it steps from the durable uppers like any replica.  Returns
+    // true: nothing is left to do at once (not yet computable: next pass).
+    bool prewarm(Maintained& m) {
+        if (m.prewarmed) return true;
+        pqxx::work tx(conn);
+        bool hydrated =
+            tx.exec_params("SELECT decoupled.replica_prewarm($1, $2)", incarnation, m.id)[0][0]
+                .as<bool>();
+        bool report_it = hydrated && replica_error.empty();
+        if (report_it)
+            tx.exec_params("SELECT decoupled.replica_report($1, $2, 'running', NULL, NULL, true)",
+                           incarnation, m.id);
+        tx.commit();
+        m.prewarmed = hydrated;
+        if (report_it) {
+            m.reported = "running";
+            m.hydrated = true;
+        }
+        return true;
+    }
+
     void report(Source& s, const std::string& status, const std::string& error, bool hydrated) {
         if (s.reported == status && error.empty()) return;
         pqxx::work tx(conn);
@@ -243,7 +269,12 @@ struct ReplicaEngine::Impl {
     // tick is due.
     int64_t advance(Source& s, int64_t now) {
         if (s.reported.empty()) report(s, "starting", "", false);
-        if (!writes_enabled) return now + poll_ms;
+        if (!writes_enabled) {
+            // Prewarming: the generator is installed; the active deployment
+            // appends its ticks.
+            if (s.reported != "running" && replica_error.empty()) report(s, "running", "", true);
+            return now + poll_ms;
+        }
         bool caught_up = true;
         pqxx::work tx(conn);
         for (auto& out : s.outputs) {

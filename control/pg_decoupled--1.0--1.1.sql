@@ -17,6 +17,9 @@
 --     name; a restore pauses the catalog (catalog_restore) until the
 --     decoupled_restored event trigger, no member of the extension, comes
 --     last; the capture worker ends at SIGTERM wherever it waits.
+--   * Deployments (C10, 57_deployments.sql): create_deployment, promote,
+--     drop_deployment; replica health per deployment; the configuration
+--     the controller reconciles (C11.1) with who wrote it.
 --
 -- Every change a part in control/parts/ makes between the two releases is
 -- repeated here: the fresh 1.1 install (built from the parts) and a 1.0
@@ -563,6 +566,680 @@ REVOKE ALL ON FUNCTION decoupled._restoring(), decoupled._fresh_catalog(),
 FROM PUBLIC;
 GRANT SELECT ON decoupled.restore TO PUBLIC;
 GRANT EXECUTE ON FUNCTION decoupled.finish_restore() TO decoupled_admin;
+
+------------------------------------------------------------------------------
+-- Deployments (C10) and the reconciled configuration (C11.1)
+------------------------------------------------------------------------------
+
+-- 10_catalog
+-- Each deployment's replicas report their own health; the configuration
+-- says who wrote it.
+ALTER TABLE decoupled.catalog_configuration ADD COLUMN written_by text,
+    ADD COLUMN deployment text;
+ALTER TABLE decoupled.replica_health ADD COLUMN deployment decoupled.object_name
+    REFERENCES decoupled.catalog_deployments (name) ON DELETE CASCADE;
+UPDATE decoupled.replica_health h
+   SET deployment = coalesce((SELECT i.deployment FROM decoupled.catalog_replica_incarnations i
+                               WHERE i.incarnation = h.incarnation),
+                             decoupled._active_deployment());
+ALTER TABLE decoupled.replica_health ALTER COLUMN deployment SET NOT NULL,
+    DROP CONSTRAINT replica_health_pkey, ADD PRIMARY KEY (lifetime_id, replica_id, deployment);
+
+CREATE OR REPLACE FUNCTION decoupled.declare_adapter(name text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name       text := declare_adapter.name;
+    v_deployment text;
+BEGIN
+    PERFORM decoupled._check_name('adapter', v_name);
+    PERFORM decoupled._begin_catalog_change();
+    v_deployment := decoupled._active_deployment();
+    IF EXISTS (SELECT FROM decoupled.catalog_adapters a
+                WHERE a.name = v_name AND a.deployment = v_deployment) THEN
+        RAISE EXCEPTION 'adapter "%" already exists in deployment "%"', v_name, v_deployment
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    INSERT INTO decoupled.catalog_adapters (name, deployment) VALUES (v_name, v_deployment);
+    -- A prewarming deployment serves the same front doors once promoted.
+    INSERT INTO decoupled.catalog_adapters (name, deployment)
+    SELECT v_name, d.name FROM decoupled.catalog_deployments d WHERE d.state = 'prewarming'
+    ON CONFLICT DO NOTHING;
+END
+$$;
+COMMENT ON FUNCTION decoupled.declare_adapter(text) IS
+    'Declare a SQL front door (adapter) in the active deployment (and in prewarming ones).';
+
+CREATE OR REPLACE FUNCTION decoupled.drop_adapter(name text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name       text := drop_adapter.name;
+    v_deployment text;
+BEGIN
+    PERFORM decoupled._check_name('adapter', v_name);
+    PERFORM decoupled._begin_catalog_change();
+    v_deployment := decoupled._active_deployment();
+    -- Cascades to the adapter's incarnations and exactly their holds,
+    -- sessions and subscriptions; peers are untouched.
+    DELETE FROM decoupled.catalog_adapters a
+     WHERE a.name = v_name AND a.deployment = v_deployment;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'adapter "%" does not exist in deployment "%"', v_name, v_deployment
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    DELETE FROM decoupled.catalog_adapters a
+     WHERE a.name = v_name
+       AND a.deployment IN (SELECT d.name FROM decoupled.catalog_deployments d
+                             WHERE d.state = 'prewarming');
+END
+$$;
+COMMENT ON FUNCTION decoupled.drop_adapter(text) IS
+    'Drop an adapter of the active deployment (and of prewarming ones), releasing exactly its holds.';
+
+-- 31_append
+CREATE OR REPLACE FUNCTION decoupled._assert_write_authority(deployment text, incarnation bigint)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_deployment text := coalesce(_assert_write_authority.deployment,
+                                  decoupled._active_deployment());
+    v_state      text;
+BEGIN
+    SELECT d.state INTO v_state FROM decoupled.catalog_deployments d
+     WHERE d.name = v_deployment FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'deployment "%" does not exist', v_deployment
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF v_state = 'retired' AND _assert_write_authority.incarnation IS NOT NULL THEN
+        -- Promotion retired it: its processes are fenced for good.
+        RAISE EXCEPTION 'deployment "%" was retired', v_deployment
+            USING ERRCODE = 'ZD001',  -- fenced: the protocol's own class
+                  DETAIL = 'Another deployment was promoted; a retired deployment never '
+                           'writes again.';
+    END IF;
+    IF v_state <> 'active' THEN
+        RAISE EXCEPTION 'deployment "%" has no write authority', v_deployment
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('It is %s; only the active deployment writes.', v_state);
+    END IF;
+    IF _assert_write_authority.incarnation IS NOT NULL THEN
+        PERFORM FROM decoupled.catalog_replica_incarnations i
+         WHERE i.incarnation = _assert_write_authority.incarnation
+           AND i.deployment = v_deployment AND i.retired_at IS NULL
+           FOR SHARE;
+        IF NOT FOUND THEN
+            PERFORM FROM decoupled.catalog_adapter_incarnations i
+             WHERE i.incarnation = _assert_write_authority.incarnation
+               AND i.deployment = v_deployment AND i.retired_at IS NULL
+               FOR SHARE;
+        END IF;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'incarnation % is not current in deployment "%"',
+                            _assert_write_authority.incarnation, v_deployment
+                USING ERRCODE = 'ZD001',  -- fenced: the protocol's own class
+                      DETAIL = 'A newer incarnation replaced it, or it was retired; '
+                               'a fenced writer can never write again.';
+        END IF;
+    END IF;
+END
+$$;
+
+-- 40_permission
+CREATE OR REPLACE FUNCTION decoupled.dry_run(sql text)
+RETURNS TABLE (action text, kind text, name text, detail text)
+-- No SET search_path: the call runs as written, in the caller's context.
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_function text;
+    v_before   text[];
+    v_after    text[];
+    v_marker   constant text := 'pg_decoupled dry run';
+    v_detail   text;
+BEGIN
+    v_function := substring(sql FROM '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(');
+    IF v_function IS NULL OR sql ~ ';\s*\S'
+       OR v_function NOT IN ('create_cluster', 'alter_cluster', 'drop_cluster',
+                             'declare_adapter', 'drop_adapter', 'register_table',
+                             'unregister_table', 'acquire_hold', 'release_hold',
+                             'publish_bounds', 'apply_compaction', 'create_source',
+                             'create_materialized_view', 'create_sink', 'drop',
+                             'create_deployment', 'drop_deployment') THEN
+        RAISE EXCEPTION 'dry_run takes one call of a catalog function'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass the call as text, for example ''SELECT decoupled.create_cluster(...)''.';
+    END IF;
+
+    v_before := decoupled._catalog_inventory();
+    BEGIN
+        SET CONSTRAINTS ALL IMMEDIATE;
+        EXECUTE sql;
+        v_after := decoupled._catalog_inventory();
+        RAISE EXCEPTION USING ERRCODE = 'DC999', MESSAGE = v_marker;
+    EXCEPTION WHEN OTHERS THEN
+        IF SQLSTATE <> 'DC999' OR SQLERRM <> v_marker THEN
+            GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
+            RETURN QUERY SELECT 'error'::text, NULL::text, NULL::text,
+                                SQLSTATE || ': ' || SQLERRM
+                                || CASE WHEN v_detail <> '' THEN ' (' || v_detail || ')' ELSE '' END;
+            RETURN;
+        END IF;
+    END;
+    RETURN QUERY
+        SELECT 'create', split_part(e, ':', 1), substr(e, length(split_part(e, ':', 1)) + 2), NULL
+          FROM unnest(v_after) e WHERE e <> ALL (v_before)
+        UNION ALL
+        SELECT 'drop', split_part(e, ':', 1), substr(e, length(split_part(e, ':', 1)) + 2), NULL
+          FROM unnest(v_before) e WHERE e <> ALL (v_after)
+        ORDER BY 1, 2, 3;
+    RETURN QUERY SELECT 'admitted'::text, NULL::text, NULL::text, 'no admission error'::text;
+END
+$$;
+COMMENT ON FUNCTION decoupled.dry_run(text) IS
+    'Report what a catalog call would create or drop, or its admission error, without any effect.';
+
+CREATE OR REPLACE FUNCTION decoupled._catalog_inventory() RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(array_agg(e), '{}') FROM (
+        SELECT 'cluster:' || name FROM decoupled.catalog_clusters
+        UNION ALL SELECT 'replica:' || cluster || '.' || name FROM decoupled.catalog_replicas
+        UNION ALL SELECT 'deployment:' || name FROM decoupled.catalog_deployments
+        UNION ALL SELECT 'adapter:' || name || ' (' || deployment || ')'
+                    FROM decoupled.catalog_adapters
+        UNION ALL SELECT kind || ':' || name FROM decoupled.catalog_objects WHERE dropped_at IS NULL
+        UNION ALL SELECT 'requirement:' || c.name || ' for ' || r.name
+                    FROM decoupled.catalog_requirements q
+                    JOIN decoupled.catalog_objects c ON c.lifetime_id = q.lifetime_id
+                    JOIN decoupled.catalog_objects r ON r.lifetime_id = q.required_by
+        UNION ALL SELECT 'hold:' || o.name || ' at ' || h.frontier || ' (hold ' || h.hold_id || ')'
+                    FROM decoupled.catalog_holds h JOIN decoupled.catalog_objects o USING (lifetime_id)
+    ) x(e)
+$$;
+
+-- 50_replicas
+CREATE OR REPLACE FUNCTION decoupled.replica_report(incarnation bigint, lifetime_id bigint, status text,
+                                         error text DEFAULT NULL, hint text DEFAULT NULL,
+                                         hydrated boolean DEFAULT false) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    i        decoupled.catalog_replica_incarnations;
+    v_before text;
+    v_name   text;
+BEGIN
+    i := decoupled._live_incarnation(replica_report.incarnation);
+    PERFORM FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = replica_report.lifetime_id AND o.dropped_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN;  -- dropped meanwhile: the committer already wrote its history
+    END IF;
+    SELECT h.status INTO v_before FROM decoupled.replica_health h
+     WHERE h.lifetime_id = replica_report.lifetime_id AND h.replica_id = i.replica_id
+       AND h.deployment = i.deployment FOR UPDATE;
+    INSERT INTO decoupled.replica_health AS h
+           (lifetime_id, replica_id, deployment, incarnation, status, error, hint, hydrated,
+            transition_at, updated_at)
+    VALUES (replica_report.lifetime_id, i.replica_id, i.deployment, replica_report.incarnation,
+            replica_report.status, replica_report.error, replica_report.hint,
+            replica_report.hydrated, now(), now())
+    ON CONFLICT (lifetime_id, replica_id, deployment) DO UPDATE
+       SET incarnation = EXCLUDED.incarnation, status = EXCLUDED.status, error = EXCLUDED.error,
+           hint = EXCLUDED.hint, hydrated = EXCLUDED.hydrated, updated_at = now(),
+           transition_at = CASE WHEN h.status IS DISTINCT FROM EXCLUDED.status THEN now()
+                                ELSE h.transition_at END
+     WHERE h.incarnation <= EXCLUDED.incarnation;
+    -- The history is the active deployment's: a prewarming replica's
+    -- transitions are visible in decoupled.hydration only.
+    IF FOUND AND v_before IS DISTINCT FROM replica_report.status
+       AND i.deployment = decoupled._active_deployment() THEN
+        SELECT r.name INTO v_name FROM decoupled.catalog_replicas r WHERE r.replica_id = i.replica_id;
+        INSERT INTO decoupled.status_events (lifetime_id, replica, incarnation, status, error)
+        VALUES (replica_report.lifetime_id, v_name, replica_report.incarnation,
+                replica_report.status, replica_report.error);
+    END IF;
+END
+$$;
+
+-- 57_deployments (new in 1.1)
+------------------------------------------------------------------------------
+-- Deployments (brief C10) and the reconciled configuration (C11.1)
+--
+-- A deployment is one generation of workers.  Exactly one is `active` and
+-- holds write authority (checked at every append, 31_append.sql); others
+-- are `prewarming` — their replicas follow the catalog and hydrate but never
+-- write — or `retired` for good.
+--
+--     create_deployment(n)          promote(n)
+--   ------------------> prewarming -----------> active -----------> retired
+--                           |                    (the previous active one
+--                           | drop_deployment(n)  is retired in the same
+--                           v                     transaction)
+--                        (gone)
+--
+-- A replica keeps no state the catalog and the durable uppers cannot
+-- rebuild (bgworker/replica_engine.hpp): outputs, kept sums and arrangements
+-- are shared storage, written by whichever deployment holds authority.  So a
+-- prewarming replica hydrates by installing each object and computing it
+-- once from the durable state into private (temporary) storage: that proves
+-- its plan, privileges and inputs, and warms its session's plans and the
+-- buffer cache.  Promotion then hands over at the durable uppers: warmed
+-- replicas continue from there, nothing is recomputed from scratch.
+------------------------------------------------------------------------------
+
+-- Objects that `deployment` has not hydrated yet: every live source output,
+-- view and sink on a cluster with replicas needs one live incarnation of the
+-- deployment, started since the server did (an incarnation a crash ended
+-- has not been retired yet), that reported it hydrated.  (Objects of
+-- clusters without replicas are paused in every deployment and wait for
+-- none.)
+CREATE FUNCTION decoupled._unhydrated(deployment text)
+RETURNS TABLE (name text, kind text, cluster text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT o.name::text, o.kind, o.cluster::text
+      FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL AND o.kind <> 'table'
+       AND EXISTS (SELECT FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = o.lifetime_id)
+       AND EXISTS (SELECT FROM decoupled.catalog_replicas r WHERE r.cluster = o.cluster)
+       AND NOT EXISTS (
+           SELECT FROM decoupled.replica_health h
+             JOIN decoupled.catalog_replica_incarnations i
+               ON i.incarnation = h.incarnation AND i.retired_at IS NULL
+              AND i.started_at >= pg_postmaster_start_time()
+            WHERE h.lifetime_id = o.lifetime_id AND h.deployment = _unhydrated.deployment
+              AND h.hydrated)
+     ORDER BY o.name
+$$;
+
+CREATE FUNCTION decoupled._deployment_state(name text, lock boolean DEFAULT false)
+RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_state text;
+BEGIN
+    IF lock THEN
+        SELECT d.state INTO v_state FROM decoupled.catalog_deployments d
+         WHERE d.name = _deployment_state.name FOR UPDATE;
+    ELSE
+        SELECT d.state INTO v_state FROM decoupled.catalog_deployments d
+         WHERE d.name = _deployment_state.name;
+    END IF;
+    IF v_state IS NULL THEN
+        RAISE EXCEPTION 'deployment "%" does not exist', name USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN v_state;
+END
+$$;
+
+CREATE FUNCTION decoupled.create_deployment(name text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name   text := create_deployment.name;
+    v_active text;
+BEGIN
+    PERFORM decoupled._check_name('deployment', v_name);
+    PERFORM decoupled._begin_catalog_change();
+    IF EXISTS (SELECT FROM decoupled.catalog_deployments d WHERE d.name = v_name) THEN
+        RAISE EXCEPTION 'deployment "%" already exists', v_name
+            USING ERRCODE = 'duplicate_object',
+                  DETAIL = format('It is %s.', decoupled._deployment_state(v_name)),
+                  HINT = 'A deployment name is used once, retired ones included.';
+    END IF;
+    INSERT INTO decoupled.catalog_deployments (name, state) VALUES (v_name, 'prewarming');
+    -- The new generation serves the same SQL front doors.
+    v_active := decoupled._active_deployment();
+    INSERT INTO decoupled.catalog_adapters (name, deployment)
+    SELECT a.name, v_name FROM decoupled.catalog_adapters a WHERE a.deployment = v_active;
+    INSERT INTO decoupled.catalog_adapter_stops (adapter, deployment)
+    SELECT s.adapter, v_name FROM decoupled.catalog_adapter_stops s WHERE s.deployment = v_active;
+END
+$$;
+COMMENT ON FUNCTION decoupled.create_deployment(text) IS
+    'Add a prewarming deployment: its replicas follow the catalog and hydrate without writing.';
+
+CREATE FUNCTION decoupled.drop_deployment(name text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name  text := drop_deployment.name;
+    v_state text;
+BEGIN
+    PERFORM decoupled._check_name('deployment', v_name);
+    PERFORM decoupled._begin_catalog_change();
+    v_state := decoupled._deployment_state(v_name, true);
+    IF v_state <> 'prewarming' THEN
+        RAISE EXCEPTION 'deployment "%" is %', v_name, v_state
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Only a prewarming deployment can be dropped.',
+                  HINT = CASE WHEN v_state = 'active'
+                              THEN 'Promote another deployment first.'
+                              ELSE 'A retired deployment stays in the catalog as a record.' END;
+    END IF;
+    -- Its adapters go with their incarnations (and those own no holds: no
+    -- session attaches to a prewarming deployment); its replica
+    -- incarnations end, fencing any process still running them.
+    DELETE FROM decoupled.catalog_adapters a WHERE a.deployment = v_name;
+    DELETE FROM decoupled.catalog_replica_incarnations i WHERE i.deployment = v_name;
+    DELETE FROM decoupled.catalog_deployments d WHERE d.name = v_name;
+END
+$$;
+COMMENT ON FUNCTION decoupled.drop_deployment(text) IS
+    'Remove a prewarming deployment; its workers stop.';
+
+-- Promotion (C10.2): wait until `name` is hydrated, then, in one
+-- transaction, give it write authority and retire the active deployment:
+-- the retired replicas' and adapters' incarnations end (fencing their
+-- processes) and exactly the retired adapters' holds are released.  The
+-- row lock on the active deployment waits for its in-flight appends, which
+-- hold it shared (_assert_write_authority); later ones see it retired.
+CREATE FUNCTION decoupled.promote(name text, wait_for_hydration interval DEFAULT '5 min')
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name     text := promote.name;
+    v_state    text;
+    v_retired  text;
+    v_deadline timestamptz;
+    v_missing  text;
+    v_count    bigint;
+    r          record;
+BEGIN
+    PERFORM decoupled._check_name('deployment', v_name);
+    IF wait_for_hydration IS NULL OR wait_for_hydration < interval '0' THEN
+        RAISE EXCEPTION 'wait_for_hydration must be a non-negative interval, got %',
+                        coalesce(wait_for_hydration::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'decoupled.promote() must run at READ COMMITTED'
+            USING ERRCODE = 'active_sql_transaction',
+                  DETAIL = 'It waits for the deployment''s replicas to commit their hydration.';
+    END IF;
+    IF decoupled._restoring() THEN
+        PERFORM decoupled._begin_catalog_change();  -- its refusal, with the hint
+    END IF;
+    v_state := decoupled._deployment_state(v_name);
+    PERFORM decoupled._refuse_promotion(v_name, v_state);
+
+    -- Wait without locks: nothing blocks while the replicas hydrate.
+    v_deadline := clock_timestamp() + wait_for_hydration;
+    LOOP
+        SELECT count(*), string_agg(format('%s "%s" on cluster "%s"', u.kind, u.name, u.cluster),
+                                    ', ') FILTER (WHERE u.n <= 5)
+          INTO v_count, v_missing
+          FROM (SELECT x.*, row_number() OVER () AS n FROM decoupled._unhydrated(v_name) x) u;
+        EXIT WHEN v_count = 0;
+        IF clock_timestamp() >= v_deadline THEN
+            RAISE EXCEPTION 'deployment "%" is not hydrated', v_name
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('Not hydrated after %s: %s%s.', wait_for_hydration, v_missing,
+                                      CASE WHEN v_count > 5
+                                           THEN format(' and %s more', v_count - 5) ELSE '' END),
+                      HINT = 'decoupled.hydration shows each replica''s progress; nothing was '
+                             'changed.';
+        END IF;
+        PERFORM pg_sleep(least(0.1, greatest(extract(epoch FROM v_deadline - clock_timestamp()),
+                                             0.001)));
+        v_state := decoupled._deployment_state(v_name);
+        PERFORM decoupled._refuse_promotion(v_name, v_state);
+    END LOOP;
+
+    -- The handover.  The catalog lock orders it with every other catalog
+    -- change.  Then the locks an append takes, in the order it takes them:
+    -- a replica step locks its incarnation, then its deployment (both
+    -- shared), so promotion locks the active replica incarnations first and
+    -- the deployment rows next — waiting for the appends in flight, and
+    -- never holding one while it waits for the other.
+    PERFORM decoupled._begin_catalog_change();
+    PERFORM FROM decoupled.catalog_replica_incarnations i
+      JOIN decoupled.catalog_deployments d ON d.name = i.deployment
+     WHERE d.state = 'active' AND i.retired_at IS NULL
+     ORDER BY i.incarnation FOR UPDATE OF i;
+    PERFORM FROM decoupled.catalog_deployments d
+     WHERE d.name = v_name OR d.state = 'active' ORDER BY d.name FOR UPDATE;
+    v_state := decoupled._deployment_state(v_name);
+    PERFORM decoupled._refuse_promotion(v_name, v_state);  -- a concurrent promote won
+    UPDATE decoupled.catalog_deployments d SET state = 'retired', retired_at = now()
+     WHERE d.state = 'active' RETURNING d.name INTO v_retired;
+    UPDATE decoupled.catalog_deployments d SET state = 'active', promoted_at = now()
+     WHERE d.name = v_name;
+    UPDATE decoupled.catalog_replica_incarnations i SET retired_at = now(), status = 'stopped'
+     WHERE i.deployment = v_retired AND i.retired_at IS NULL;
+    FOR r IN SELECT i.incarnation FROM decoupled.catalog_adapter_incarnations i
+              WHERE i.deployment = v_retired AND i.reclaimed_at IS NULL
+    LOOP
+        PERFORM decoupled._reclaim_incarnation(r.incarnation);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION decoupled.promote(text, interval) IS
+    'Wait until a prewarming deployment is hydrated, then give it write authority and retire the active one.';
+
+CREATE FUNCTION decoupled._refuse_promotion(name text, state text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF state = 'active' THEN
+        RAISE EXCEPTION 'deployment "%" is already active', name
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    ELSIF state = 'retired' THEN
+        RAISE EXCEPTION 'deployment "%" is retired', name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'A retired deployment never writes again.',
+                  HINT = 'Create a new deployment with decoupled.create_deployment().';
+    END IF;
+END
+$$;
+
+-- A prewarming replica's step (C10.1): compute the object from the durable
+-- state into private storage, never appending.  Returns whether it is
+-- hydrated: false while its inputs have no readable time yet.
+CREATE FUNCTION decoupled.replica_prewarm(incarnation bigint, lifetime_id bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    i        decoupled.catalog_replica_incarnations;
+    o        decoupled.catalog_objects;
+    id       bigint := replica_prewarm.lifetime_id;
+    v_inputs bigint[];
+    v_t      bigint;
+    v_since  bigint;
+    v_from   bigint;
+    v_rows   bigint;
+BEGIN
+    i := decoupled._live_incarnation(replica_prewarm.incarnation);
+    SELECT * INTO o FROM decoupled.catalog_objects c
+     WHERE c.lifetime_id = id AND c.dropped_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'object % was dropped', id
+            USING ERRCODE = 'ZD002',  -- dropped meanwhile: the protocol's own class
+                  DETAIL = 'The catalog dropped it after the replica last read it.';
+    END IF;
+    IF o.kind = 'materialized view' THEN
+        SELECT coalesce(array_agg(x.id::bigint), '{}') INTO v_inputs
+          FROM jsonb_array_elements_text(o.definition->'inputs') AS x(id);
+        IF v_inputs = '{}' THEN
+            SELECT f.upper - 1, f.since INTO v_t, v_since FROM decoupled.catalog_frontiers f
+             WHERE f.lifetime_id = id;
+        ELSE
+            SELECT min(f.upper) - 1, max(f.since) INTO v_t, v_since
+              FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = ANY (v_inputs);
+        END IF;
+        IF v_t < greatest(v_since, 0) THEN
+            RETURN false;  -- nothing readable yet: the active deployment waits too
+        END IF;
+        EXECUTE format('CREATE TEMP TABLE decoupled_prewarm (LIKE %s) ON COMMIT DROP',
+                       decoupled._storage(id, 'stage'));
+        PERFORM decoupled._stage_plan((o.definition->>'plan')::oid::regclass,
+                                      (o.definition->>'owner')::oid, v_t,
+                                      'pg_temp.decoupled_prewarm'::regclass);
+        DROP TABLE pg_temp.decoupled_prewarm;
+    ELSIF o.kind = 'sink' THEN
+        -- Read what the sink's next step would write.
+        SELECT s.upper, f.upper INTO v_from, v_t
+          FROM decoupled.catalog_frontiers s, decoupled.catalog_frontiers f
+         WHERE s.lifetime_id = id AND f.lifetime_id = (o.definition->>'input')::bigint;
+        IF NOT coalesce((SELECT has_table_privilege((o.definition->>'owner')::oid, c.relation,
+                                                    'SELECT')
+                           FROM decoupled.catalog_objects c
+                          WHERE c.lifetime_id = (o.definition->>'input')::bigint), false) THEN
+            RAISE EXCEPTION 'permission denied for the input of sink "%"', o.name
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = 'Its owner can no longer read it.';
+        END IF;
+        EXECUTE format('SELECT count(*) FROM (%s) x',
+                       decoupled._changes_sql((o.definition->>'input')::bigint, false))
+            INTO v_rows USING v_from, greatest(v_t, v_from), v_from;
+    END IF;
+    RETURN true;  -- a source's generator is installed by the replica itself
+END
+$$;
+
+------------------------------------------------------------------------------
+-- Configuration reconciliation (C11.1)
+------------------------------------------------------------------------------
+
+-- The calling process's decoupled.* settings that the whole installation
+-- shares (set in postgresql.conf; session settings and credentials —
+-- decoupled.replica_conninfo — are not the catalog's business).
+CREATE FUNCTION decoupled._process_settings() RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(jsonb_object_agg(s.name, s.setting ORDER BY s.name), '{}')
+      FROM pg_settings s
+     WHERE s.name LIKE 'decoupled.%' AND s.context IN ('postmaster', 'sighup')
+       AND s.name <> 'decoupled.replica_conninfo'
+$$;
+
+-- Records the caller's settings as the active configuration with a
+-- conditional update on config_version; a concurrent writer's update makes
+-- it read again and retry.  Only the active deployment's processes write:
+-- for any other deployment it changes nothing.  Returns the version that
+-- holds the caller's settings, or NULL when it was not allowed to write.
+CREATE FUNCTION decoupled.reconcile_configuration(deployment text DEFAULT NULL,
+                                                  written_by text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_deployment text := coalesce(reconcile_configuration.deployment,
+                                  decoupled._active_deployment());
+    v_settings   jsonb := decoupled._process_settings();
+    v_written_by text := coalesce(reconcile_configuration.written_by,
+                                  format('%s (pid %s)', session_user, pg_backend_pid()));
+    c            decoupled.catalog_configuration;
+BEGIN
+    IF decoupled._deployment_state(v_deployment) <> 'active' THEN
+        RETURN NULL;  -- a prewarming deployment never overwrites the active configuration
+    END IF;
+    LOOP
+        SELECT * INTO STRICT c FROM decoupled.catalog_configuration;
+        IF c.settings = v_settings THEN
+            RETURN c.config_version;
+        END IF;
+        UPDATE decoupled.catalog_configuration x
+           SET settings = v_settings, config_version = c.config_version + 1,
+               changed_at = now(), written_by = v_written_by, deployment = v_deployment
+         WHERE x.config_version = c.config_version;
+        IF FOUND THEN
+            RETURN c.config_version + 1;
+        END IF;
+        -- Another writer got there first: read its version and try again.
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION decoupled.reconcile_configuration(text, text) IS
+    'Record this process''s decoupled.* settings as the active configuration (conditional on config_version).';
+
+-- 80_views
+CREATE OR REPLACE VIEW decoupled.deployments AS
+    SELECT d.name::text, d.state, d.state = 'active' AS writes_enabled, d.created_at,
+           d.promoted_at, d.retired_at,
+           CASE WHEN d.state <> 'retired'
+                THEN (SELECT count(*) FROM decoupled._unhydrated(d.name)) END AS unhydrated
+      FROM decoupled.catalog_deployments d;
+
+CREATE OR REPLACE VIEW decoupled.object_statuses AS
+    SELECT o.name::text, o.kind, r.name::text AS replica,
+           CASE WHEN r.replica_id IS NULL THEN 'paused'
+                ELSE coalesce(h.status, 'created') END AS status,
+           h.error,
+           CASE WHEN r.replica_id IS NULL THEN 'no replica is running it' ELSE h.hint END
+               AS hint,
+           h.updated_at, h.transition_at, h.hydrated
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
+      LEFT JOIN decoupled.replica_health h
+             ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
+            AND h.deployment = (SELECT d.name FROM decoupled.catalog_deployments d
+                                 WHERE d.state = 'active')
+     WHERE o.dropped_at IS NULL AND o.kind <> 'table'
+    UNION ALL
+    SELECT o.name::text, o.kind, NULL,
+           CASE WHEN w.stalled THEN 'stalled' ELSE coalesce(h.status, 'running') END,
+           CASE WHEN w.stalled THEN coalesce('WAL capture: ' || w.last_error,
+                                             'WAL capture is not running')
+                ELSE h.error END,
+           CASE WHEN w.stalled THEN 'Its writes wait in the WAL; see decoupled.capture.'
+                ELSE h.hint END,
+           h.updated_at, h.transition_at, NULL
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.table_health h USING (lifetime_id)
+      LEFT JOIN LATERAL (
+          SELECT c.status = 'stalled' AS stalled, c.last_error FROM decoupled.capture c
+           WHERE EXISTS (SELECT FROM decoupled.capture_relations r
+                          WHERE r.lifetime_id = o.lifetime_id)) w ON true
+     WHERE o.dropped_at IS NULL AND o.kind = 'table';
+
+CREATE OR REPLACE VIEW decoupled.hydration AS
+    SELECT o.name::text, r.name::text AS replica, coalesce(h.hydrated, false) AS hydrated,
+           d.name::text AS deployment, coalesce(h.status, 'created') AS status
+      FROM decoupled.catalog_objects o
+      JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
+      CROSS JOIN decoupled.catalog_deployments d
+      LEFT JOIN (decoupled.replica_health h
+                 JOIN decoupled.catalog_replica_incarnations i
+                   ON i.incarnation = h.incarnation AND i.retired_at IS NULL
+                  AND i.started_at >= pg_postmaster_start_time())
+             ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
+            AND h.deployment = d.name
+     WHERE o.dropped_at IS NULL AND o.kind <> 'table' AND d.state <> 'retired'
+       AND EXISTS (SELECT FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = o.lifetime_id);
+
+CREATE VIEW decoupled.configuration AS
+    SELECT config_version, settings, written_by, deployment::text, changed_at
+      FROM decoupled.catalog_configuration;
+
+CREATE OR REPLACE VIEW decoupled.adapters AS
+    SELECT a.name::text, a.deployment::text, i.incarnation, i.pid,
+           CASE WHEN s.adapter IS NOT NULL THEN 'stopped' ELSE i.status END AS status,
+           i.heartbeat_at, s.stopped_at
+      FROM decoupled.catalog_adapters a
+      LEFT JOIN decoupled.catalog_adapter_incarnations i
+             ON i.adapter = a.name AND i.deployment = a.deployment AND i.retired_at IS NULL
+      LEFT JOIN decoupled.catalog_adapter_stops s
+             ON s.adapter = a.name AND s.deployment = a.deployment
+     WHERE a.deployment IN (SELECT d.name FROM decoupled.catalog_deployments d
+                             WHERE d.state <> 'retired');
+
+-- 90_privileges
+REVOKE ALL ON FUNCTION decoupled._unhydrated(text), decoupled._deployment_state(text, boolean),
+    decoupled.create_deployment(text), decoupled.drop_deployment(text),
+    decoupled.promote(text, interval), decoupled._refuse_promotion(text, text),
+    decoupled.replica_prewarm(bigint, bigint), decoupled._process_settings(),
+    decoupled.reconcile_configuration(text, text)
+FROM PUBLIC;
+GRANT SELECT ON decoupled.configuration TO PUBLIC;
+GRANT EXECUTE ON FUNCTION decoupled._unhydrated(text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    decoupled.create_deployment(text), decoupled.drop_deployment(text),
+    decoupled.promote(text, interval), decoupled.reconcile_configuration(text, text),
+    decoupled.replica_prewarm(bigint, bigint)
+TO decoupled_admin;
 
 -- Sessions that run through the update (replicas, adapterd, the capture
 -- worker, clients) compiled the extension's PL/pgSQL functions against the

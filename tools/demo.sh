@@ -149,7 +149,10 @@ show_pipeline() {
                       coalesce((SELECT string_agg(s.status || CASE WHEN h.hydrated THEN ', hydrated'
                                                                ELSE '' END, '; ')
                                   FROM decoupled.object_statuses s
-                                  LEFT JOIN decoupled.hydration h USING (name, replica)
+                                  LEFT JOIN decoupled.hydration h
+                                         ON h.name = s.name AND h.replica = s.replica
+                                        AND h.deployment = (SELECT d.name FROM decoupled.deployments d
+                                                             WHERE d.state = 'active')
                                  WHERE s.name = f.name), '-'))
           FROM decoupled.frontiers f JOIN decoupled.objects o USING (name)
          WHERE f.name IN ('auction_bids', 'winning_bids', 'seller_totals', 'seller_feed')
@@ -203,6 +206,30 @@ psql_demo -c "SELECT decoupled.verify('seller_totals') AS verified_after_restart
           FROM decoupled.frontiers WHERE name = 'seller_feed'" \
     -c "SELECT (SELECT sum(mz_diff) FROM seller_changes WHERE mz_timestamp <= decoupled.as_of())
                = (SELECT count(*) FROM seller_totals) AS sink_adds_up_to_the_view"
+
+step "A new generation of workers: prewarm a deployment beside the active one, then promote it"
+psql_demo -c "SELECT decoupled.create_deployment('blue')" \
+    -c "SELECT name, state, writes_enabled FROM decoupled.deployments ORDER BY created_at"
+psql_demo -At -c "SELECT decoupled.wait_for_controller(decoupled.catalog_version()) IS NULL" >/dev/null
+for second in 1 2; do
+    psql_demo -At -c "SELECT pg_sleep(1)" >/dev/null
+    psql_demo -At -c "SELECT format('-- blue after %ss: %s of %s objects hydrated', $second,
+                                    count(*) FILTER (WHERE hydrated), count(*))
+                        FROM decoupled.hydration WHERE deployment = 'blue'"
+done
+psql_demo -c "SELECT deployment, replica, incarnation, pid, status FROM decoupled.cluster_replicas
+               ORDER BY deployment"
+before=$(psql_demo -At -c "SELECT upper FROM decoupled.frontiers WHERE name = 'seller_feed'")
+psql_demo -c "\\timing on" -c "SELECT decoupled.promote('blue')"
+psql_demo -At -c "SELECT decoupled.wait_for_upper('seller_feed', decoupled.oracle_now() + 500) IS NULL" >/dev/null
+psql_demo -c "SELECT name, state, writes_enabled FROM decoupled.deployments ORDER BY created_at" \
+    -c "SELECT deployment, replica, incarnation, pid, status FROM decoupled.cluster_replicas"
+show_pipeline
+psql_demo -c "SELECT upper > $before AS sink_advanced_after_handover,
+                     decoupled.verify('seller_totals') AS verified_after_handover
+                FROM decoupled.frontiers WHERE name = 'seller_feed'" \
+    -c "SELECT count(*) = count(DISTINCT (mz_timestamp, mz_diff, seller, auctions, total))
+               AS sink_has_no_duplicate FROM seller_changes"
 
 step "Done. The server log:"
 tail -n 8 "$DEMO/server.log"

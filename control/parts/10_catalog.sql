@@ -72,7 +72,10 @@ CREATE TABLE decoupled.catalog_configuration (
     singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     config_version bigint NOT NULL CHECK (config_version > 0),
     settings       jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(settings) = 'object'),
-    changed_at     timestamptz NOT NULL DEFAULT now()
+    changed_at     timestamptz NOT NULL DEFAULT now(),
+    -- Who wrote this version: the process and the deployment it served.
+    written_by     text,
+    deployment     text
 );
 
 CREATE TABLE decoupled.catalog_deployments (
@@ -294,8 +297,9 @@ CREATE TABLE decoupled.catalog_holds (
 );
 CREATE INDEX catalog_holds_collection ON decoupled.catalog_holds (lifetime_id);
 
--- Current health: one replica-owned row per (object, replica).  A report from
--- an incarnation older than the stored one is ignored (brief C6.1).
+-- Current health: one replica-owned row per (object, replica, deployment).
+-- A report from an incarnation older than the stored one is ignored (brief
+-- C6.1).
 CREATE TABLE decoupled.replica_health (
     lifetime_id   bigint NOT NULL
                   REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
@@ -310,7 +314,11 @@ CREATE TABLE decoupled.replica_health (
     -- NULL: the transition time is unknown (reconstructed after a restart).
     transition_at timestamptz,
     updated_at    timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (lifetime_id, replica_id)
+    -- Each deployment's replicas report their own health: a prewarming
+    -- replica never overwrites what the active one reports (C10.1).
+    deployment    decoupled.object_name NOT NULL
+                  REFERENCES decoupled.catalog_deployments (name) ON DELETE CASCADE,
+    PRIMARY KEY (lifetime_id, replica_id, deployment)
 );
 
 -- Health of registered tables.  No replica ticks them (the controller runs
@@ -649,10 +657,14 @@ BEGIN
             USING ERRCODE = 'duplicate_object';
     END IF;
     INSERT INTO decoupled.catalog_adapters (name, deployment) VALUES (v_name, v_deployment);
+    -- A prewarming deployment serves the same front doors once promoted.
+    INSERT INTO decoupled.catalog_adapters (name, deployment)
+    SELECT v_name, d.name FROM decoupled.catalog_deployments d WHERE d.state = 'prewarming'
+    ON CONFLICT DO NOTHING;
 END
 $$;
 COMMENT ON FUNCTION decoupled.declare_adapter(text) IS
-    'Declare a SQL front door (adapter) in the active deployment.';
+    'Declare a SQL front door (adapter) in the active deployment (and in prewarming ones).';
 
 CREATE FUNCTION decoupled.drop_adapter(name text) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -672,8 +684,12 @@ BEGIN
         RAISE EXCEPTION 'adapter "%" does not exist in deployment "%"', v_name, v_deployment
             USING ERRCODE = 'undefined_object';
     END IF;
+    DELETE FROM decoupled.catalog_adapters a
+     WHERE a.name = v_name
+       AND a.deployment IN (SELECT d.name FROM decoupled.catalog_deployments d
+                             WHERE d.state = 'prewarming');
 END
 $$;
 COMMENT ON FUNCTION decoupled.drop_adapter(text) IS
-    'Drop an adapter of the active deployment, releasing exactly its holds.';
+    'Drop an adapter of the active deployment (and of prewarming ones), releasing exactly its holds.';
 

@@ -36,6 +36,13 @@ BEGIN
         RAISE EXCEPTION 'deployment "%" does not exist', v_deployment
             USING ERRCODE = 'undefined_object';
     END IF;
+    IF v_state = 'retired' AND _assert_write_authority.incarnation IS NOT NULL THEN
+        -- Promotion retired it: its processes are fenced for good.
+        RAISE EXCEPTION 'deployment "%" was retired', v_deployment
+            USING ERRCODE = 'ZD001',  -- fenced: the protocol's own class
+                  DETAIL = 'Another deployment was promoted; a retired deployment never '
+                           'writes again.';
+    END IF;
     IF v_state <> 'active' THEN
         RAISE EXCEPTION 'deployment "%" has no write authority', v_deployment
             USING ERRCODE = 'object_not_in_prerequisite_state',

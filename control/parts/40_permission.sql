@@ -484,7 +484,8 @@ BEGIN
                              'declare_adapter', 'drop_adapter', 'register_table',
                              'unregister_table', 'acquire_hold', 'release_hold',
                              'publish_bounds', 'apply_compaction', 'create_source',
-                             'create_materialized_view', 'create_sink', 'drop') THEN
+                             'create_materialized_view', 'create_sink', 'drop',
+                             'create_deployment', 'drop_deployment') THEN
         RAISE EXCEPTION 'dry_run takes one call of a catalog function'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass the call as text, for example ''SELECT decoupled.create_cluster(...)''.';
@@ -524,6 +525,7 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(array_agg(e), '{}') FROM (
         SELECT 'cluster:' || name FROM decoupled.catalog_clusters
         UNION ALL SELECT 'replica:' || cluster || '.' || name FROM decoupled.catalog_replicas
+        UNION ALL SELECT 'deployment:' || name FROM decoupled.catalog_deployments
         UNION ALL SELECT 'adapter:' || name || ' (' || deployment || ')'
                     FROM decoupled.catalog_adapters
         UNION ALL SELECT kind || ':' || name FROM decoupled.catalog_objects WHERE dropped_at IS NULL

@@ -439,20 +439,24 @@ BEGIN
         RETURN;  -- dropped meanwhile: the committer already wrote its history
     END IF;
     SELECT h.status INTO v_before FROM decoupled.replica_health h
-     WHERE h.lifetime_id = replica_report.lifetime_id AND h.replica_id = i.replica_id FOR UPDATE;
+     WHERE h.lifetime_id = replica_report.lifetime_id AND h.replica_id = i.replica_id
+       AND h.deployment = i.deployment FOR UPDATE;
     INSERT INTO decoupled.replica_health AS h
-           (lifetime_id, replica_id, incarnation, status, error, hint, hydrated, transition_at,
-            updated_at)
-    VALUES (replica_report.lifetime_id, i.replica_id, replica_report.incarnation,
+           (lifetime_id, replica_id, deployment, incarnation, status, error, hint, hydrated,
+            transition_at, updated_at)
+    VALUES (replica_report.lifetime_id, i.replica_id, i.deployment, replica_report.incarnation,
             replica_report.status, replica_report.error, replica_report.hint,
             replica_report.hydrated, now(), now())
-    ON CONFLICT (lifetime_id, replica_id) DO UPDATE
+    ON CONFLICT (lifetime_id, replica_id, deployment) DO UPDATE
        SET incarnation = EXCLUDED.incarnation, status = EXCLUDED.status, error = EXCLUDED.error,
            hint = EXCLUDED.hint, hydrated = EXCLUDED.hydrated, updated_at = now(),
            transition_at = CASE WHEN h.status IS DISTINCT FROM EXCLUDED.status THEN now()
                                 ELSE h.transition_at END
      WHERE h.incarnation <= EXCLUDED.incarnation;
-    IF FOUND AND v_before IS DISTINCT FROM replica_report.status THEN
+    -- The history is the active deployment's: a prewarming replica's
+    -- transitions are visible in decoupled.hydration only.
+    IF FOUND AND v_before IS DISTINCT FROM replica_report.status
+       AND i.deployment = decoupled._active_deployment() THEN
         SELECT r.name INTO v_name FROM decoupled.catalog_replicas r WHERE r.replica_id = i.replica_id;
         INSERT INTO decoupled.status_events (lifetime_id, replica, incarnation, status, error)
         VALUES (replica_report.lifetime_id, v_name, replica_report.incarnation,

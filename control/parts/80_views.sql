@@ -12,10 +12,19 @@ CREATE VIEW decoupled.controller AS
 CREATE VIEW decoupled.supervised AS
     SELECT * FROM decoupled.supervision();
 
+-- unhydrated: how many objects a live deployment has not hydrated yet
+-- (promote() waits for 0).
 CREATE VIEW decoupled.deployments AS
-    SELECT name::text, state, state = 'active' AS writes_enabled, created_at, promoted_at,
-           retired_at
-      FROM decoupled.catalog_deployments;
+    SELECT d.name::text, d.state, d.state = 'active' AS writes_enabled, d.created_at,
+           d.promoted_at, d.retired_at,
+           CASE WHEN d.state <> 'retired'
+                THEN (SELECT count(*) FROM decoupled._unhydrated(d.name)) END AS unhydrated
+      FROM decoupled.catalog_deployments d;
+
+-- The active configuration the controller reconciled (C11.1).
+CREATE VIEW decoupled.configuration AS
+    SELECT config_version, settings, written_by, deployment::text, changed_at
+      FROM decoupled.catalog_configuration;
 
 CREATE VIEW decoupled.clusters AS
     SELECT c.name::text, c.managed, c.replication_factor,
@@ -44,7 +53,7 @@ CREATE VIEW decoupled.replica_statuses AS
      WHERE i.retired_at IS NULL;
 
 -- An adapter stopped on purpose shows `stopped`, with the incarnation that
--- still owns its holds.
+-- still owns its holds.  Adapters of retired deployments are gone for good.
 CREATE VIEW decoupled.adapters AS
     SELECT a.name::text, a.deployment::text, i.incarnation, i.pid,
            CASE WHEN s.adapter IS NOT NULL THEN 'stopped' ELSE i.status END AS status,
@@ -53,7 +62,9 @@ CREATE VIEW decoupled.adapters AS
       LEFT JOIN decoupled.catalog_adapter_incarnations i
              ON i.adapter = a.name AND i.deployment = a.deployment AND i.retired_at IS NULL
       LEFT JOIN decoupled.catalog_adapter_stops s
-             ON s.adapter = a.name AND s.deployment = a.deployment;
+             ON s.adapter = a.name AND s.deployment = a.deployment
+     WHERE a.deployment IN (SELECT d.name FROM decoupled.catalog_deployments d
+                             WHERE d.state <> 'retired');
 
 CREATE VIEW decoupled.objects AS
     SELECT o.name::text, o.kind, o.cluster::text, o.lifetime_id, o.created_at,
@@ -93,7 +104,8 @@ CREATE VIEW decoupled.session_holds AS
       LEFT JOIN decoupled.catalog_adapter_incarnations i USING (incarnation)
      WHERE o.dropped_at IS NULL;
 
--- Health of every live object on every replica of its cluster.  An object
+-- Health of every live object on every replica of its cluster, as the
+-- active deployment's replicas report it.  An object
 -- whose cluster has no replica is `paused` by placement; one nobody has
 -- reported on yet is `created`.  A registered table has no replica (the
 -- controller ticks it): one row with replica NULL, `running` unless its
@@ -111,6 +123,8 @@ CREATE VIEW decoupled.object_statuses AS
       LEFT JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
       LEFT JOIN decoupled.replica_health h
              ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
+            AND h.deployment = (SELECT d.name FROM decoupled.catalog_deployments d
+                                 WHERE d.state = 'active')
      WHERE o.dropped_at IS NULL AND o.kind <> 'table'
     UNION ALL
     SELECT o.name::text, o.kind, NULL,
@@ -137,9 +151,23 @@ CREATE VIEW decoupled.sink_statuses AS
     SELECT name, replica, status, error, hint, updated_at, transition_at
       FROM decoupled.object_statuses WHERE kind = 'sink';
 
+-- Hydration of every live object on every replica of its cluster, per
+-- live deployment (C10.1): a prewarming deployment is ready for promotion
+-- when each object is hydrated on one of its replicas.
 CREATE VIEW decoupled.hydration AS
-    SELECT name, replica, hydrated
-      FROM decoupled.object_statuses WHERE replica IS NOT NULL;
+    SELECT o.name::text, r.name::text AS replica, coalesce(h.hydrated, false) AS hydrated,
+           d.name::text AS deployment, coalesce(h.status, 'created') AS status
+      FROM decoupled.catalog_objects o
+      JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
+      CROSS JOIN decoupled.catalog_deployments d
+      LEFT JOIN (decoupled.replica_health h
+                 JOIN decoupled.catalog_replica_incarnations i
+                   ON i.incarnation = h.incarnation AND i.retired_at IS NULL
+                  AND i.started_at >= pg_postmaster_start_time())
+             ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
+            AND h.deployment = d.name
+     WHERE o.dropped_at IS NULL AND o.kind <> 'table' AND d.state <> 'retired'
+       AND EXISTS (SELECT FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = o.lifetime_id);
 
 CREATE VIEW decoupled.status_history AS
     SELECT o.name::text, e.replica, e.status, e.error, e.occurred_at, e.incarnation

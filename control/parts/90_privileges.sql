@@ -35,7 +35,8 @@ GRANT EXECUTE ON FUNCTION
     decoupled._shared_holds(), decoupled.subscribe(text, bigint, bigint),
     decoupled._kept_sum_int8(bigint, numeric), decoupled._kept_sum_numeric(bigint, numeric),
     decoupled._kept_avg(bigint, numeric), decoupled._capture_switching(),
-    decoupled.wait_for_capture(interval), decoupled._capture_state()
+    decoupled.wait_for_capture(interval), decoupled._capture_state(),
+    decoupled._unhydrated(text)
 TO PUBLIC;
 -- Implementations of entry points (decoupled._acquire_hold, ...) and the
 -- subscription helpers are granted to nobody: their entry points call them
@@ -55,7 +56,9 @@ GRANT EXECUTE ON FUNCTION
     decoupled.create_materialized_view(text, text, text, interval, bigint),
     decoupled.create_sink(text, text, text, text, boolean),
     decoupled.create_replica(text, text, boolean), decoupled.drop_replica(text, text),
-    decoupled.prune_status_history(interval), decoupled.finish_restore()
+    decoupled.prune_status_history(interval), decoupled.finish_restore(),
+    decoupled.create_deployment(text), decoupled.drop_deployment(text),
+    decoupled.promote(text, interval), decoupled.reconcile_configuration(text, text)
 TO decoupled_admin;
 
 -- The replica protocol: what replica processes call, as a role in
@@ -66,7 +69,8 @@ GRANT EXECUTE ON FUNCTION
     decoupled.replica_append(bigint, bigint, jsonb, bigint, bigint),
     decoupled.replica_report(bigint, bigint, text, text, text, boolean),
     decoupled.replica_compact(bigint), decoupled.replica_maintained(bigint),
-    decoupled.replica_maintain(bigint, bigint, bigint), decoupled.replica_sink(bigint, bigint, bigint)
+    decoupled.replica_maintain(bigint, bigint, bigint), decoupled.replica_sink(bigint, bigint, bigint),
+    decoupled.replica_prewarm(bigint, bigint)
 TO decoupled_admin;
 
 -- Wake the controller once the extension's creation commits.
