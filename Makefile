@@ -33,6 +33,7 @@ CORE_OBJS = \
 	extension/core/generators.o \
 	extension/core/launch_spec.o \
 	extension/core/record_text.o \
+	extension/core/relay_segment.o \
 	extension/core/schema_version.o \
 	extension/core/strategy.o \
 	extension/core/write_path.o
@@ -61,9 +62,11 @@ OBJS = \
 	extension/subscribe.o \
 	extension/capture_functions.o \
 	extension/capture_plugin.o \
+	extension/relay_client.o \
 	bgworker/adapterd.o \
 	bgworker/capture_worker.o \
 	bgworker/controller.o \
+	bgworker/relay_worker.o \
 	bgworker/replica_engine.o \
 	bgworker/replica_worker.o
 
@@ -94,7 +97,7 @@ PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters
 # must not fail our -Werror build.
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -Wno-register -isystem $(shell $(PG_CONFIG) --includedir-server) -I$(srcdir)/extension
-SHLIB_LINK = -lpqxx -lpq -lstdc++
+SHLIB_LINK = -lpqxx -lpq -lstdc++ -lrt
 
 # No LLVM bitcode: JIT-inlining this library's C++ buys nothing and would
 # need clang on every build machine.
@@ -108,17 +111,25 @@ include $(PGXS)
 # The standalone replica host: the same engine outside the server.
 REPLICAD = tools/pg_decoupled_replicad
 REPLICAD_SRCS = tools/pg_decoupled_replicad.cpp bgworker/replica_engine.cpp \
-	extension/core/generators.cpp
+	extension/core/generators.cpp extension/core/relay_segment.cpp
 EXTRA_CLEAN += $(REPLICAD)
+# The external relay daemon.
+RELAYD = tools/pg_decoupled_relayd
+RELAYD_SRCS = tools/pg_decoupled_relayd.cpp extension/core/relay_segment.cpp
+EXTRA_CLEAN += $(RELAYD)
 
-all: $(REPLICAD)
-$(REPLICAD): $(REPLICAD_SRCS) bgworker/replica_engine.hpp extension/core/generators.hpp
-	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $(REPLICAD_SRCS) -lpqxx -lpq
+all: $(REPLICAD) $(RELAYD)
+$(REPLICAD): $(REPLICAD_SRCS) bgworker/replica_engine.hpp extension/core/generators.hpp \
+		extension/core/relay_segment.hpp
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $(REPLICAD_SRCS) -lpqxx -lpq -lrt
+$(RELAYD): $(RELAYD_SRCS) extension/core/relay_segment.hpp
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $(RELAYD_SRCS) -lrt
 
-install: install-replicad
-install-replicad: $(REPLICAD)
+install: install-tools
+install-tools: $(REPLICAD) $(RELAYD)
 	$(INSTALL_PROGRAM) $(REPLICAD) '$(DESTDIR)$(bindir)/pg_decoupled_replicad'
-.PHONY: install-replicad
+	$(INSTALL_PROGRAM) $(RELAYD) '$(DESTDIR)$(bindir)/pg_decoupled_relayd'
+.PHONY: install-tools
 
 control/pg_decoupled--$(EXTVERSION).sql: $(sort $(wildcard $(srcdir)/control/parts/*.sql))
 	cat $^ > $@

@@ -166,11 +166,8 @@ void decoupled_adapterd_main(Datum arg) {
     pqsignal(SIGINT, SIG_IGN);
     BackgroundWorkerUnblockSignals();
 
-    int slot = DatumGetInt32(arg);
-    uint32 generation;
-    memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
     decoupled::SpecSlot spec;
-    if (!decoupled::claim_slot(slot, generation, &spec)) proc_exit(0);
+    int slot = decoupled::claim_own_slot(arg, &spec);
     my_slot = slot;
     strlcpy(adapter, spec.name, sizeof(adapter));
     strlcpy(deployment, spec.deployment, sizeof(deployment));

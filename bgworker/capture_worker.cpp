@@ -628,11 +628,8 @@ void decoupled_capture_main(Datum arg) {
     pqsignal(SIGINT, StatementCancelHandler);
     BackgroundWorkerUnblockSignals();
 
-    int slot = DatumGetInt32(arg);
-    uint32 generation;
-    memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
     decoupled::SpecSlot spec;
-    if (!decoupled::claim_slot(slot, generation, &spec)) proc_exit(0);
+    decoupled::claim_own_slot(arg, &spec);
     BackgroundWorkerInitializeConnection(decoupled::guc_database, nullptr, 0);
     pgstat_report_appname("pg_decoupled capture");
     set_session_settings();

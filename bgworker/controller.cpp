@@ -52,7 +52,7 @@ using decoupled::SharedState;
 using decoupled::WorkerKind;
 
 // Every process the catalog declares, for all deployments that are not
-// retired.  The relay serves every deployment and is always desired.
+// retired.  The in-process relay serves every deployment.
 constexpr const char* kLaunchSpecQuery = R"sql(
     SELECT 'replica' AS kind, r.name, r.cluster, d.name AS deployment, r.replica_id
       FROM decoupled.catalog_replicas r
@@ -188,10 +188,13 @@ std::vector<LaunchSpec> extensionless_specs() {
 
 std::vector<LaunchSpec> desired_specs(const Observation& obs) {
     std::vector<LaunchSpec> specs = extensionless_specs();
-    LaunchSpec relay;
-    relay.kind = WorkerKind::Relay;
-    relay.name = "relay";
-    specs.push_back(relay);
+    // With an external relay, pg_decoupled_relayd runs outside the server.
+    if (decoupled::guc_relay == decoupled::kRelayInProcess) {
+        LaunchSpec relay;
+        relay.kind = WorkerKind::Relay;
+        relay.name = "relay";
+        specs.push_back(relay);
+    }
     for (int i = 0; i < obs.nspecs; ++i) {
         const RawSpec& raw = obs.specs[i];
         LaunchSpec spec;
@@ -246,9 +249,7 @@ void fill_slot(decoupled::SpecSlot& slot, const LaunchSpec& spec, int64 now) {
     slot.failures = 0;
     slot.started_ms = 0;
     slot.next_start_ms = now;
-    // The relay arrives with its issue; until then it is planned only.
-    slot.state = spec.kind == WorkerKind::Relay ? decoupled::SlotState::Planned
-                                                : decoupled::SlotState::Pending;
+    slot.state = decoupled::SlotState::Pending;
     copy_text(slot.kind, sizeof(slot.kind), decoupled::worker_kind_name(spec.kind));
     copy_text(slot.name, sizeof(slot.name), spec.name);
     copy_text(slot.cluster, sizeof(slot.cluster), spec.cluster);
@@ -269,10 +270,16 @@ bool register_worker(int index, const decoupled::SpecSlot& slot) {
     memset(&worker, 0, sizeof(worker));
     bool adapterd = strcmp(slot.kind, "adapterd") == 0;
     bool capture = strcmp(slot.kind, "capture") == 0;
+    bool relay = strcmp(slot.kind, "relay") == 0;
     const char* function = adapterd ? "decoupled_adapterd_main"
                            : capture ? "decoupled_capture_main"
+                           : relay   ? "decoupled_relay_main"
                                      : "decoupled_replica_main";
-    if (capture) {
+    if (relay) {
+        snprintf(worker.bgw_name, BGW_MAXLEN, "pg_decoupled relay");
+        snprintf(worker.bgw_type, BGW_MAXLEN, "pg_decoupled relay");
+        worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    } else if (capture) {
         snprintf(worker.bgw_name, BGW_MAXLEN, "pg_decoupled capture");
         snprintf(worker.bgw_type, BGW_MAXLEN, "pg_decoupled capture");
         worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;

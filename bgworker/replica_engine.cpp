@@ -1,11 +1,15 @@
 #include "replica_engine.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <pqxx/pqxx>
 #include <vector>
 
 #include "../extension/core/generators.hpp"
+#include "../extension/core/relay_segment.hpp"
 
 namespace decoupled {
 
@@ -62,6 +66,97 @@ struct Maintained {
 
 bool is_fencing(const pqxx::sql_error& e) { return e.sqlstate() == kFenced; }
 
+int64_t steady_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+int64_t wall_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// NOTIFY decoupled_wakeup, sent by the in-process relay.
+class Wakeups : public pqxx::notification_receiver {
+  public:
+    explicit Wakeups(pqxx::connection_base& c) : pqxx::notification_receiver(c, "decoupled_wakeup") {}
+    void operator()(const std::string&, int) override { received = true; }
+    bool received = false;
+};
+
+// How a host outside the server hears of new frontiers and catalog
+// changes (brief C8): the relay the server runs with, or nothing — then
+// the engine polls.  Every wait is bounded by the poll interval, so a
+// dead, wedged or absent relay only costs latency.
+class RelayFollower {
+  public:
+    RelayFollower(pqxx::connection& conn, EngineHost& host) : conn_(conn), host_(host) {
+        pqxx::nontransaction tx(conn_);
+        auto row = tx.exec("SELECT current_setting('decoupled.relay', true), "
+                           "current_setting('decoupled.relay_name', true)")[0];
+        mode_ = row[0].is_null() ? "" : row[0].as<std::string>();
+        name_ = row[1].is_null() ? "" : row[1].as<std::string>();
+        if (mode_ == "in_process") listener_ = std::make_unique<Wakeups>(conn_);
+    }
+    ~RelayFollower() {
+        if (segment_) segment_->leave(slot_);
+    }
+
+    // Waits up to `ms` for a wake-up (or a stop request).
+    void wait(int64_t ms) {
+        int64_t deadline = steady_ms() + ms;
+        while (!host_.stop_requested()) {
+            int64_t chunk = std::min<int64_t>(deadline - steady_ms(), 100);
+            if (chunk <= 0) return;
+            if (mode_ == "in_process") {
+                listener_->received = false;
+                conn_.await_notification(chunk / 1000, (chunk % 1000) * 1000);
+                if (listener_->received) return;
+            } else if (relay::Segment* segment = external()) {
+                uint32_t now = segment->wait_fanout(seen_, chunk);
+                if (now != seen_) {
+                    seen_ = now;
+                    return;
+                }
+            } else {
+                host_.sleep_ms(chunk);
+            }
+        }
+    }
+
+  private:
+    // The external relay's segment on this host, attached lazily and again
+    // every few seconds (a segment removed and created anew is found).
+    relay::Segment* external() {
+        if (mode_ != "external") return nullptr;
+        int64_t now = steady_ms();
+        if (now >= next_attach_) {
+            next_attach_ = now + (segment_ ? 5000 : 1000);
+            auto fresh = relay::Segment::attach(name_);
+            if (fresh || !segment_) {
+                if (segment_) segment_->leave(slot_);
+                segment_ = std::move(fresh);
+                if (segment_) {
+                    slot_ = segment_->join(static_cast<int32_t>(getpid()), "replicad", wall_ms());
+                    seen_ = segment_->fanout_seen();
+                }
+            }
+        }
+        return segment_.get();
+    }
+
+    pqxx::connection& conn_;
+    EngineHost& host_;
+    std::string mode_, name_;
+    std::unique_ptr<Wakeups> listener_;
+    std::unique_ptr<relay::Segment> segment_;
+    int slot_ = -1;
+    uint32_t seen_ = 0;
+    int64_t next_attach_ = 0;
+};
+
 // An error's message: its first line, without PostgreSQL's "ERROR:  "
 // prefix (the context lines that follow are for the server log).
 std::string error_text(const std::exception& e) {
@@ -90,6 +185,7 @@ struct ReplicaEngine::Impl {
     EngineHost& host;
     int64_t poll_ms;
 
+    std::unique_ptr<RelayFollower> relay;  // hosts outside the server only
     int64_t incarnation = 0;
     int64_t catalog_version = -1;
     bool writes_enabled = true;
@@ -107,6 +203,14 @@ struct ReplicaEngine::Impl {
         tx.commit();
         host.log("pg_decoupled replica " + std::to_string(id.replica_id) + " started incarnation " +
                  std::to_string(incarnation));
+        if (host.follows_relay()) relay = std::make_unique<RelayFollower>(conn, host);
+    }
+
+    void wait(int64_t ms) {
+        if (relay)
+            relay->wait(ms);
+        else
+            host.sleep_ms(ms);
     }
 
     void stop() {
@@ -534,7 +638,7 @@ void ReplicaEngine::run() {
     try {
         while (!e.host.stop_requested()) {
             int64_t sleep = e.step();
-            if (sleep > 0) e.host.sleep_ms(sleep);
+            if (sleep > 0) e.wait(sleep);
         }
     } catch (const Fenced&) {
         throw;  // the successor owns the health now

@@ -30,6 +30,12 @@ class EngineHost {
     // Sleeps up to `ms`; may return early (a wake-up or a stop request).
     virtual void sleep_ms(int64_t ms) = 0;
     virtual void log(const std::string& message) = 0;
+    // Whether the engine waits for the relay's wake-ups itself (a host
+    // outside the server, brief C8) instead of sleeping through sleep_ms:
+    // LISTEN decoupled_wakeup with the in-process relay, the segment of
+    // pg_decoupled_relayd with the external one.  Inside the server, latches
+    // carry the wake-ups.
+    virtual bool follows_relay() { return false; }
 };
 
 struct ReplicaIdentity {

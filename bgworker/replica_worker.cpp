@@ -85,11 +85,8 @@ void decoupled_replica_main(Datum arg) {
     pqsignal(SIGINT, SIG_IGN);
     BackgroundWorkerUnblockSignals();
 
-    int slot = DatumGetInt32(arg);
-    uint32 generation;
-    memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
     decoupled::SpecSlot spec;
-    if (!decoupled::claim_slot(slot, generation, &spec)) proc_exit(0);
+    decoupled::claim_own_slot(arg, &spec);
     decoupled::ReplicaIdentity identity;
     identity.replica_id = spec.replica_id;
     identity.deployment = spec.deployment;

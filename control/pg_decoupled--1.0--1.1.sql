@@ -20,6 +20,10 @@
 --   * Deployments (C10, 57_deployments.sql): create_deployment, promote,
 --     drop_deployment; replica health per deployment; the configuration
 --     the controller reconciles (C11.1) with who wrote it.
+--   * The relay (C8): decoupled.relay, the in-process relay worker and the
+--     external relay's segment (in the library).
+--   * The capture worker's switch between trigger and WAL capture no longer
+--     waits for a registration row that an unregister holds (a deadlock).
 --
 -- Every change a part in control/parts/ makes between the two releases is
 -- repeated here: the fresh 1.1 install (built from the parts) and a 1.0
@@ -1240,6 +1244,93 @@ GRANT EXECUTE ON FUNCTION
     decoupled.promote(text, interval), decoupled.reconcile_configuration(text, text),
     decoupled.replica_prewarm(bigint, bigint)
 TO decoupled_admin;
+
+------------------------------------------------------------------------------
+-- The relay (C8)
+------------------------------------------------------------------------------
+
+-- 20_controller
+-- The relay (C8): its mode, process, liveness, fan-outs and followers.
+CREATE FUNCTION decoupled._relay_state(
+    OUT mode text, OUT pid integer, OUT alive boolean, OUT fanouts bigint,
+    OUT last_fanout_at timestamptz, OUT followers integer, OUT segment text)
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_relay_state';
+
+-- 80_views
+-- The relay that carries wake-ups out of the server (C8): in_process (the
+-- relay worker's NOTIFY decoupled_wakeup; followers are LISTEN sessions, not
+-- counted) or external (pg_decoupled_relayd's segment: its daemon, whether
+-- its heartbeat is fresh, and the processes attached to it).
+CREATE VIEW decoupled.relay AS
+    SELECT * FROM decoupled._relay_state();
+
+-- 90_privileges
+REVOKE ALL ON FUNCTION decoupled._relay_state() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION decoupled._relay_state() TO PUBLIC;
+GRANT SELECT ON decoupled.relay TO PUBLIC;
+
+------------------------------------------------------------------------------
+-- WAL capture switches never wait for a registration row a drop holds
+------------------------------------------------------------------------------
+
+-- 34_wal_capture
+CREATE FUNCTION decoupled._lock_registration(id bigint, rel oid) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = id AND o.dropped_at IS NULL AND o.relation = rel FOR SHARE NOWAIT;
+    RETURN FOUND;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._capture_adopt(id bigint) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_rel oid;
+BEGIN
+    SELECT o.relation INTO v_rel FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = id AND o.kind = 'table' AND o.dropped_at IS NULL;
+    IF v_rel IS NULL OR NOT decoupled._lock_for_switch(v_rel) THEN
+        RETURN false;
+    END IF;
+    -- Again under the table's lock.  A drop or unregister in flight may
+    -- hold the row and wait for the table: never wait for the row.
+    IF NOT decoupled._lock_registration(id, v_rel)
+       OR EXISTS (SELECT FROM decoupled.capture_relations c WHERE c.lifetime_id = id) THEN
+        RETURN false;
+    END IF;
+    PERFORM decoupled._set_capture_switching(true);
+    INSERT INTO decoupled.capture_relations (relation, lifetime_id) VALUES (v_rel, id);
+    PERFORM decoupled._drop_capture_triggers(v_rel);
+    PERFORM decoupled._invalidate_relation(v_rel);
+    PERFORM decoupled._set_capture_switching(false);
+    RETURN true;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._capture_release(id bigint) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_rel oid;
+BEGIN
+    SELECT c.relation INTO v_rel FROM decoupled.capture_relations c WHERE c.lifetime_id = id;
+    IF v_rel IS NULL OR NOT decoupled._lock_for_switch(v_rel) THEN
+        RETURN false;
+    END IF;
+    IF NOT decoupled._lock_registration(id, v_rel) THEN
+        RETURN false;
+    END IF;
+    PERFORM decoupled._set_capture_switching(true);
+    PERFORM decoupled._create_capture_triggers(v_rel, decoupled._storage(id, 'pending'));
+    DELETE FROM decoupled.capture_relations c WHERE c.lifetime_id = id;
+    PERFORM decoupled._invalidate_relation(v_rel);
+    PERFORM decoupled._set_capture_switching(false);
+    RETURN true;
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._lock_registration(bigint, oid) FROM PUBLIC;
 
 -- Sessions that run through the update (replicas, adapterd, the capture
 -- worker, clients) compiled the extension's PL/pgSQL functions against the

@@ -20,6 +20,7 @@ extern "C" {
 #include "core/schema_version.hpp"
 #include "gucs.hpp"
 #include "pg_guard.hpp"
+#include "relay_client.hpp"
 #include "shmem.hpp"
 
 extern "C" {
@@ -128,6 +129,7 @@ void wake_on_commit(XactEvent event, void*) {
         case XACT_EVENT_PARALLEL_COMMIT:
             if (wake_pending) {
                 pg_atomic_fetch_add_u64(&decoupled::shared_state()->catalog_epoch, 1);
+                decoupled::relay_publish(decoupled::relay::Topic::Catalog);
                 decoupled::wake_controller();
                 decoupled::wake_workers();
             }

@@ -16,11 +16,18 @@ char* guc_replica_conninfo = nullptr;
 int guc_status_history_retention = 7 * 24 * 3600;
 int guc_table_tick_interval = 1000;
 int guc_capture = kCaptureWal;
+int guc_relay = kRelayInProcess;
+char* guc_relay_name = nullptr;
 
 namespace {
 const struct config_enum_entry capture_options[] = {
     {"wal", kCaptureWal, false},
     {"trigger", kCaptureTrigger, false},
+    {nullptr, 0, false},
+};
+const struct config_enum_entry relay_options[] = {
+    {"in_process", kRelayInProcess, false},
+    {"external", kRelayExternal, false},
     {nullptr, 0, false},
 };
 }  // namespace
@@ -103,6 +110,20 @@ void define_gucs() {
         "Shared memory keeps this many hold slots for every possible backend (MaxBackends), "
         "so every session can always reach its quota.",
         &guc_max_holds_per_session, 64, 1, 65536, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+
+    DefineCustomEnumVariable(
+        "decoupled.relay", "How wake-ups reach processes outside the server.",
+        "in_process: a relay worker started by the controller sends them as NOTIFY "
+        "decoupled_wakeup; external: pg_decoupled_relayd fans them out through the shared "
+        "memory segment named by decoupled.relay_name. Wake-ups are hints: without a relay "
+        "everyone polls every decoupled.poll_interval.",
+        &guc_relay, kRelayInProcess, relay_options, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+
+    DefineCustomStringVariable(
+        "decoupled.relay_name", "The shared memory segment of pg_decoupled_relayd.",
+        "Used when decoupled.relay = external: the server's processes publish into it and "
+        "processes on this host attach to it.",
+        &guc_relay_name, "pg_decoupled_relay", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 
     MarkGUCPrefixReserved("decoupled");
 }

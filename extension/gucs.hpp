@@ -19,6 +19,9 @@ extern int guc_table_tick_interval;       // decoupled.table_tick_interval, ms (
 extern int guc_bound_publication_interval;  // decoupled.bound_publication_interval, ms (0: off)
 extern int guc_hold_publication_interval;   // decoupled.hold_publication_interval, ms
 extern int guc_max_holds_per_session;       // decoupled.max_holds_per_session: holds per backend
+extern int guc_relay;                       // decoupled.relay: RelayMode
+enum RelayMode { kRelayInProcess = 0, kRelayExternal = 1 };
+extern char* guc_relay_name;                // decoupled.relay_name: the external segment
 
 void define_gucs();
 

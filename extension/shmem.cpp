@@ -4,6 +4,7 @@
 
 extern "C" {
 #include "miscadmin.h"
+#include "postmaster/bgworker.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 }
@@ -51,6 +52,9 @@ void startup_shmem() {
         ConditionVariableInit(&state->upper_cv);
         ConditionVariableInit(&state->holds_cv);
         pg_atomic_init_u64(&state->catalog_epoch, 0);
+        pg_atomic_init_u64(&state->frontier_epoch, 0);
+        pg_atomic_init_u64(&state->relay_fanouts, 0);
+        pg_atomic_init_u64(&state->relay_last_fanout, 0);
         SpinLockInit(&state->oracle_mutex);
         SpinLockInit(&state->capture_mutex);
         ConditionVariableInit(&state->capture_cv);
@@ -150,6 +154,14 @@ bool claim_slot(int slot, uint32 generation, SpecSlot* spec) {
         on_shmem_exit(release_claimed_slot, 0);
     }
     return claimed;
+}
+
+int claim_own_slot(Datum main_arg, SpecSlot* spec) {
+    int slot = DatumGetInt32(main_arg);
+    uint32 generation;
+    memcpy(&generation, MyBgworkerEntry->bgw_extra, sizeof(generation));
+    if (!claim_slot(slot, generation, spec)) proc_exit(0);
+    return slot;
 }
 
 void wake_controller() {

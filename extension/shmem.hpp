@@ -10,7 +10,8 @@
 //                 pub_committed, publish_requested);
 //   oracle_mutex  (spinlock) oracle_ready and oracle_last;
 //   capture_mutex (spinlock) capture, the WAL capture worker's state;
-//   catalog_epoch (atomic) needs no lock.
+//   catalog_epoch, frontier_epoch and the relay's counters (atomics) need
+//                 no lock.
 // Whoever needs both LWLocks takes `lock` first, then `holds_lock`.  The
 // condition variables: observed_cv is broadcast when the controller
 // publishes an observation, upper_cv after a commit that advanced an
@@ -121,6 +122,12 @@ struct SharedState {
     // Bumped after every committed catalog change; backends compare it with
     // the value their caches were built at.
     pg_atomic_uint64 catalog_epoch;
+    // Bumped after every commit that advanced an upper; the in-process relay
+    // fans out what moved since it last looked.
+    pg_atomic_uint64 frontier_epoch;
+    // The in-process relay's own record (written by it alone).
+    pg_atomic_uint64 relay_fanouts;
+    pg_atomic_uint64 relay_last_fanout;  // a TimestampTz; 0: never
 
     // Timestamp oracle (extension/oracle.cpp), under its own spinlock.
     slock_t oracle_mutex;
@@ -169,6 +176,11 @@ void wake_workers();
 // the slot into *spec, and arranges for release at exit, which wakes the
 // controller.
 bool claim_slot(int slot, uint32 generation, SpecSlot* spec);
+
+// The start of every supervised background worker: claims the slot its
+// main argument names, with the generation the controller put in
+// bgw_extra, or exits (status 0) when it may not.  Returns the slot.
+int claim_own_slot(Datum main_arg, SpecSlot* spec);
 
 // Session holds (sessions.cpp): move one of this session's holds up, or
 // forget it.

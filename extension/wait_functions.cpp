@@ -21,6 +21,7 @@ extern "C" {
 #include <algorithm>
 
 #include "catalog_access.hpp"
+#include "relay_client.hpp"
 #include "shmem.hpp"
 #include "wait_functions.hpp"
 
@@ -37,6 +38,8 @@ bool callback_registered = false;
 void notify_on_commit(XactEvent event, void*) {
     if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT) {
         if (notify_pending) {
+            pg_atomic_fetch_add_u64(&decoupled::shared_state()->frontier_epoch, 1);
+            decoupled::relay_publish(decoupled::relay::Topic::Frontier);
             ConditionVariableBroadcast(&decoupled::shared_state()->upper_cv);
             // Replicas maintaining views and sinks react to new input
             // frontiers at once instead of at their next poll.

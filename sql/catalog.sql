@@ -70,16 +70,15 @@ SELECT table_name, string_agg(column_name, ', ' ORDER BY ordinal_position) AS co
                       'subscriptions')
  GROUP BY table_name ORDER BY table_name;
 
--- The controller follows the fresh catalog and plans the relay, the default
--- adapter's adapterd and the default replica.
+-- The controller follows the fresh catalog and supervises the relay, the
+-- default adapter's adapterd and the default replica.
 SELECT decoupled.wait_for_controller(decoupled.catalog_version()) = decoupled.catalog_version()
     AS followed;
 SELECT state, schema_version, catalog_version = decoupled.catalog_version() AS current,
        pid IS NOT NULL AS has_pid
   FROM decoupled.controller;
--- (Replica workers really start: their state is whatever it is right now.)
-SELECT kind, name, cluster, deployment,
-       CASE WHEN kind = 'relay' THEN action ELSE 'supervised' END AS action
+-- (Workers really start: their state is whatever it is right now.)
+SELECT kind, name, cluster, deployment, 'supervised' AS action
   FROM decoupled.supervised ORDER BY kind, name;
 
 -- Impossible states are rejected by the tables themselves, even for a

@@ -39,6 +39,8 @@ class DaemonHost : public decoupled::EngineHost {
         for (int64_t slept = 0; slept < ms && !stop_flag; slept += 10)
             std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(10, ms - slept)));
     }
+    // Wake-ups come from the relay the server runs with (brief C8).
+    bool follows_relay() override { return true; }
     void log(const std::string& message) override {
         std::time_t now = std::time(nullptr);
         char stamp[32];

@@ -20,6 +20,12 @@ CREATE FUNCTION decoupled.supervision(
     OUT replica_id bigint, OUT action text, OUT pid integer, OUT failures integer)
     RETURNS SETOF record LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_supervision';
 
+-- The relay (C8): its mode, process, liveness, fan-outs and followers.
+CREATE FUNCTION decoupled._relay_state(
+    OUT mode text, OUT pid integer, OUT alive boolean, OUT fanouts bigint,
+    OUT last_fanout_at timestamptz, OUT followers integer, OUT segment text)
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_relay_state';
+
 CREATE FUNCTION decoupled.wait_for_controller(
     catalog_version bigint, timeout interval DEFAULT '30s') RETURNS bigint
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_for_controller';

@@ -100,6 +100,20 @@ EXCEPTION WHEN lock_not_available THEN
 END
 $$;
 
+-- The live registration of `id` on `rel`, locked FOR SHARE without
+-- waiting: false when it is gone or a catalog change holds it (the switch
+-- is tried again at the worker's next pass).
+CREATE FUNCTION decoupled._lock_registration(id bigint, rel oid) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = id AND o.dropped_at IS NULL AND o.relation = rel FOR SHARE NOWAIT;
+    RETURN FOUND;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$$;
+
 -- Trigger capture -> WAL capture, for one live registered table.  The slot
 -- exists (and is consistent) before this commits.  Returns whether it
 -- switched.
@@ -113,10 +127,10 @@ BEGIN
     IF v_rel IS NULL OR NOT decoupled._lock_for_switch(v_rel) THEN
         RETURN false;
     END IF;
-    -- Again under the table's lock (a drop takes it first, then the row).
-    PERFORM FROM decoupled.catalog_objects o
-     WHERE o.lifetime_id = id AND o.dropped_at IS NULL AND o.relation = v_rel FOR SHARE;
-    IF NOT FOUND OR EXISTS (SELECT FROM decoupled.capture_relations c WHERE c.lifetime_id = id) THEN
+    -- Again under the table's lock.  A drop or unregister in flight may
+    -- hold the row and wait for the table: never wait for the row.
+    IF NOT decoupled._lock_registration(id, v_rel)
+       OR EXISTS (SELECT FROM decoupled.capture_relations c WHERE c.lifetime_id = id) THEN
         RETURN false;
     END IF;
     PERFORM decoupled._set_capture_switching(true);
@@ -139,9 +153,7 @@ BEGIN
     IF v_rel IS NULL OR NOT decoupled._lock_for_switch(v_rel) THEN
         RETURN false;
     END IF;
-    PERFORM FROM decoupled.catalog_objects o
-     WHERE o.lifetime_id = id AND o.dropped_at IS NULL AND o.relation = v_rel FOR SHARE;
-    IF NOT FOUND THEN
+    IF NOT decoupled._lock_registration(id, v_rel) THEN
         RETURN false;
     END IF;
     PERFORM decoupled._set_capture_switching(true);

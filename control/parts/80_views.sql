@@ -12,6 +12,13 @@ CREATE VIEW decoupled.controller AS
 CREATE VIEW decoupled.supervised AS
     SELECT * FROM decoupled.supervision();
 
+-- The relay that carries wake-ups out of the server (C8): in_process (the
+-- relay worker's NOTIFY decoupled_wakeup; followers are LISTEN sessions, not
+-- counted) or external (pg_decoupled_relayd's segment: its daemon, whether
+-- its heartbeat is fresh, and the processes attached to it).
+CREATE VIEW decoupled.relay AS
+    SELECT * FROM decoupled._relay_state();
+
 -- unhydrated: how many objects a live deployment has not hydrated yet
 -- (promote() waits for 0).
 CREATE VIEW decoupled.deployments AS

@@ -36,7 +36,7 @@ GRANT EXECUTE ON FUNCTION
     decoupled._kept_sum_int8(bigint, numeric), decoupled._kept_sum_numeric(bigint, numeric),
     decoupled._kept_avg(bigint, numeric), decoupled._capture_switching(),
     decoupled.wait_for_capture(interval), decoupled._capture_state(),
-    decoupled._unhydrated(text)
+    decoupled._unhydrated(text), decoupled._relay_state()
 TO PUBLIC;
 -- Implementations of entry points (decoupled._acquire_hold, ...) and the
 -- subscription helpers are granted to nobody: their entry points call them
