@@ -63,6 +63,7 @@ OBJS = \
 	extension/capture_functions.o \
 	extension/capture_plugin.o \
 	extension/relay_client.o \
+	extension/wait_points.o \
 	bgworker/adapterd.o \
 	bgworker/capture_worker.o \
 	bgworker/controller.o \
@@ -91,7 +92,7 @@ REGRESS = catalog ddl familiar_ddl dump_restore privileges collections permissio
 	ddl_integrity limits replica_errors incremental mv_corpus security read_plan write_path \
 	wal_capture deployments
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
-	hold_quota append_vs_compaction tick_vs_writers capture_vs_drop promote_vs_append
+	hold_quota append_vs_compaction tick_vs_writers capture_vs_drop tick_vs_drop hold_vs_compaction_point promote_vs_append
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters

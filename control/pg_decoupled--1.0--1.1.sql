@@ -24,6 +24,9 @@
 --     external relay's segment (in the library).
 --   * The capture worker's switch between trigger and WAL capture no longer
 --     waits for a registration row that an unregister holds (a deadlock).
+--   * A hot standby refuses catalog changes, appends, holds, subscriptions
+--     and verify() with a clear error and hint; debug wait points for tests
+--     (decoupled.wait_points, arm_wait_point, release_wait_point).
 --
 -- Every change a part in control/parts/ makes between the two releases is
 -- repeated here: the fresh 1.1 install (built from the parts) and a 1.0
@@ -1331,6 +1334,431 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION decoupled._lock_registration(bigint, oid) FROM PUBLIC;
+
+------------------------------------------------------------------------------
+-- Hot standby: clear refusals; debug wait points for tests
+------------------------------------------------------------------------------
+
+-- 20_controller
+-- Debug wait points (extension/wait_points.hpp), for tests; superuser only.
+-- A session that names a point in decoupled.wait_points waits there while
+-- arm_wait_point(name) holds it, until release_wait_point(name).
+CREATE FUNCTION decoupled.wait_point_key(name text) RETURNS bigint
+    LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_point_key';
+CREATE FUNCTION decoupled._wait_point(name text) RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_point';
+CREATE FUNCTION decoupled.arm_wait_point(name text) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_advisory_lock(decoupled.wait_point_key(name))
+$$;
+CREATE FUNCTION decoupled.release_wait_point(name text) RETURNS boolean
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_advisory_unlock(decoupled.wait_point_key(name))
+$$;
+-- How many sessions wait at the point now.
+CREATE FUNCTION decoupled.wait_point_waiters(name text) RETURNS bigint
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT count(*) FROM pg_locks l
+     WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1
+       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND l.classid::bigint = (decoupled.wait_point_key(name) >> 32) & 4294967295
+       AND l.objid::bigint = decoupled.wait_point_key(name) & 4294967295
+$$;
+
+-- 10_catalog, 31_append, 40_permission, 60_materialized_views
+CREATE OR REPLACE FUNCTION decoupled._begin_catalog_change() RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_schema  integer;
+    v_version bigint;
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'cannot change the pg_decoupled catalog on a hot standby'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  HINT = 'Run catalog changes on the primary; the standby follows it.';
+    END IF;
+    IF decoupled._restoring() THEN
+        RAISE EXCEPTION 'cannot change the pg_decoupled catalog while a restore is in progress'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'pg_restore is loading a dumped catalog into this database.',
+                  HINT = 'Wait until the restore has finished (decoupled.restore shows it).';
+    END IF;
+    SELECT schema_version INTO STRICT v_schema FROM decoupled.catalog_meta FOR UPDATE;
+    PERFORM decoupled._assert_schema_version(v_schema);
+    UPDATE decoupled.catalog_meta
+       SET catalog_version = catalog_version + 1, changed_at = now()
+    RETURNING catalog_version INTO v_version;
+    PERFORM decoupled._wake_controller_at_commit();
+    RETURN v_version;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._session_owner(OUT adapter text, OUT deployment text,
+                                         OUT incarnation bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_attached bigint;
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'holds and subscriptions cannot be taken on a hot standby'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  DETAIL = 'Protection is recorded durably, and a standby writes nothing.',
+                  HINT = 'Take holds and subscriptions on the primary; AS OF reads within '
+                         'retain_history work here without them.';
+    END IF;
+    adapter := coalesce(nullif(current_setting('decoupled.adapter', true), ''), 'default');
+    deployment := decoupled._active_deployment();
+    IF NOT EXISTS (SELECT FROM decoupled.catalog_adapters a
+                    WHERE a.name = _session_owner.adapter
+                      AND a.deployment = _session_owner.deployment) THEN
+        RAISE EXCEPTION 'adapter "%" does not exist in deployment "%"',
+                        _session_owner.adapter, _session_owner.deployment
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Declare it with decoupled.declare_adapter(), or set decoupled.adapter.';
+    END IF;
+    IF EXISTS (SELECT FROM decoupled.catalog_adapter_stops s
+                WHERE s.adapter = _session_owner.adapter
+                  AND s.deployment = _session_owner.deployment) THEN
+        RAISE EXCEPTION 'adapter "%" is stopped', _session_owner.adapter
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'decoupled.start_adapter() starts it again; its holds stay meanwhile.';
+    END IF;
+    v_attached := decoupled._session_attachment(_session_owner.adapter);
+    IF v_attached IS NOT NULL THEN
+        IF NOT EXISTS (SELECT FROM decoupled.catalog_adapter_incarnations i
+                        WHERE i.incarnation = v_attached AND i.retired_at IS NULL) THEN
+            RAISE EXCEPTION 'incarnation % of adapter "%" that this session attached to was retired',
+                            v_attached, _session_owner.adapter
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = 'Its holds are released; the session cannot take protection '
+                               'from its successor.',
+                      HINT = 'Reconnect to attach to the adapter''s current incarnation.';
+        END IF;
+        incarnation := v_attached;
+        RETURN;
+    END IF;
+    -- First protected operation: attach to the live incarnation, which
+    -- adapterd registers when it starts.
+    FOR attempt IN 1 .. 500 LOOP
+        SELECT a.incarnation INTO incarnation FROM decoupled.catalog_adapter_incarnations a
+         WHERE a.adapter = _session_owner.adapter AND a.deployment = _session_owner.deployment
+           AND a.retired_at IS NULL;
+        EXIT WHEN FOUND;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    IF incarnation IS NULL THEN
+        RAISE EXCEPTION 'adapter "%" has no running incarnation', _session_owner.adapter
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Its adapterd has not started: see decoupled.supervised.';
+    END IF;
+    INSERT INTO decoupled.session_records
+           (adapter, deployment, incarnation, session_pid, connected_at, role)
+    VALUES (_session_owner.adapter, _session_owner.deployment, incarnation, pg_backend_pid(),
+            decoupled._backend_start(), session_user)
+    ON CONFLICT DO NOTHING;
+    PERFORM decoupled._session_attach(_session_owner.adapter, incarnation);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._acquire_hold(collection text, as_of bigint)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r record := decoupled._protection_request(collection, as_of, 'held');
+BEGIN
+    -- Checked again, authoritatively, when adapterd writes the durable hold
+    -- and at commit (C3.2); this only reports the common case early.
+    IF r.frontier < r.bound THEN
+        RAISE EXCEPTION 'hold on "%" is below its compaction bound', (r.o).name
+            USING ERRCODE = 'check_violation',
+                  DETAIL = format('The hold would be at %s; the bound is %s and history before it '
+                                  'may already be compacted.', r.frontier, r.bound),
+                  HINT = format('Hold at %s or later.', r.bound);
+    END IF;
+    -- Tests stop here: checked early, not yet protected.
+    PERFORM decoupled._wait_point('acquire_hold:checked');
+    RETURN decoupled._protect((r.o).lifetime_id, r.frontier, false);
+END
+$$;
+COMMENT ON FUNCTION decoupled.acquire_hold(text, bigint) IS
+    'Protect reads of a collection at times >= as_of (NULL: the latest readable time);
+
+CREATE OR REPLACE FUNCTION decoupled._assert_write_authority(deployment text, incarnation bigint)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_deployment text := coalesce(_assert_write_authority.deployment,
+                                  decoupled._active_deployment());
+    v_state      text;
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'cannot append on a hot standby'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  HINT = 'Append on the primary; the standby receives its history.';
+    END IF;
+    SELECT d.state INTO v_state FROM decoupled.catalog_deployments d
+     WHERE d.name = v_deployment FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'deployment "%" does not exist', v_deployment
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF v_state = 'retired' AND _assert_write_authority.incarnation IS NOT NULL THEN
+        -- Promotion retired it: its processes are fenced for good.
+        RAISE EXCEPTION 'deployment "%" was retired', v_deployment
+            USING ERRCODE = 'ZD001',  -- fenced: the protocol's own class
+                  DETAIL = 'Another deployment was promoted; a retired deployment never '
+                           'writes again.';
+    END IF;
+    IF v_state <> 'active' THEN
+        RAISE EXCEPTION 'deployment "%" has no write authority', v_deployment
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('It is %s; only the active deployment writes.', v_state);
+    END IF;
+    IF _assert_write_authority.incarnation IS NOT NULL THEN
+        PERFORM FROM decoupled.catalog_replica_incarnations i
+         WHERE i.incarnation = _assert_write_authority.incarnation
+           AND i.deployment = v_deployment AND i.retired_at IS NULL
+           FOR SHARE;
+        IF NOT FOUND THEN
+            PERFORM FROM decoupled.catalog_adapter_incarnations i
+             WHERE i.incarnation = _assert_write_authority.incarnation
+               AND i.deployment = v_deployment AND i.retired_at IS NULL
+               FOR SHARE;
+        END IF;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'incarnation % is not current in deployment "%"',
+                            _assert_write_authority.incarnation, v_deployment
+                USING ERRCODE = 'ZD001',  -- fenced: the protocol's own class
+                      DETAIL = 'A newer incarnation replaced it, or it was retired; '
+                               'a fenced writer can never write again.';
+        END IF;
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._verify(name text, as_of bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    o         decoupled.catalog_objects;
+    v_t       bigint;
+    v_before  text := current_setting('decoupled.as_of');
+    v_differs boolean;
+BEGIN
+    o := decoupled._collection(_verify.name);
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'verify() cannot run on a hot standby'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  DETAIL = 'It computes the view into temporary tables, which a standby cannot create.',
+                  HINT = 'Run it on the primary.';
+    END IF;
+    IF o.kind <> 'materialized view' THEN
+        RAISE EXCEPTION '"%" is not a materialized view', o.name USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF NOT decoupled._caller_can_select(o.relation) THEN
+        RAISE EXCEPTION 'permission denied for materialized view "%"', o.name
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT coalesce(_verify.as_of, f.upper - 1) INTO v_t FROM decoupled.catalog_frontiers f
+     WHERE f.lifetime_id = o.lifetime_id;
+    IF _verify.as_of IS NULL AND NOT EXISTS (SELECT FROM decoupled.catalog_frontiers f
+                                             WHERE f.lifetime_id = o.lifetime_id
+                                               AND f.since < f.upper) THEN
+        RAISE EXCEPTION 'materialized view "%" has no readable time yet', o.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Wait for its first computation with decoupled.wait_for_upper().';
+    END IF;
+    IF v_t < 0 THEN
+        RAISE EXCEPTION 'as_of must not be negative, got %', v_t
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE format('CREATE TEMP TABLE decoupled_verify (LIKE %s)',
+                   decoupled._storage(o.lifetime_id, 'stage'));
+    -- The view's own history at v_t first: it checks that v_t is readable.
+    PERFORM set_config('decoupled.as_of', v_t::text, true);
+    EXECUTE format('CREATE TEMP TABLE decoupled_verify_view AS SELECT ROW(%s)::text AS k FROM %s',
+                   decoupled._cols(o.lifetime_id), decoupled._storage(o.lifetime_id, 'history'));
+    PERFORM set_config('decoupled.as_of', v_before, true);
+    PERFORM decoupled._stage_plan((o.definition->>'plan')::oid::regclass,
+                                  (o.definition->>'owner')::oid, v_t,
+                                  'pg_temp.decoupled_verify'::regclass);
+    SELECT EXISTS ((SELECT mz_key FROM pg_temp.decoupled_verify
+                    EXCEPT ALL SELECT k FROM pg_temp.decoupled_verify_view)
+                   UNION ALL
+                   (SELECT k FROM pg_temp.decoupled_verify_view
+                    EXCEPT ALL SELECT mz_key FROM pg_temp.decoupled_verify))
+      INTO v_differs;
+    DROP TABLE pg_temp.decoupled_verify, pg_temp.decoupled_verify_view;
+    RETURN NOT v_differs;
+END
+$$;
+COMMENT ON FUNCTION decoupled.verify(text, bigint) IS
+    'Recompute a materialized view from its inputs at as_of (default: latest readable) and compare.';
+
+CREATE OR REPLACE FUNCTION decoupled.replica_maintain(incarnation bigint, lifetime_id bigint,
+                                           expected_upper bigint,
+                                           OUT upper bigint, OUT caught_up boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    -- Computations per call: a view far behind catches up in bounded steps.
+    c_max_steps constant integer := 16;
+    o        decoupled.catalog_objects;
+    id       bigint := replica_maintain.lifetime_id;
+    v_inputs bigint[];
+    v_as_of  bigint;
+    v_target bigint;
+    v_times  bigint[];
+    v_t      bigint;
+    v_bad    regclass;
+    v_plan   regclass;
+    v_owner  oid;
+    v_stage  regclass := decoupled._storage(id, 'stage')::regclass;
+    v_strategy  text;
+    v_cur       regclass := decoupled._storage(id, 'cur')::regclass;
+    v_state     regclass := to_regclass(decoupled._storage(id, 'state'));
+    v_dstate    regclass := to_regclass(decoupled._storage(id, 'dstate'));
+    v_partial   boolean;
+    v_groups    bigint;
+    v_filter    text;
+    v_steps_inc integer := 0;
+    v_steps_rec integer := 0;
+BEGIN
+    upper := decoupled._lock_output(replica_maintain.incarnation, id, 'materialized view');
+    caught_up := false;
+    IF upper <> expected_upper THEN
+        RETURN;
+    END IF;
+    SELECT * INTO o FROM decoupled.catalog_objects c WHERE c.lifetime_id = id;
+    SELECT coalesce(array_agg(x.id::bigint), '{}') INTO v_inputs
+      FROM jsonb_array_elements_text(o.definition->'inputs') AS x(id);
+    v_as_of := (o.definition->>'as_of')::bigint;
+    v_plan := (o.definition->>'plan')::oid::regclass;
+    v_owner := (o.definition->>'owner')::oid;
+    v_strategy := o.definition->>'strategy';
+
+    -- The owner reads the inputs, as PostgreSQL checks for a view: a revoked
+    -- privilege stalls the view instead of leaking data.
+    SELECT x.rel::oid::regclass INTO v_bad
+      FROM jsonb_array_elements_text(o.definition->'direct') AS x(rel)
+     WHERE NOT coalesce(has_table_privilege((o.definition->>'owner')::oid, x.rel::oid, 'SELECT'),
+                        true)
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied for relation %', v_bad
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('The owner of materialized view "%s" can no longer read it.',
+                                  o.name);
+    END IF;
+
+    IF v_inputs = '{}' THEN
+        v_target := decoupled._next_timestamp(upper) + 1;
+    ELSE
+        SELECT min(f.upper) INTO v_target FROM decoupled.catalog_frontiers f
+         WHERE f.lifetime_id = ANY (v_inputs);
+    END IF;
+    IF v_target <= upper THEN
+        caught_up := true;
+        RETURN;
+    END IF;
+
+    v_times := decoupled._change_times(v_inputs, upper, v_target, c_max_steps);
+    IF upper = v_as_of AND NOT v_as_of = ANY (v_times) THEN
+        v_times := (ARRAY[v_as_of] || v_times)[1:c_max_steps];  -- the first computation
+    END IF;
+    FOREACH v_t IN ARRAY v_times LOOP
+        -- After the first computation, a step of an incremental view costs
+        -- what changed (C13.1); the rest, and large changes, recompute.
+        IF v_strategy = 'linear' AND upper > v_as_of THEN
+            PERFORM decoupled._stage_delta(v_plan, v_owner, v_t, v_stage);
+            v_steps_inc := v_steps_inc + 1;
+        ELSIF v_strategy = 'sums' AND upper > v_as_of THEN
+            -- The changes' counts and sums added to the kept state; the
+            -- touched groups' rows, from the state, replace the view's.
+            PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_dstate, false);
+            SELECT g.groups, g.filter INTO v_groups, v_filter
+              FROM decoupled._merge_sums(v_plan, v_state, v_dstate) g;
+            IF v_groups > 0 THEN
+                PERFORM decoupled._stage_kept(v_plan, v_owner, v_t, v_state, v_stage, v_filter);
+                EXECUTE format('INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
+                               'SELECT $1, -1, ROW(%2$s)::text, mz_hash, %2$s FROM %3$s WHERE %4$s',
+                               v_stage, decoupled._cols(id), v_cur, v_filter)
+                    USING v_t;
+            END IF;
+            v_steps_inc := v_steps_inc + 1;
+        ELSE
+            IF v_strategy = 'sums' THEN
+                -- The first computation: the state starts from the input at t.
+                PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_dstate, true);
+                PERFORM decoupled._merge_sums(v_plan, v_state, v_dstate);
+            END IF;
+            v_partial := false;
+            v_filter := NULL;
+            IF v_strategy = 'partitions' AND upper > v_as_of THEN
+                -- The touched partitions' rows at t and just before t, staged
+                -- as the view's difference; -1: recompute in full instead.
+                v_groups := decoupled._stage_partitions(v_plan, v_owner, v_t, v_stage,
+                    (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_cur));
+                v_partial := v_groups >= 0;
+            END IF;
+            IF v_strategy = 'groups' AND upper > v_as_of THEN
+                SELECT g.groups, g.filter INTO v_groups, v_filter
+                  FROM decoupled._touched_groups(v_plan, v_owner, v_t) g;
+                v_partial := v_groups = 0 OR NOT decoupled._recompute_in_full(v_groups,
+                    (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_cur));
+            END IF;
+            IF v_partial THEN
+                v_steps_inc := v_steps_inc + 1;
+            ELSE
+                v_steps_rec := v_steps_rec + 1;
+                v_filter := NULL;
+            END IF;
+            IF NOT v_partial OR (v_strategy = 'groups' AND v_groups > 0) THEN
+                -- The plan at t — for the touched groups only, if partial —
+                -- replaces the view's rows (of those groups).
+                PERFORM decoupled._stage_plan(v_plan, v_owner, v_t, v_stage, v_filter);
+                EXECUTE format('INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
+                               'SELECT $1, -1, ROW(%2$s)::text, mz_hash, %2$s FROM %3$s%4$s',
+                               v_stage, decoupled._cols(id), v_cur,
+                               coalesce(' WHERE ' || v_filter, ''))
+                    USING v_t;
+            END IF;
+        END IF;
+        PERFORM decoupled._append_staged(id, upper, v_t + 1);
+        upper := v_t + 1;
+    END LOOP;
+    IF v_steps_inc + v_steps_rec > 0 THEN
+        UPDATE decoupled.view_steps s
+           SET incremental = s.incremental + v_steps_inc, recompute = s.recompute + v_steps_rec
+         WHERE s.lifetime_id = id;
+    END IF;
+    IF cardinality(v_times) < c_max_steps THEN
+        -- No input changed in [upper, v_target): the view is final there too.
+        UPDATE decoupled.catalog_frontiers f SET upper = v_target, changed_at = now()
+         WHERE f.lifetime_id = id;
+        PERFORM decoupled._queue_for_publication(ARRAY[id]);
+        PERFORM decoupled._notify_upper_at_commit();
+        upper := v_target;
+        caught_up := true;
+    END IF;
+    PERFORM decoupled._advance_requirements(id, decoupled._required_frontier(v_as_of, upper));
+    -- Tests stop a step here: computed and appended, not yet committed.
+    PERFORM decoupled._wait_point('replica_maintain:computed');
+END
+$$;
+
+-- 90_privileges: superuser only.
+REVOKE ALL ON FUNCTION decoupled.wait_point_key(text), decoupled._wait_point(text),
+    decoupled.arm_wait_point(text), decoupled.release_wait_point(text),
+    decoupled.wait_point_waiters(text)
+FROM PUBLIC;
 
 -- Sessions that run through the update (replicas, adapterd, the capture
 -- worker, clients) compiled the extension's PL/pgSQL functions against the

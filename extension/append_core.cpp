@@ -46,6 +46,7 @@ extern "C" {
 #include "access/relation.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -77,6 +78,7 @@ extern "C" {
 #include "core/write_path.hpp"
 #include "oracle.hpp"
 #include "wait_functions.hpp"
+#include "wait_points.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_append_staged);
@@ -998,6 +1000,10 @@ Datum decoupled_compare_and_append(PG_FUNCTION_ARGS) {
 // registered table into its collection at one new timestamp and advances
 // every upper, idle tables' too.  Returns the number of tables ticked.
 Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
+    if (RecoveryInProgress())
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+                        errmsg("cannot tick registered tables on a hot standby"),
+                        errhint("The primary ticks them; the standby receives their history.")));
     SPI_connect();
     // A session's tick moves every write committed before it, however it
     // is captured; the controller's periodic ticks take what capture has.
@@ -1021,6 +1027,9 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                     0, nullptr),
         nullptr);
     int n = (int)SPI_processed;
+    // Tests stop a tick here: its tables' frontiers are locked, nothing is
+    // read or written yet (a DROP TABLE racing it, say).
+    decoupled::wait_point("tick:locked");
     if (n == 0) {
         SPI_finish();
         PG_RETURN_INT32(0);

@@ -18,6 +18,7 @@ int guc_table_tick_interval = 1000;
 int guc_capture = kCaptureWal;
 int guc_relay = kRelayInProcess;
 char* guc_relay_name = nullptr;
+char* guc_wait_points = nullptr;
 
 namespace {
 const struct config_enum_entry capture_options[] = {
@@ -124,6 +125,12 @@ void define_gucs() {
         "Used when decoupled.relay = external: the server's processes publish into it and "
         "processes on this host attach to it.",
         &guc_relay_name, "pg_decoupled_relay", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+
+    DefineCustomStringVariable(
+        "decoupled.wait_points", "Debug wait points this session honours (tests only).",
+        "A comma-separated list of point names; at a named point the session waits while "
+        "decoupled.arm_wait_point() holds it.  Empty (the default) in production.",
+        &guc_wait_points, "", PGC_SUSET, GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
 
     MarkGUCPrefixReserved("decoupled");
 }

@@ -22,6 +22,7 @@ extern int guc_max_holds_per_session;       // decoupled.max_holds_per_session: 
 extern int guc_relay;                       // decoupled.relay: RelayMode
 enum RelayMode { kRelayInProcess = 0, kRelayExternal = 1 };
 extern char* guc_relay_name;                // decoupled.relay_name: the external segment
+extern char* guc_wait_points;               // decoupled.wait_points: debug wait points honoured
 
 void define_gucs();
 

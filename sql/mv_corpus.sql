@@ -12,10 +12,10 @@
 -- Everything above the line "-- end of corpus setup" is also run by
 -- t/012_mv_corpus_seeds.pl, which calls corpus_run() with more seeds.
 --
--- Cost: 90 views x 200 steps is 18,000 view steps and as many verify()
+-- Cost: 90 views x 120 steps is 10,800 view steps and as many verify()
 -- calls; at today's fixed cost of each (a recomputation step or a verify()
 -- takes several milliseconds even over a few dozen rows) this suite takes
--- about 5 minutes on 2 cores.
+-- about 3 to 5 minutes on 2 cores.
 \set SHOW_CONTEXT never
 CREATE TABLE ca (k int, g int, v int, f float8, s text);
 CREATE TABLE cb (k int, w int);
@@ -373,8 +373,8 @@ SELECT count(*) AS shapes, count(*) FILTER (WHERE recompute) AS left_to_recomput
 SELECT s.name, m.method, m.reason
   FROM corpus_shapes s JOIN decoupled.view_maintenance m USING (name) ORDER BY 1;
 
--- 200 steps for one fixed seed.
-CALL corpus_run(20261201, 200);
+-- 120 steps for one fixed seed (t/012 runs more seeds and steps on demand).
+CALL corpus_run(20261201, 120);
 SELECT count(*) FILTER (WHERE step > 0) AS steps, min(verified) AS fewest_views_verified,
        max(verified) AS most_views_verified
   FROM corpus_steps;

@@ -1,9 +1,15 @@
-# C5.3, C5.6: a seeded random workload — several hundred steps of inserts,
-# updates and deletes into two registered tables, ticks at random moments,
-# and replica kills — after which every materialized view verifies at every
-# sampled time of its history, and the sink adds up to its input.
+# C2, C3, C5.3, C5.6: a seeded random workload — inserts, updates and
+# deletes into two registered tables (captured from the WAL), ticks at
+# random moments, a counter source, views of every strategy (views over
+# views too), two sinks, holds, replica kills (SIGTERM, and SIGKILL, which
+# PostgreSQL answers with a crash restart), adapter stops, server crashes
+# (immediate stop) and deployment promotions — after which every view
+# verifies at every sampled time of its history, each sink has its input's
+# changes exactly once, and no hold was ever passed by compaction.
 #
-# DECOUPLED_SEED=<n> replays another workload; the seed is printed.
+# `make check` runs 400 steps.  The soak (issue 16) is the same test run
+# longer: DECOUPLED_STEPS=10000 (docs/performance.md has a run's figures).
+# DECOUPLED_SEED=<n> replays a workload; a failure prints its seed.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -12,10 +18,13 @@ use Test::More;
 use DecoupledTest;
 
 my $seed = $ENV{DECOUPLED_SEED} // 20261201;
+my $steps = $ENV{DECOUPLED_STEPS} // 400;
 srand($seed);
-note("seed $seed");
+note("seed $seed, $steps steps");
+END { diag("replay with DECOUPLED_SEED=$seed DECOUPLED_STEPS=$steps") if $? }
 
-my $node = DecoupledTest::new_node('random', restart_after_crash => 'on');
+my $node = DecoupledTest::new_node('random', _init => { allows_streaming => 'logical' },
+    restart_after_crash => 'on', 'decoupled.bound_publication_interval' => '500ms');
 $node->start;
 $node->safe_psql('postgres', q{
     CREATE EXTENSION pg_decoupled;
@@ -57,6 +66,9 @@ $node->safe_psql('postgres', q{
           WHERE NOT EXISTS (SELECT 1 FROM owners o WHERE o.id = a.owner AND o.region = ''west'')',
         retain_history => '1 hour');
     SELECT decoupled.create_sink('account_sink', 'accounts', 'account_changes');
+    SELECT decoupled.create_source('feed', 'counter', options => '{"tick": "100ms"}',
+                                   retain_history => '1 hour');
+    SELECT decoupled.create_sink('feed_sink', 'feed', 'feed_changes');
 });
 my @views = qw(by_region rich_owners even_accounts per_owner owner_range region_summary
   owner_accounts outside_west);
@@ -66,10 +78,16 @@ is($node->safe_psql('postgres', q{
      WHERE name IN ('owner_accounts', 'outside_west')}),
    'outside_west:partitions owner_accounts:partitions', 'outer join and NOT EXISTS are partitions');
 
-my ($ticks, $kills) = (0, 0);
+my ($ticks, $kills, $crashes, $adapter_stops, $promotions, $holds, $holds_refused) =
+    (0, 0, 0, 0, 0, 0, 0);
 my @regions = qw(north south east west);
-for my $step (1 .. 400) {
+my $started = time;
+for my $step (1 .. $steps) {
     my $r = rand();
+    # Every 150 steps a server crash and a promotion for sure, so that a
+    # short run has them too.
+    $r = 0.984 if $step % 150 == 50;
+    $r = 0.9855 if $step % 150 == 100;
     my $id = 1 + int(rand(60));
     my $owner = 1 + int(rand(12));
     my $amount = int(rand(100)) - 20;
@@ -89,9 +107,31 @@ for my $step (1 .. 400) {
             "INSERT INTO owners VALUES ($owner, 'owner $owner', 'west')");
     } elsif ($r < 0.84) {
         $node->safe_psql('postgres', "DELETE FROM owners WHERE id = $owner");
-    } elsif ($r < 0.985) {
+    } elsif ($r < 0.975) {
         $node->safe_psql('postgres', 'SELECT decoupled.tick_tables()');
         $ticks++;
+    } elsif ($r < 0.98) {
+        # A hold at the latest readable time (refused, and counted apart,
+        # while a restarted adapter has no incarnation yet).
+        my $c = (qw(accounts feed per_owner by_region))[int(rand(4))];
+        my ($ret) = $node->psql('postgres', "SELECT decoupled.acquire_hold('$c')");
+        $ret == 0 ? $holds++ : $holds_refused++;
+    } elsif ($r < 0.983) {
+        # The adapter stops and starts again: nothing maintained waits for it.
+        $node->safe_psql('postgres', q{SELECT decoupled.stop_adapter('default')});
+        $node->safe_psql('postgres', q{SELECT decoupled.start_adapter('default')});
+        $adapter_stops++;
+    } elsif ($r < 0.985) {
+        # The server crashes (immediate stop) and comes back.
+        $node->stop('immediate');
+        $node->start;
+        $crashes++;
+    } elsif ($r < 0.986) {
+        # A new generation of workers takes over.
+        my $name = 'gen' . ($promotions + 1);
+        $node->safe_psql('postgres', "SELECT decoupled.create_deployment('$name')");
+        $node->safe_psql('postgres', "SELECT decoupled.promote('$name', '120 s')");
+        $promotions++;
     } else {
         # A replica dies at whatever it was doing; now and then with SIGKILL,
         # which PostgreSQL answers with a crash restart.
@@ -112,12 +152,17 @@ for my $step (1 .. 400) {
 }
 $node->safe_psql('postgres', 'SELECT decoupled.tick_tables()');
 $ticks++;
-note("$ticks ticks, $kills replica kills");
+my $minutes = (time - $started) / 60;
+diag(sprintf('%d steps in %.1f min: %d ticks, %d replica kills, %d server crashes, '
+             . '%d adapter stops, %d promotions, %d holds (%d refused)', $steps, $minutes,
+             $ticks, $kills, $crashes, $adapter_stops, $promotions, $holds, $holds_refused));
 cmp_ok($kills, '>=', 1, 'replicas were killed during the workload');
 
 my $last = $node->safe_psql('postgres',
     q{SELECT upper - 1 FROM decoupled.frontiers WHERE name = 'accounts'});
 DecoupledTest::wait_upper($node, $_, $last) for @views, 'account_sink';
+DecoupledTest::wait_upper($node, 'feed_sink', $node->safe_psql('postgres',
+    'SELECT decoupled.oracle_now()'));
 
 # Every time at which an input changed, plus times in between.
 for my $view (@views) {
@@ -165,6 +210,26 @@ is($node->safe_psql('postgres', q{
 is($node->safe_psql('postgres', q{
     SELECT count(*) FROM (SELECT 1 FROM account_changes GROUP BY mz_timestamp, id, owner, balance
                           HAVING count(*) > 1) d}), '0', 'the sink wrote no change twice');
+
+# The counter source's sink: every tick once, up to the sink's progress.
+my $sink_upper = DecoupledTest::upper_of($node, 'feed_sink');
+is($node->safe_psql('postgres', qq{
+    SELECT count(*) || '|' || count(DISTINCT n) FROM feed_changes WHERE mz_timestamp < $sink_upper}),
+    $node->safe_psql('postgres', qq{
+        SET decoupled.as_of = @{[ $sink_upper - 1 ]};
+        SELECT count(*) || '|' || count(*) FROM feed}),
+    'the source\'s sink has every tick exactly once');
+my ($rows, $max, $expected) = split /\|/, DecoupledTest::counter_shape($node, 'feed');
+is("$rows|$max", "$expected|$expected", 'the source lost and doubled no tick');
+
+# Compaction never passed a hold while it was held; since <= bound <= upper.
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM decoupled.frontiers
+     WHERE NOT (since <= coalesce(compaction_bound, since) AND coalesce(compaction_bound, since) <= upper)}),
+    '0', 'since <= compaction bound <= upper everywhere');
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM decoupled.holds h JOIN decoupled.frontiers f ON f.name = h.collection
+     WHERE h.frontier < f.since}), '0', 'no live hold was passed by compaction');
 
 $node->stop;
 done_testing();

@@ -9,7 +9,7 @@
 #
 # CORPUS_SEEDS="<n> <n> ..." chooses the seeds (default: one fixed seed,
 # 424242, to keep `make check` short; more seeds: CORPUS_SEEDS="7 424242 ...",
-# not the regression suite's); CORPUS_STEPS the steps per seed (default 200).
+# not the regression suite's); CORPUS_STEPS the steps per seed (default 120).
 # A failure names the seed and the view; replay it with
 #   CORPUS_SEEDS=<seed> TAP_TESTS=t/012_mv_corpus_seeds.pl test/check.sh tap
 use strict;
@@ -20,7 +20,7 @@ use Test::More;
 use DecoupledTest;
 
 my @seeds = grep { length } split /[\s,]+/, ($ENV{CORPUS_SEEDS} // '424242');
-my $steps = $ENV{CORPUS_STEPS} // 200;
+my $steps = $ENV{CORPUS_STEPS} // 120;
 die "CORPUS_SEEDS must be integers\n" if grep { !/^-?\d+$/ } @seeds;
 die "CORPUS_STEPS must be a positive integer\n" unless $steps =~ /^\d+$/ && $steps > 0;
 note("seeds @seeds, $steps steps each");

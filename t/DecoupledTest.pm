@@ -8,11 +8,14 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-# A fresh, started-later node with the extension preloaded.
+# A fresh, started-later node with the extension preloaded.  `_init`, if
+# given, is a hash of PostgreSQL::Test::Cluster::init options
+# (allows_streaming => 'logical' for a primary, say).
 sub new_node {
     my ($name, %extra) = @_;
+    my $init = delete $extra{_init} // {};
     my $node = PostgreSQL::Test::Cluster->new($name);
-    $node->init;
+    $node->init(%$init);
     my $conf = "shared_preload_libraries = 'pg_decoupled'\n"
       . "decoupled.database = 'postgres'\n"
       . "decoupled.poll_interval = 200ms\n"

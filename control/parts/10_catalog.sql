@@ -409,6 +409,11 @@ DECLARE
     v_schema  integer;
     v_version bigint;
 BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'cannot change the pg_decoupled catalog on a hot standby'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  HINT = 'Run catalog changes on the primary; the standby follows it.';
+    END IF;
     IF decoupled._restoring() THEN
         RAISE EXCEPTION 'cannot change the pg_decoupled catalog while a restore is in progress'
             USING ERRCODE = 'object_not_in_prerequisite_state',

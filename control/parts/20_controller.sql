@@ -32,3 +32,27 @@ CREATE FUNCTION decoupled.wait_for_controller(
 COMMENT ON FUNCTION decoupled.wait_for_controller(bigint, interval) IS
     'Wait until the controller follows the given catalog version; returns the version it observed.';
 
+-- Debug wait points (extension/wait_points.hpp), for tests; superuser only.
+-- A session that names a point in decoupled.wait_points waits there while
+-- arm_wait_point(name) holds it, until release_wait_point(name).
+CREATE FUNCTION decoupled.wait_point_key(name text) RETURNS bigint
+    LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_point_key';
+CREATE FUNCTION decoupled._wait_point(name text) RETURNS void
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_point';
+CREATE FUNCTION decoupled.arm_wait_point(name text) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_advisory_lock(decoupled.wait_point_key(name))
+$$;
+CREATE FUNCTION decoupled.release_wait_point(name text) RETURNS boolean
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_advisory_unlock(decoupled.wait_point_key(name))
+$$;
+-- How many sessions wait at the point now.
+CREATE FUNCTION decoupled.wait_point_waiters(name text) RETURNS bigint
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT count(*) FROM pg_locks l
+     WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1
+       AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+       AND l.classid::bigint = (decoupled.wait_point_key(name) >> 32) & 4294967295
+       AND l.objid::bigint = decoupled.wait_point_key(name) & 4294967295
+$$;

@@ -30,6 +30,11 @@ DECLARE
                                   decoupled._active_deployment());
     v_state      text;
 BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'cannot append on a hot standby'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  HINT = 'Append on the primary; the standby receives its history.';
+    END IF;
     SELECT d.state INTO v_state FROM decoupled.catalog_deployments d
      WHERE d.name = v_deployment FOR SHARE;
     IF NOT FOUND THEN

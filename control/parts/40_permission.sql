@@ -216,6 +216,13 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_attached bigint;
 BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'holds and subscriptions cannot be taken on a hot standby'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  DETAIL = 'Protection is recorded durably, and a standby writes nothing.',
+                  HINT = 'Take holds and subscriptions on the primary; AS OF reads within '
+                         'retain_history work here without them.';
+    END IF;
     adapter := coalesce(nullif(current_setting('decoupled.adapter', true), ''), 'default');
     deployment := decoupled._active_deployment();
     IF NOT EXISTS (SELECT FROM decoupled.catalog_adapters a
@@ -347,6 +354,8 @@ BEGIN
                                   'may already be compacted.', r.frontier, r.bound),
                   HINT = format('Hold at %s or later.', r.bound);
     END IF;
+    -- Tests stop here: checked early, not yet protected.
+    PERFORM decoupled._wait_point('acquire_hold:checked');
     RETURN decoupled._protect((r.o).lifetime_id, r.frontier, false);
 END
 $$;

@@ -717,6 +717,8 @@ BEGIN
         caught_up := true;
     END IF;
     PERFORM decoupled._advance_requirements(id, decoupled._required_frontier(v_as_of, upper));
+    -- Tests stop a step here: computed and appended, not yet committed.
+    PERFORM decoupled._wait_point('replica_maintain:computed');
 END
 $$;
 
@@ -737,6 +739,12 @@ DECLARE
     v_differs boolean;
 BEGIN
     o := decoupled._collection(_verify.name);
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'verify() cannot run on a hot standby'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  DETAIL = 'It computes the view into temporary tables, which a standby cannot create.',
+                  HINT = 'Run it on the primary.';
+    END IF;
     IF o.kind <> 'materialized view' THEN
         RAISE EXCEPTION '"%" is not a materialized view', o.name USING ERRCODE = 'wrong_object_type';
     END IF;
