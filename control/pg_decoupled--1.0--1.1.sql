@@ -1482,7 +1482,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION decoupled.acquire_hold(text, bigint) IS
-    'Protect reads of a collection at times >= as_of (NULL: the latest readable time);
+    'Protect reads of a collection at times >= as_of (NULL: the latest readable time); returns the hold id.';
 
 CREATE OR REPLACE FUNCTION decoupled._assert_write_authority(deployment text, incarnation bigint)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -1548,8 +1548,12 @@ DECLARE
     v_t       bigint;
     v_before  text := current_setting('decoupled.as_of');
     v_differs boolean;
+    v_plan_t  text;
+    v_view_t  text;
 BEGIN
     o := decoupled._collection(_verify.name);
+    v_plan_t := format('decoupled_verify_%s', o.lifetime_id);
+    v_view_t := format('decoupled_verify_view_%s', o.lifetime_id);
     IF pg_is_in_recovery() THEN
         RAISE EXCEPTION 'verify() cannot run on a hot standby'
             USING ERRCODE = 'read_only_sql_transaction',
@@ -1576,23 +1580,31 @@ BEGIN
         RAISE EXCEPTION 'as_of must not be negative, got %', v_t
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    EXECUTE format('CREATE TEMP TABLE decoupled_verify (LIKE %s)',
-                   decoupled._storage(o.lifetime_id, 'stage'));
+    -- Scratch tables of this view, made once per session and emptied at
+    -- each call: many verify() calls in one transaction lock the same two
+    -- relations instead of piling up locks on dropped ones.
+    IF to_regclass('pg_temp.' || v_plan_t) IS NULL THEN
+        EXECUTE format('CREATE TEMP TABLE %I (LIKE %s)', v_plan_t,
+                       decoupled._storage(o.lifetime_id, 'stage'));
+        EXECUTE format('CREATE TEMP TABLE %I (k text)', v_view_t);
+    ELSE
+        EXECUTE format('TRUNCATE pg_temp.%I, pg_temp.%I', v_plan_t, v_view_t);
+    END IF;
     -- The view's own history at v_t first: it checks that v_t is readable.
     PERFORM set_config('decoupled.as_of', v_t::text, true);
-    EXECUTE format('CREATE TEMP TABLE decoupled_verify_view AS SELECT ROW(%s)::text AS k FROM %s',
+    EXECUTE format('INSERT INTO pg_temp.%I SELECT ROW(%s)::text FROM %s', v_view_t,
                    decoupled._cols(o.lifetime_id), decoupled._storage(o.lifetime_id, 'history'));
     PERFORM set_config('decoupled.as_of', v_before, true);
     PERFORM decoupled._stage_plan((o.definition->>'plan')::oid::regclass,
                                   (o.definition->>'owner')::oid, v_t,
-                                  'pg_temp.decoupled_verify'::regclass);
-    SELECT EXISTS ((SELECT mz_key FROM pg_temp.decoupled_verify
-                    EXCEPT ALL SELECT k FROM pg_temp.decoupled_verify_view)
-                   UNION ALL
-                   (SELECT k FROM pg_temp.decoupled_verify_view
-                    EXCEPT ALL SELECT mz_key FROM pg_temp.decoupled_verify))
-      INTO v_differs;
-    DROP TABLE pg_temp.decoupled_verify, pg_temp.decoupled_verify_view;
+                                  format('pg_temp.%I', v_plan_t)::regclass);
+    EXECUTE format('SELECT EXISTS ((SELECT mz_key FROM pg_temp.%1$I '
+                   '               EXCEPT ALL SELECT k FROM pg_temp.%2$I) '
+                   '              UNION ALL '
+                   '              (SELECT k FROM pg_temp.%2$I '
+                   '               EXCEPT ALL SELECT mz_key FROM pg_temp.%1$I))',
+                   v_plan_t, v_view_t)
+        INTO v_differs;
     RETURN NOT v_differs;
 END
 $$;
