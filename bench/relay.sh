@@ -69,9 +69,22 @@ start_replicad() {
         --cluster outside --replica x --poll-ms "$POLL_MS" >>"$BENCH_DIR/replicad.log" 2>&1 &
     replicad_pid=$!
 }
-stop_replicad() { [ -n "$replicad_pid" ] && kill "$replicad_pid" 2>/dev/null; wait "$replicad_pid" 2>/dev/null || true; }
+stop_replicad() {
+    if [ -n "$replicad_pid" ]; then
+        kill "$replicad_pid" 2>/dev/null || true
+        wait "$replicad_pid" 2>/dev/null || true
+    fi
+    replicad_pid=""
+}
 relayd_pid=""
-trap 'stop_replicad; [ -n "$relayd_pid" ] && kill "$relayd_pid" 2>/dev/null; as_runner pg_decoupled_relayd --name "$SEGMENT" --remove >/dev/null 2>&1; stop_bench_server' EXIT
+# Everything stops on exit, the server last (no step may end the trap early).
+cleanup() {
+    stop_replicad
+    if [ -n "$relayd_pid" ]; then kill "$relayd_pid" 2>/dev/null || true; fi
+    as_runner pg_decoupled_relayd --name "$SEGMENT" --remove >/dev/null 2>&1 || true
+    stop_bench_server
+}
+trap cleanup EXIT
 
 measure() {
     local mode=$1
