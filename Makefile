@@ -64,6 +64,8 @@ OBJS = \
 	extension/capture_plugin.o \
 	extension/relay_client.o \
 	extension/wait_points.o \
+	extension/kept_statements.o \
+	extension/change_times.o \
 	bgworker/adapterd.o \
 	bgworker/capture_worker.o \
 	bgworker/controller.o \

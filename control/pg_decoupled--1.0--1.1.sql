@@ -1772,6 +1772,15 @@ REVOKE ALL ON FUNCTION decoupled.wait_point_key(text), decoupled._wait_point(tex
     decoupled.wait_point_waiters(text)
 FROM PUBLIC;
 
+------------------------------------------------------------------------------
+-- Change times by index skips, from a kept plan (extension/change_times.cpp)
+------------------------------------------------------------------------------
+
+-- 60_materialized_views
+CREATE OR REPLACE FUNCTION decoupled._change_times(inputs bigint[], from_ts bigint, to_ts bigint,
+                                        max_count integer) RETURNS bigint[]
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_change_times';
+
 -- Sessions that run through the update (replicas, adapterd, the capture
 -- worker, clients) compiled the extension's PL/pgSQL functions against the
 -- old row type of catalog_objects; rewriting each function's catalog row

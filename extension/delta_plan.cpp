@@ -61,6 +61,7 @@ extern "C" {
 
 #include "core/strategy.hpp"
 #include "delta_plan.hpp"
+#include "kept_statements.hpp"
 #include "written_plan.hpp"
 
 using namespace decoupled::delta;
@@ -789,9 +790,9 @@ Datum decoupled_stage_delta(PG_FUNCTION_ARGS) {
     int nout = output_columns(q);
     char* changes = changes_union(q, linear_select_list, nullptr);
     char* sql = decoupled::staging_sql(
-        p.ts, "d.mz_diff", positional_names(nout, "d."),
+        "d.mz_diff", positional_names(nout, "d."),
         psprintf("(%s) d(%s, mz_diff)", changes, positional_names(nout, "")));
-    uint64 rows = decoupled::stage_rows(target, sql);
+    uint64 rows = decoupled::stage_rows(target, sql, p.ts, true);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
     PG_RETURN_INT64(static_cast<int64>(rows));
@@ -928,7 +929,8 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
                                        keys_select_list, nullptr));
 
     SPI_connect();
-    if (SPI_execute(sql, true, 0) != SPI_OK_SELECT) elog(ERROR, "could not read the touched groups");
+    if (decoupled::execute_kept(sql, true, 0) != SPI_OK_SELECT)
+        elog(ERROR, "could not read the touched groups");
     uint64 groups = SPI_processed;
     MemoryContext spi = MemoryContextSwitchTo(caller);
     char* filter = groups_filter(SPI_tuptable, groups, keys);
@@ -1203,7 +1205,8 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     }
     appendStringInfo(&sql, " FROM (%s) x(%s) GROUP BY ", rows_sql, names.data);
     for (int k = 1; k <= keys.n; ++k) appendStringInfo(&sql, "%sx.k%d", k > 1 ? ", " : "", k);
-    uint64 rows = decoupled::stage_rows(target, sql.data);
+    // The first computation runs once: only the steps keep their plan.
+    uint64 rows = decoupled::stage_rows(target, sql.data, p.ts, !initial);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
     PG_RETURN_INT64(static_cast<int64>(rows));
@@ -1238,20 +1241,22 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
                          j, j, j, j, j, j);
 
     SPI_connect();
-    if (SPI_execute(psprintf("SELECT %s FROM %s", key_list.data, dstate), true, 0) != SPI_OK_SELECT)
+    if (decoupled::execute_kept(psprintf("SELECT %s FROM %s", key_list.data, dstate), true, 0) !=
+        SPI_OK_SELECT)
         elog(ERROR, "could not read the aggregated changes");
     uint64 groups = SPI_processed;
     MemoryContext spi = MemoryContextSwitchTo(caller);
     char* filter = groups_filter(SPI_tuptable, groups, keys);
     MemoryContextSwitchTo(spi);
     if (groups > 0) {
-        if (SPI_execute(psprintf("INSERT INTO %s AS s SELECT * FROM %s "
-                                 "ON CONFLICT (%s) DO UPDATE SET %s",
-                                 state, dstate, key_list.data, set.data),
-                        false, 0) != SPI_OK_INSERT ||
-            SPI_execute(psprintf("DELETE FROM %s WHERE mz_n OPERATOR(pg_catalog.=) 0", state), false,
-                        0) != SPI_OK_DELETE ||
-            SPI_execute(psprintf("DELETE FROM %s", dstate), false, 0) != SPI_OK_DELETE)
+        if (decoupled::execute_kept(psprintf("INSERT INTO %s AS s SELECT * FROM %s "
+                                             "ON CONFLICT (%s) DO UPDATE SET %s",
+                                             state, dstate, key_list.data, set.data),
+                                    false, 0) != SPI_OK_INSERT ||
+            decoupled::execute_kept(
+                psprintf("DELETE FROM %s WHERE mz_n OPERATOR(pg_catalog.=) 0", state), false, 0) !=
+                SPI_OK_DELETE ||
+            decoupled::execute_kept(psprintf("DELETE FROM %s", dstate), false, 0) != SPI_OK_DELETE)
             elog(ERROR, "could not add the aggregated changes to %s", state);
     }
     SPI_finish();
@@ -1295,12 +1300,13 @@ Datum decoupled_stage_kept(PG_FUNCTION_ARGS) {
                        ? psprintf(" AND (%s)", deparse_expression(q->havingQual, context, true, false))
                        : pstrdup("");
     char* sql = decoupled::staging_sql(
-        ts, "1", positional_names(nout, "d."),
+        "1", positional_names(nout, "d."),
         psprintf("(SELECT %s FROM %s s WHERE s.mz_n OPERATOR(pg_catalog.>) 0%s AND %s) d(%s)",
                  select.data,
                  decoupled::locked_relation_name(state),
                  having, filter, positional_names(nout, "")));
-    uint64 rows = decoupled::stage_rows(target, sql);
+    // The filter names this step's touched groups: a new text every time.
+    uint64 rows = decoupled::stage_rows(target, sql, ts, false);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
     PG_RETURN_INT64(static_cast<int64>(rows));

@@ -60,6 +60,7 @@ extern "C" {
 
 #include "core/strategy.hpp"
 #include "delta_plan.hpp"
+#include "kept_statements.hpp"
 #include "written_plan.hpp"
 
 extern "C" {
@@ -685,7 +686,8 @@ Keys changed_keys(Slot* slot, Node* key) {
     Keys keys{NIL, false};
     MemoryContext caller = CurrentMemoryContext;
     SPI_connect();
-    if (SPI_execute(sql, true, 0) != SPI_OK_SELECT) elog(ERROR, "could not read the touched keys");
+    if (decoupled::execute_kept(sql, true, 0) != SPI_OK_SELECT)
+        elog(ERROR, "could not read the touched keys");
     MemoryContext spi = MemoryContextSwitchTo(caller);
     for (uint64 r = 0; r < SPI_processed; ++r) {
         char* value = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
@@ -841,7 +843,7 @@ bool not_in_emptiness_flips(Oid plan) {
     }
     char* sql = psprintf("SELECT ROW(%s) IS DISTINCT FROM ROW(%s)", exists[0], exists[1]);
     SPI_connect();
-    if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+    if (decoupled::execute_kept(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
         elog(ERROR, "could not compare the NOT IN subqueries");
     char* flips = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
     bool result = flips != nullptr && strcmp(flips, "t") == 0;
@@ -884,8 +886,10 @@ Datum decoupled_stage_partitions(PG_FUNCTION_ARGS) {
             "(SELECT q.*, -1::pg_catalog.int8 FROM (%s) q)) d(%s, mz_diff)",
             touched_query(p.plan, "history", t), touched_query(p.plan, "before", t),
             positional_names(nout, ""));
+        // The touched partitions' keys are in the text: it is new every time.
         (void)decoupled::stage_rows(
-            target, decoupled::staging_sql(p.ts, "d.mz_diff", positional_names(nout, "d."), from));
+            target, decoupled::staging_sql("d.mz_diff", positional_names(nout, "d."), from), p.ts,
+            false);
     }
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);

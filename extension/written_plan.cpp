@@ -49,6 +49,7 @@ extern "C" {
 
 #include <cstring>
 
+#include "kept_statements.hpp"
 #include "written_plan.hpp"
 
 extern "C" {
@@ -295,10 +296,12 @@ void decoupled::leave_owner(const OwnerScope* scope) {
 }
 
 // Runs `sql` (built by the caller while inside the scope, if it deparses)
-// and inserts every row into `target`: private scratch of the extension, no
-// triggers or indexes, opened before the switch to the owner, so the owner
-// needs no right on it.
-uint64 decoupled::stage_rows(Relation target, const char* sql) {
+// with $1 = ts and inserts every row into `target`: private scratch of the
+// extension, no triggers or indexes, opened before the switch to the
+// owner, so the owner needs no right on it.  With `keep`, from a plan kept
+// for the text (kept_statements.hpp): only for texts a view runs at every
+// step, never for one naming this step's touched groups.
+uint64 decoupled::stage_rows(Relation target, const char* sql, int64 ts, bool keep) {
     // The receiver inserts while the query may run in parallel workers; a
     // parallel operation cannot assign the transaction id the first insert
     // would, so assign it before.
@@ -316,10 +319,23 @@ uint64 decoupled::stage_rows(Relation target, const char* sql) {
     receiver.cid = GetCurrentCommandId(true);
 
     SPI_connect();
+    Oid types[1] = {INT8OID};
+    ParamListInfo params = makeParamList(1);
+    params->params[0].value = Int64GetDatum(ts);
+    params->params[0].isnull = false;
+    params->params[0].pflags = PARAM_FLAG_CONST;
+    params->params[0].ptype = INT8OID;
     SPIExecuteOptions options;
     memset(&options, 0, sizeof(options));
     options.dest = &receiver.pub;
-    int rc = SPI_execute_extended(sql, &options);
+    options.params = params;
+    SPIPlanPtr plan = keep ? decoupled::kept_statement(sql, 1, types) : nullptr;
+    if (!plan) {
+        // Planned for this run only; SPI_finish frees it.
+        plan = SPI_prepare_cursor(sql, 1, types, CURSOR_OPT_PARALLEL_OK);
+        if (!plan) elog(ERROR, "could not prepare %s: %s", sql, SPI_result_code_string(SPI_result));
+    }
+    int rc = SPI_execute_plan_extended(plan, &options);
     // A SELECT into a receiver of our own reports SPI_OK_UTILITY.
     if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "could not stage %s: %d", sql, rc);
     SPI_finish();
@@ -340,13 +356,13 @@ char* decoupled::locked_relation_name(Oid relid) {
     return quote_qualified_identifier(nsp, name);
 }
 
-char* decoupled::staging_sql(int64 ts, const char* diff, const char* cols, const char* from) {
+char* decoupled::staging_sql(const char* diff, const char* cols, const char* from) {
     return psprintf(
-        "SELECT " INT64_FORMAT "::pg_catalog.int8, %s::pg_catalog.int8, "
+        "SELECT $1::pg_catalog.int8, %s::pg_catalog.int8, "
         "       pg_catalog.textin(pg_catalog.record_out(ROW(%s))), "
         "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(%s)))), %s "
         "  FROM %s",
-        ts, diff, cols, cols, cols, from);
+        diff, cols, cols, cols, from);
 }
 
 // decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass,
@@ -365,14 +381,15 @@ Datum decoupled_stage_plan(PG_FUNCTION_ARGS) {
 
     char* plan_name = decoupled::locked_relation_name(plan);
     char* sql = decoupled::staging_sql(
-        ts, "1", "d.*",
+        "1", "d.*",
         psprintf("%s d%s%s", plan_name, filter ? " WHERE " : "", filter ? filter : ""));
 
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
     decoupled::enter_owner(owner, ts, &scope);
     if (filter) decoupled::serial_only();
-    uint64 rows = decoupled::stage_rows(target, sql);
+    // With a filter (this step's touched groups) the text is new each time.
+    uint64 rows = decoupled::stage_rows(target, sql, ts, filter == nullptr);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
     PG_RETURN_INT64(static_cast<int64>(rows));

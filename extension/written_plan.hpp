@@ -29,11 +29,12 @@ void leave_owner(const OwnerScope* scope);
 // changed would pay more to start them than to run).
 void serial_only();
 
-// The staging query: (ts, diff, row key, row hash, row...) for every row
+// The staging query: ($1, diff, row key, row hash, row...) for every row
 // of `from` (a FROM item with alias d), whose row is `cols` (e.g. "d.*" or
 // "d.x1, d.x2"); the row key is the row's text, the same wherever a view's
-// rows are staged.
-char* staging_sql(int64 ts, const char* diff, const char* cols, const char* from);
+// rows are staged.  $1 is the step's time (stage_rows binds it), so the
+// text of a view's step is the same at every step.
+char* staging_sql(const char* diff, const char* cols, const char* from);
 
 // The schema-qualified, quoted name of `relid`, locked for reading until the
 // transaction ends so that finalize_dropped() cannot remove it under the
@@ -41,8 +42,9 @@ char* staging_sql(int64 ts, const char* diff, const char* cols, const char* from
 // is an error, never a NULL name.
 char* locked_relation_name(Oid relid);
 
-// Runs `sql` through SPI and inserts every row into `target`, whose row type
-// must match; returns the number of rows.
-uint64 stage_rows(Relation target, const char* sql);
+// Runs `sql` through SPI with $1 = ts and inserts every row into `target`,
+// whose row type must match; returns the number of rows.  With `keep`, from
+// a plan kept for the text (only for texts the same at every step).
+uint64 stage_rows(Relation target, const char* sql, int64 ts, bool keep);
 
 }  // namespace decoupled

@@ -227,6 +227,36 @@ SELECT count(*) AS changed_times, bool_and(decoupled.verify('bulk_sums', t)) AS 
        unnest(decoupled._change_times(ARRAY(SELECT lifetime_id FROM decoupled.objects
                                              WHERE name = 'bulk'), f.since, f.upper, 100)) t
  WHERE f.name = 'bulk_sums';
+-- _change_times skips through the time indexes: it finds what a scan of
+-- every row finds, for every window and limit, insertions, retractions and
+-- rows both inserted and retracted in the window included.
+CREATE FUNCTION pg_temp.scanned_times(id bigint, lo bigint, hi bigint, n integer)
+RETURNS bigint[] LANGUAGE plpgsql AS $$
+DECLARE r bigint[];
+BEGIN
+    EXECUTE format('SELECT coalesce(array_agg(t ORDER BY t), ''{}'') FROM (SELECT t FROM ('
+                   '  SELECT mz_ts FROM %1$s WHERE mz_ts >= $1 AND mz_ts < $2 '
+                   '  UNION SELECT valid_to FROM %2$s WHERE valid_to >= $1 AND valid_to < $2 '
+                   '  UNION SELECT valid_from FROM %2$s '
+                   '         WHERE valid_to >= $1 AND valid_from >= $1 AND valid_from < $2'
+                   ') x(t) ORDER BY t LIMIT $3) y',
+                   decoupled._storage(id, 'cur'), decoupled._storage(id, 'dead'))
+        INTO r USING lo, hi, n;
+    RETURN r;
+END $$;
+WITH b AS (SELECT lifetime_id AS id FROM decoupled.objects WHERE name = 'bulk'),
+     f AS (SELECT since, upper FROM decoupled.frontiers WHERE name = 'bulk'),
+     times AS (SELECT unnest(decoupled._change_times(ARRAY[b.id], f.since, f.upper, 100)) AS t
+                 FROM b, f),
+     lows AS (SELECT t AS lo FROM times UNION SELECT since FROM f UNION SELECT 0),
+     highs AS (SELECT t + 1 AS hi FROM times UNION SELECT t FROM times UNION SELECT upper FROM f)
+SELECT count(*) AS windows,
+       bool_and(decoupled._change_times(ARRAY[b.id], lo, hi, n)
+                = pg_temp.scanned_times(b.id, lo, hi, n)) AS same_times,
+       (SELECT count(*) FROM times) AS change_times
+  FROM b, lows, highs, (VALUES (1), (2), (3), (100)) l(n)
+ WHERE lo <= hi;
+SELECT decoupled._change_times('{}', 0, 100, 16) AS no_inputs;
 SELECT decoupled.drop('bulk', cascade => true);
 SELECT decoupled.drop_cluster('later');
 DROP TABLE bulk;

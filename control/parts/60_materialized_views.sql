@@ -484,33 +484,13 @@ $$;
 
 -- Times in [from_ts, to_ts) at which any of `inputs` changed, ascending,
 -- at most `max_count`: a row inserted (cur.mz_ts, dead.valid_from) or
--- retracted (dead.valid_to) then.  Distinct times: many rows share one, and
--- a limit on rows would drop later times the caller then steps over.
+-- retracted (dead.valid_to) then.  Distinct times, found by skipping
+-- through the time indexes (extension/change_times.cpp): a time at which
+-- many rows changed costs one probe, and a limit on rows cannot drop later
+-- times the caller then steps over.
 CREATE FUNCTION decoupled._change_times(inputs bigint[], from_ts bigint, to_ts bigint,
                                         max_count integer) RETURNS bigint[]
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    v_sql   text;
-    v_times bigint[];
-BEGIN
-    SELECT string_agg(format(
-               '(SELECT DISTINCT mz_ts FROM %1$s WHERE mz_ts >= $1 AND mz_ts < $2 '
-               '  ORDER BY 1 LIMIT $3) '
-               'UNION (SELECT DISTINCT valid_to FROM %2$s WHERE valid_to >= $1 AND valid_to < $2 '
-               '       ORDER BY 1 LIMIT $3) '
-               'UNION (SELECT DISTINCT valid_from FROM %2$s WHERE valid_to >= $1 '
-               '          AND valid_from >= $1 AND valid_from < $2 ORDER BY 1 LIMIT $3)',
-               decoupled._storage(i, 'cur'), decoupled._storage(i, 'dead')), ' UNION ')
-      INTO v_sql FROM unnest(inputs) i;
-    IF v_sql IS NULL THEN
-        RETURN '{}';
-    END IF;
-    EXECUTE format('SELECT coalesce(array_agg(t ORDER BY t), ''{}'') '
-                   '  FROM (SELECT t FROM (%s) x(t) ORDER BY t LIMIT $3) y', v_sql)
-        INTO v_times USING from_ts, to_ts, max_count;
-    RETURN v_times;
-END
-$$;
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_change_times';
 
 -- The start of every replica step on an output (a view or a sink): fenced
 -- by the incarnation, write authority checked, the output's frontier row
