@@ -1773,6 +1773,50 @@ REVOKE ALL ON FUNCTION decoupled.wait_point_key(text), decoupled._wait_point(tex
 FROM PUBLIC;
 
 ------------------------------------------------------------------------------
+-- Compaction never waits for storage a view's creation locks
+------------------------------------------------------------------------------
+
+-- 40_permission
+CREATE OR REPLACE FUNCTION decoupled._apply_compaction(every boolean, cluster text) RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r       record;
+    v_since bigint;
+    v_count integer := 0;
+BEGIN
+    FOR r IN SELECT f.lifetime_id, f.since, f.upper, b.bound
+               FROM decoupled.catalog_frontiers f
+               JOIN decoupled.catalog_bounds b USING (lifetime_id)
+               JOIN decoupled.catalog_objects o USING (lifetime_id)
+              WHERE o.dropped_at IS NULL AND f.since < least(b.bound, f.upper)
+                AND (every OR o.cluster IS NOT DISTINCT FROM _apply_compaction.cluster)
+              ORDER BY f.lifetime_id
+                FOR UPDATE OF f SKIP LOCKED
+    LOOP
+        v_since := decoupled._compacted_since(r.since, r.bound, r.upper);
+        CONTINUE WHEN v_since <= r.since;
+        -- Storage comes before bound rows in the lock order too: a view's
+        -- creation holds its inputs' storage (SHARE, building arrangements)
+        -- while it waits for their bound rows, which our caller may hold.
+        -- Storage someone locks against writers is compacted by a later
+        -- round, never waited for.
+        BEGIN
+            EXECUTE format('LOCK TABLE %s IN ROW EXCLUSIVE MODE NOWAIT',
+                           decoupled._storage(r.lifetime_id, 'dead'));
+        EXCEPTION WHEN lock_not_available THEN
+            CONTINUE;
+        END;
+        EXECUTE format('DELETE FROM %s WHERE valid_to <= $1', decoupled._storage(r.lifetime_id, 'dead'))
+            USING v_since;
+        UPDATE decoupled.catalog_frontiers f SET since = v_since, changed_at = now()
+         WHERE f.lifetime_id = r.lifetime_id;
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+
+------------------------------------------------------------------------------
 -- Change times by index skips, from a kept plan (extension/change_times.cpp)
 ------------------------------------------------------------------------------
 

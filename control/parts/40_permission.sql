@@ -101,10 +101,10 @@ COMMENT ON FUNCTION decoupled.publish_bounds() IS
 -- moves up to the bound, never past upper, never back, and only history
 -- invisible at every time >= since is deleted.  Idempotent; late or
 -- concurrent runs are harmless.  Returns how many collections moved.
--- Frontier rows come before bound rows in the global lock order, and the
--- caller may hold bound rows: a frontier row a writer holds is skipped
--- (SKIP LOCKED), never waited for — that collection is compacted by a later
--- round.
+-- Frontier rows and storage come before bound rows in the global lock
+-- order, and the caller may hold bound rows: a frontier row a writer holds,
+-- or storage locked against writers, is skipped (SKIP LOCKED, NOWAIT),
+-- never waited for — that collection is compacted by a later round.
 CREATE FUNCTION decoupled._apply_compaction(every boolean, cluster text) RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -123,6 +123,17 @@ BEGIN
     LOOP
         v_since := decoupled._compacted_since(r.since, r.bound, r.upper);
         CONTINUE WHEN v_since <= r.since;
+        -- Storage comes before bound rows in the lock order too: a view's
+        -- creation holds its inputs' storage (SHARE, building arrangements)
+        -- while it waits for their bound rows, which our caller may hold.
+        -- Storage someone locks against writers is compacted by a later
+        -- round, never waited for.
+        BEGIN
+            EXECUTE format('LOCK TABLE %s IN ROW EXCLUSIVE MODE NOWAIT',
+                           decoupled._storage(r.lifetime_id, 'dead'));
+        EXCEPTION WHEN lock_not_available THEN
+            CONTINUE;
+        END;
         EXECUTE format('DELETE FROM %s WHERE valid_to <= $1', decoupled._storage(r.lifetime_id, 'dead'))
             USING v_since;
         UPDATE decoupled.catalog_frontiers f SET since = v_since, changed_at = now()
