@@ -1611,6 +1611,19 @@ $$;
 COMMENT ON FUNCTION decoupled.verify(text, bigint) IS
     'Recompute a materialized view from its inputs at as_of (default: latest readable) and compare.';
 
+-- The least upper of `inputs`: how far a view over them can step.  Its own
+-- function for a generic plan kept for the session: with the array inline,
+-- the plan cache planned a custom plan at every step.
+CREATE FUNCTION decoupled._inputs_upper(inputs bigint[]) RETURNS bigint
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN (SELECT min(f.upper) FROM decoupled.catalog_frontiers f
+             WHERE f.lifetime_id = ANY (inputs));
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._inputs_upper(bigint[]) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION decoupled.replica_maintain(incarnation bigint, lifetime_id bigint,
                                            expected_upper bigint,
                                            OUT upper bigint, OUT caught_up boolean)
@@ -1673,8 +1686,7 @@ BEGIN
     IF v_inputs = '{}' THEN
         v_target := decoupled._next_timestamp(upper) + 1;
     ELSE
-        SELECT min(f.upper) INTO v_target FROM decoupled.catalog_frontiers f
-         WHERE f.lifetime_id = ANY (v_inputs);
+        v_target := decoupled._inputs_upper(v_inputs);
     END IF;
     IF v_target <= upper THEN
         caught_up := true;
@@ -1824,6 +1836,53 @@ $$;
 CREATE OR REPLACE FUNCTION decoupled._change_times(inputs bigint[], from_ts bigint, to_ts bigint,
                                         max_count integer) RETURNS bigint[]
     LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_change_times';
+
+-- Helpers every step calls, no longer planned at every call: in C, or
+-- PL/pgSQL with generic plans kept for the session.
+CREATE OR REPLACE FUNCTION decoupled._storage(lifetime_id bigint, part text) RETURNS text
+    LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_storage_name';
+
+CREATE OR REPLACE FUNCTION decoupled._queue_for_publication(ids bigint[]) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    INSERT INTO decoupled.catalog_bound_queue (lifetime_id)
+    SELECT x.id FROM (SELECT DISTINCT unnest(ids) AS id) x
+     WHERE x.id IS NOT NULL
+       AND NOT EXISTS (SELECT FROM decoupled.catalog_bound_queue q WHERE q.lifetime_id = x.id
+                          FOR KEY SHARE SKIP LOCKED);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._required_frontier(as_of bigint, upper bigint) RETURNS bigint
+    LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_required_frontier';
+
+CREATE OR REPLACE FUNCTION decoupled._advance_requirements(id bigint, frontier bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan
+AS $$
+-- PL/pgSQL, not SQL: its statements are planned once per session, not at
+-- every step; generic plans, since the ids differ at every call.
+#variable_conflict use_column
+DECLARE
+    v_moved bigint[];
+BEGIN
+    PERFORM FROM decoupled.catalog_bounds b
+     WHERE b.lifetime_id IN (SELECT q.lifetime_id FROM decoupled.catalog_requirements q
+                              WHERE q.required_by = _advance_requirements.id
+                                AND q.frontier < _advance_requirements.frontier)
+     ORDER BY b.lifetime_id FOR UPDATE;
+    WITH moved AS (
+        UPDATE decoupled.catalog_requirements q SET frontier = _advance_requirements.frontier,
+                                                    changed_at = now()
+         WHERE q.required_by = _advance_requirements.id
+           AND q.frontier < _advance_requirements.frontier
+        RETURNING q.lifetime_id)
+    SELECT array_agg(m.lifetime_id) INTO v_moved FROM moved m;
+    IF v_moved IS NOT NULL THEN
+        PERFORM decoupled._queue_for_publication(v_moved);
+    END IF;
+END
+$$;
 
 -- Sessions that run through the update (replicas, adapterd, the capture
 -- worker, clients) compiled the extension's PL/pgSQL functions against the

@@ -1,5 +1,7 @@
 // SQL-callable functions behind the catalog: install checks, schema-version
-// refusal and the controller wake-up at commit.
+// refusal, the controller wake-up at commit, and the naming helpers every
+// step calls (in C: a LANGUAGE sql function with a SET clause is parsed and
+// planned again at every call, which was most of what an idle step cost).
 extern "C" {
 #include "postgres.h"
 
@@ -28,6 +30,8 @@ PG_FUNCTION_INFO_V1(decoupled_assert_install_database);
 PG_FUNCTION_INFO_V1(decoupled_assert_schema_version);
 PG_FUNCTION_INFO_V1(decoupled_supported_schema_version);
 PG_FUNCTION_INFO_V1(decoupled_wake_controller_at_commit);
+PG_FUNCTION_INFO_V1(decoupled_storage_name);
+PG_FUNCTION_INFO_V1(decoupled_required_frontier);
 }
 
 using decoupled::cpp_entry;
@@ -167,3 +171,19 @@ Datum decoupled_wake_controller_at_commit(PG_FUNCTION_ARGS) {
     PG_RETURN_VOID();
 }
 
+
+// decoupled._storage(lifetime_id, part): the name of one part of a
+// collection's storage, 'decoupled_storage.c<id>_<part>'.
+Datum decoupled_storage_name(PG_FUNCTION_ARGS) {
+    int64 id = PG_GETARG_INT64(0);
+    char* part = text_to_cstring(PG_GETARG_TEXT_PP(1));
+    PG_RETURN_TEXT_P(cstring_to_text(psprintf("decoupled_storage.c" INT64_FORMAT "_%s", id, part)));
+}
+
+// decoupled._required_frontier(as_of, upper): what a view at `upper` still
+// reads of its inputs — its last computed time, never before its as_of.
+Datum decoupled_required_frontier(PG_FUNCTION_ARGS) {
+    int64 as_of = PG_GETARG_INT64(0);
+    int64 upper = PG_GETARG_INT64(1);
+    PG_RETURN_INT64(Max(as_of, upper - 1));
+}

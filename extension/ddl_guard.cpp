@@ -11,6 +11,11 @@
 //  * ALTER TYPE ... RENAME VALUE of an enum, and ALTER TYPE ... ADD / DROP /
 //    ALTER ATTRIBUTE of a composite type, that a live collection or sink
 //    uses are refused: history matches rows by their text.
+//  * DROP EXTENSION pg_decoupled first takes every relation it will drop
+//    (and every table a capture trigger of it sits on) without waiting
+//    while holding any: workers and sessions read the catalog in their own
+//    order, and a DROP that locked tables one by one as it went deadlocked
+//    with them (see lock_extension_relations).
 //  * It remembers whether the DROP (or DROP OWNED) statement being executed
 //    cascades, for the sql_drop event trigger (decoupled._drop_cascades()):
 //    an object the statement reaches is dropped through the catalog, and
@@ -23,6 +28,7 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -33,6 +39,7 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
 #include "parser/parse_type.h"
+#include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -117,6 +124,93 @@ void check_relation_drop(DropStmt* stmt) {
     call_catalog_check("SELECT decoupled._refuse_relation_drop($1)", 1, types, args);
 }
 
+// Whether `stmt` is a DROP EXTENSION of pg_decoupled by its owner (anyone
+// else gets PostgreSQL's error, before any lock is taken on their behalf).
+bool drops_this_extension(DropStmt* stmt) {
+    if (stmt->removeType != OBJECT_EXTENSION) return false;
+    ListCell* cell;
+    foreach (cell, stmt->objects) {
+        if (strcmp(strVal(lfirst(cell)), "pg_decoupled") != 0) continue;
+        Oid ext = get_extension_oid("pg_decoupled", true);
+        return OidIsValid(ext) && pg_extension_ownercheck(ext, GetUserId());
+    }
+    return false;
+}
+
+// The relations DROP EXTENSION pg_decoupled takes ACCESS EXCLUSIVE locks
+// on: the extension's own and its storage, and tables with its capture
+// triggers.  In OID order.
+List* extension_relations() {
+    MemoryContext caller = CurrentMemoryContext;
+    decoupled::SavedUser saved = decoupled::become_catalog_reader();
+    SPI_connect();
+    if (SPI_execute("SELECT c.oid FROM pg_catalog.pg_class c "
+                    " WHERE c.relnamespace OPERATOR(pg_catalog.=) ANY (ARRAY["
+                    "   pg_catalog.to_regnamespace('decoupled'),"
+                    "   pg_catalog.to_regnamespace('decoupled_storage')]::pg_catalog.oid[]) "
+                    "   AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,v,m,S,f}'::pg_catalog.char[]) "
+                    "UNION "
+                    "SELECT t.tgrelid FROM pg_catalog.pg_trigger t "
+                    "  JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid "
+                    " WHERE p.pronamespace OPERATOR(pg_catalog.=) "
+                    "       pg_catalog.to_regnamespace('decoupled') "
+                    "ORDER BY 1",
+                    true, 0) != SPI_OK_SELECT)
+        elog(ERROR, "could not list the relations of pg_decoupled");
+    List* relids = NIL;
+    MemoryContext outer = MemoryContextSwitchTo(caller);
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        bool isnull;
+        Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+        if (!isnull) relids = lappend_oid(relids, DatumGetObjectId(d));
+    }
+    MemoryContextSwitchTo(outer);
+    SPI_finish();
+    decoupled::restore_user(saved);
+    return relids;
+}
+
+// Takes ACCESS EXCLUSIVE on all of `relids` or on none: in a subtransaction,
+// without waiting.  Returns the first relation that was busy (its locks
+// released with the subtransaction), InvalidOid once all are held.
+Oid try_lock_all(List* relids) {
+    MemoryContext context = CurrentMemoryContext;
+    ResourceOwner owner = CurrentResourceOwner;
+    BeginInternalSubTransaction(nullptr);
+    Oid busy = InvalidOid;
+    ListCell* cell;
+    foreach (cell, relids) {
+        if (!ConditionalLockRelationOid(lfirst_oid(cell), AccessExclusiveLock)) {
+            busy = lfirst_oid(cell);
+            break;
+        }
+    }
+    if (OidIsValid(busy))
+        RollbackAndReleaseCurrentSubTransaction();
+    else
+        ReleaseCurrentSubTransaction();  // the locks pass to the statement's transaction
+    MemoryContextSwitchTo(context);
+    CurrentResourceOwner = owner;
+    return busy;
+}
+
+// DROP EXTENSION locks each object as it reaches it, in dependency order;
+// the controller, replicas, the capture worker and sessions lock catalog
+// tables in theirs.  Each holding what the other wants next, one of them
+// died of `deadlock detected` (often the DROP right after a server start,
+// when every replica registers).  So all are taken first, and a busy one is
+// waited for holding nothing: the wait is an ordinary lock wait (visible in
+// pg_locks, subject to lock_timeout) that cannot close a cycle.
+void lock_extension_relations() {
+    List* relids = extension_relations();
+    for (;;) {
+        Oid busy = try_lock_all(relids);
+        if (!OidIsValid(busy)) return;
+        LockRelationOid(busy, AccessExclusiveLock);
+        UnlockRelationOid(busy, AccessExclusiveLock);
+    }
+}
+
 // Refuses `change` of a type a live collection or sink uses; a caller who
 // does not own the type gets PostgreSQL's error instead.
 void check_type_change(Oid typid, const char* change) {
@@ -148,6 +242,7 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     switch (nodeTag(stmt)) {
         case T_DropStmt:
             check_relation_drop(castNode(DropStmt, stmt));
+            if (drops_this_extension(castNode(DropStmt, stmt))) lock_extension_relations();
             behavior = castNode(DropStmt, stmt)->behavior;
             break;
         case T_DropOwnedStmt:

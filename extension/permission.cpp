@@ -22,6 +22,7 @@ extern "C" {
 #include "core/admission.hpp"
 #include "core/frontier.hpp"
 #include "catalog_access.hpp"
+#include "kept_statements.hpp"
 #include "pg_guard.hpp"
 
 extern "C" {
@@ -61,14 +62,23 @@ constexpr const char* kMinHold =
     "                          h.adapter, h.deployment, h.incarnation) "
     "  FROM decoupled.catalog_holds h WHERE h.lifetime_id = $1 ORDER BY h.frontier LIMIT 1";
 
+// The plan of `sql` (one bigint parameter): kept, since every step of a
+// view moves a requirement and so runs this trigger; prepared for this
+// call only when the cache has no room.
+SPIPlanPtr plan_of(const char* sql) {
+    Oid types[1] = {INT8OID};
+    SPIPlanPtr plan = decoupled::kept_statement(sql, 1, types);
+    if (!plan) plan = SPI_prepare(sql, 1, types);
+    if (!plan) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    return plan;
+}
+
 // Runs `sql` with the latest snapshot; returns whether a row came back and
 // copies its (bigint, text) pair.
 bool latest_min(const char* sql, int64 lifetime_id, int64* frontier, char** owner,
                 MemoryContext into) {
-    Oid types[1] = {INT8OID};
     Datum args[1] = {Int64GetDatum(lifetime_id)};
-    SPIPlanPtr plan = SPI_prepare(sql, 1, types);
-    if (!plan) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+    SPIPlanPtr plan = plan_of(sql);
     int rc = SPI_execute_snapshot(plan, args, nullptr, GetLatestSnapshot(), InvalidSnapshot,
                                   true, false, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "permission check query failed");
@@ -84,9 +94,8 @@ bool latest_min(const char* sql, int64 lifetime_id, int64* frontier, char** owne
 void read_permission(int64 lifetime_id, RawPermission* out, MemoryContext into) {
     decoupled::SavedUser saved = decoupled::become_catalog_reader();
     SPI_connect();
-    Oid types[1] = {INT8OID};
     Datum args[1] = {Int64GetDatum(lifetime_id)};
-    if (SPI_execute_with_args(kLockBound, 1, types, args, nullptr, false, 1) != SPI_OK_SELECT)
+    if (SPI_execute_plan(plan_of(kLockBound), args, nullptr, false, 1) != SPI_OK_SELECT)
         elog(ERROR, "could not lock the compaction bound");
     if (SPI_processed == 1) {
         bool isnull;

@@ -70,10 +70,10 @@ CREATE FUNCTION decoupled._compacted_since(since bigint, bound bigint, upper big
 -- Naming and columns
 ------------------------------------------------------------------------------
 
+-- In C, as every helper a step calls: SQL with a SET clause is planned at
+-- every call.
 CREATE FUNCTION decoupled._storage(lifetime_id bigint, part text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
-    SELECT 'decoupled_storage.c' || lifetime_id || '_' || part
-$$;
+    LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_storage_name';
 
 -- The collection's columns, as stored in its definition at creation:
 -- `prefix` qualifies each name; with `typed` each carries its type.
@@ -188,9 +188,12 @@ $$;
 ------------------------------------------------------------------------------
 
 -- PL/pgSQL, not SQL: a SQL function with a SET clause is planned again in
--- every transaction that calls it, PL/pgSQL keeps its plan for the session.
+-- every transaction that calls it, PL/pgSQL keeps its plan for the session
+-- (a generic one: a custom plan for each array of ids was planned at every
+-- call, since the plan cache never found the generic one cheaper).
 CREATE FUNCTION decoupled._queue_for_publication(ids bigint[]) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan
+AS $$
 BEGIN
     INSERT INTO decoupled.catalog_bound_queue (lifetime_id)
     SELECT x.id FROM (SELECT DISTINCT unnest(ids) AS id) x

@@ -457,9 +457,7 @@ $$;
 -- there, so history through upper - 1 stays (and all of it before the
 -- first computation at as_of).
 CREATE FUNCTION decoupled._required_frontier(as_of bigint, upper bigint) RETURNS bigint
-LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
-    SELECT greatest(as_of, upper - 1)
-$$;
+    LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_required_frontier';
 
 -- Advances the requirements of `id` on its inputs with its progress (C3.4)
 -- and queues the inputs whose bounds may move as a result.  The commit-time
@@ -467,8 +465,15 @@ $$;
 -- they are locked here first, in ascending id (the global lock order), so
 -- that a step and a publication never take two of them in opposite orders.
 CREATE FUNCTION decoupled._advance_requirements(id bigint, frontier bigint) RETURNS void
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-    SELECT FROM decoupled.catalog_bounds b
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan
+AS $$
+-- PL/pgSQL, not SQL: its statements are planned once per session, not at
+-- every step; generic plans, since the ids differ at every call.
+#variable_conflict use_column
+DECLARE
+    v_moved bigint[];
+BEGIN
+    PERFORM FROM decoupled.catalog_bounds b
      WHERE b.lifetime_id IN (SELECT q.lifetime_id FROM decoupled.catalog_requirements q
                               WHERE q.required_by = _advance_requirements.id
                                 AND q.frontier < _advance_requirements.frontier)
@@ -479,7 +484,11 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
          WHERE q.required_by = _advance_requirements.id
            AND q.frontier < _advance_requirements.frontier
         RETURNING q.lifetime_id)
-    SELECT decoupled._queue_for_publication(array_agg(lifetime_id)) FROM moved;
+    SELECT array_agg(m.lifetime_id) INTO v_moved FROM moved m;
+    IF v_moved IS NOT NULL THEN
+        PERFORM decoupled._queue_for_publication(v_moved);
+    END IF;
+END
 $$;
 
 -- Times in [from_ts, to_ts) at which any of `inputs` changed, ascending,
@@ -491,6 +500,18 @@ $$;
 CREATE FUNCTION decoupled._change_times(inputs bigint[], from_ts bigint, to_ts bigint,
                                         max_count integer) RETURNS bigint[]
     LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_change_times';
+
+-- The least upper of `inputs`: how far a view over them can step.  Its own
+-- function for a generic plan kept for the session: with the array inline,
+-- the plan cache planned a custom plan at every step.
+CREATE FUNCTION decoupled._inputs_upper(inputs bigint[]) RETURNS bigint
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN (SELECT min(f.upper) FROM decoupled.catalog_frontiers f
+             WHERE f.lifetime_id = ANY (inputs));
+END
+$$;
 
 -- The start of every replica step on an output (a view or a sink): fenced
 -- by the incarnation, write authority checked, the output's frontier row
@@ -609,8 +630,7 @@ BEGIN
     IF v_inputs = '{}' THEN
         v_target := decoupled._next_timestamp(upper) + 1;
     ELSE
-        SELECT min(f.upper) INTO v_target FROM decoupled.catalog_frontiers f
-         WHERE f.lifetime_id = ANY (v_inputs);
+        v_target := decoupled._inputs_upper(v_inputs);
     END IF;
     IF v_target <= upper THEN
         caught_up := true;
