@@ -75,6 +75,7 @@ extern "C" {
 #include <cstring>
 
 #include "capture.hpp"
+#include "storage_names.hpp"
 #include "core/write_path.hpp"
 #include "oracle.hpp"
 #include "wait_functions.hpp"
@@ -263,10 +264,6 @@ char* get_text(int row, int col) {
     return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
 }
 
-char* storage(int64 id, const char* part) {
-    return psprintf("decoupled_storage.c" INT64_FORMAT "_%s", id, part);
-}
-
 Oid storage_relid(int64 id, const char* part) {
     Oid nsp = get_namespace_oid("decoupled_storage", true);
     if (!OidIsValid(nsp)) return InvalidOid;
@@ -358,10 +355,10 @@ void unpin(Collection* c) {
 // The text of statement `kind` for collection `c`.
 char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
     int64 id = c->lifetime_id;
-    char* cur = storage(id, "cur");
-    char* dead = storage(id, "dead");
-    char* stage = storage(id, "stage");
-    char* pending = storage(id, "pending");
+    char* cur = decoupled::storage_name(id, "cur");
+    char* dead = decoupled::storage_name(id, "dead");
+    char* stage = decoupled::storage_name(id, "stage");
+    char* pending = decoupled::storage_name(id, "pending");
     char* cols = column_list(c, "", true);        // ", a, b"
     char* s_cols = column_list(c, "s.", true);    // ", s.a, s.b"
     char* m_row = column_list(c, "m.", false);    // "m.a, m.b"

@@ -24,6 +24,7 @@ extern "C" {
 #include "pg_guard.hpp"
 #include "relay_client.hpp"
 #include "shmem.hpp"
+#include "storage_names.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_assert_install_database);
@@ -177,7 +178,7 @@ Datum decoupled_wake_controller_at_commit(PG_FUNCTION_ARGS) {
 Datum decoupled_storage_name(PG_FUNCTION_ARGS) {
     int64 id = PG_GETARG_INT64(0);
     char* part = text_to_cstring(PG_GETARG_TEXT_PP(1));
-    PG_RETURN_TEXT_P(cstring_to_text(psprintf("decoupled_storage.c" INT64_FORMAT "_%s", id, part)));
+    PG_RETURN_TEXT_P(cstring_to_text(decoupled::storage_name(id, part)));
 }
 
 // decoupled._required_frontier(as_of, upper): what a view at `upper` still

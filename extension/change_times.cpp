@@ -27,6 +27,7 @@ extern "C" {
 }
 
 #include "kept_statements.hpp"
+#include "storage_names.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_change_times);
@@ -69,8 +70,8 @@ Datum decoupled_change_times(PG_FUNCTION_ARGS) {
     for (int i = 0; i < n; ++i) {
         if (nulls[i]) elog(ERROR, "_change_times: an input id is null");
         int64 id = DatumGetInt64(ids[i]);
-        char* cur = psprintf("decoupled_storage.c" INT64_FORMAT "_cur", id);
-        char* dead = psprintf("decoupled_storage.c" INT64_FORMAT "_dead", id);
+        char* cur = decoupled::storage_name(id, "cur");
+        char* dead = decoupled::storage_name(id, "dead");
         if (i > 0) appendStringInfoString(&branches, " UNION ");
         skip_scan(&branches, cur, "mz_ts");
         appendStringInfoString(&branches, " UNION ");
@@ -92,9 +93,7 @@ Datum decoupled_change_times(PG_FUNCTION_ARGS) {
     Datum args[3] = {PG_GETARG_DATUM(1), PG_GETARG_DATUM(2), PG_GETARG_DATUM(3)};
     MemoryContext caller = CurrentMemoryContext;
     SPI_connect();
-    SPIPlanPtr plan = decoupled::kept_statement(sql, 3, types);
-    int rc = plan ? SPI_execute_plan(plan, args, nullptr, true, 1)
-                  : SPI_execute_with_args(sql, 3, types, args, nullptr, true, 1);
+    int rc = SPI_execute_plan(decoupled::statement_plan(sql, 3, types), args, nullptr, true, 1);
     if (rc != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "could not read the change times");
     bool isnull = false;
     Datum times = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);

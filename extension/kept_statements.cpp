@@ -150,8 +150,14 @@ SPIPlanPtr decoupled::kept_statement(const char* sql, int nargs, const Oid* type
     return e->plan;
 }
 
+SPIPlanPtr decoupled::statement_plan(const char* sql, int nargs, const Oid* types, bool keep) {
+    SPIPlanPtr plan = keep ? kept_statement(sql, nargs, types) : nullptr;
+    if (plan) return plan;
+    plan = SPI_prepare_cursor(sql, nargs, const_cast<Oid*>(types), CURSOR_OPT_PARALLEL_OK);
+    if (!plan) elog(ERROR, "could not prepare %s: %s", sql, SPI_result_code_string(SPI_result));
+    return plan;
+}
+
 int decoupled::execute_kept(const char* sql, bool read_only, long count) {
-    SPIPlanPtr plan = kept_statement(sql, 0, nullptr);
-    return plan ? SPI_execute_plan(plan, nullptr, nullptr, read_only, count)
-                : SPI_execute(sql, read_only, count);
+    return SPI_execute_plan(statement_plan(sql, 0, nullptr), nullptr, nullptr, read_only, count);
 }

@@ -25,6 +25,10 @@ namespace decoupled {
 // cache is full of plans this transaction uses (then run `sql` once).
 SPIPlanPtr kept_statement(const char* sql, int nargs, const Oid* types);
 
+// The plan to run `sql` with: the kept one when `keep` and the cache has
+// room, otherwise one planned for this call only (SPI_finish frees it).
+SPIPlanPtr statement_plan(const char* sql, int nargs, const Oid* types, bool keep = true);
+
 // Runs `sql` without parameters like SPI_execute(sql, read_only, count),
 // from its kept plan when there is one.
 int execute_kept(const char* sql, bool read_only, long count);

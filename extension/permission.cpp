@@ -62,15 +62,11 @@ constexpr const char* kMinHold =
     "                          h.adapter, h.deployment, h.incarnation) "
     "  FROM decoupled.catalog_holds h WHERE h.lifetime_id = $1 ORDER BY h.frontier LIMIT 1";
 
-// The plan of `sql` (one bigint parameter): kept, since every step of a
-// view moves a requirement and so runs this trigger; prepared for this
-// call only when the cache has no room.
+// The plan of `sql` (one bigint parameter), kept: every step of a view
+// moves a requirement and so runs this trigger.
 SPIPlanPtr plan_of(const char* sql) {
     Oid types[1] = {INT8OID};
-    SPIPlanPtr plan = decoupled::kept_statement(sql, 1, types);
-    if (!plan) plan = SPI_prepare(sql, 1, types);
-    if (!plan) elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-    return plan;
+    return decoupled::statement_plan(sql, 1, types);
 }
 
 // Runs `sql` with the latest snapshot; returns whether a row came back and

@@ -329,13 +329,7 @@ uint64 decoupled::stage_rows(Relation target, const char* sql, int64 ts, bool ke
     memset(&options, 0, sizeof(options));
     options.dest = &receiver.pub;
     options.params = params;
-    SPIPlanPtr plan = keep ? decoupled::kept_statement(sql, 1, types) : nullptr;
-    if (!plan) {
-        // Planned for this run only; SPI_finish frees it.
-        plan = SPI_prepare_cursor(sql, 1, types, CURSOR_OPT_PARALLEL_OK);
-        if (!plan) elog(ERROR, "could not prepare %s: %s", sql, SPI_result_code_string(SPI_result));
-    }
-    int rc = SPI_execute_plan_extended(plan, &options);
+    int rc = SPI_execute_plan_extended(decoupled::statement_plan(sql, 1, types, keep), &options);
     // A SELECT into a receiver of our own reports SPI_OK_UTILITY.
     if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "could not stage %s: %d", sql, rc);
     SPI_finish();
