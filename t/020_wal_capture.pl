@@ -220,7 +220,20 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM mismatches()'), '0',
     'switching to triggers and back loses and doubles nothing');
 
 # A slot dropped by hand: the tables are taken again from their contents.
-$node->safe_psql('postgres', q{SELECT pg_drop_replication_slot('pg_decoupled')});
+# The worker holds the slot while it decodes: drop it between two passes.
+$node->safe_psql('postgres', q{
+    DO $$
+    BEGIN
+        FOR i IN 1 .. 3000 LOOP
+            BEGIN
+                PERFORM pg_drop_replication_slot('pg_decoupled');
+                RETURN;
+            EXCEPTION WHEN object_in_use THEN
+                PERFORM pg_sleep(0.01);
+            END;
+        END LOOP;
+        RAISE EXCEPTION 'the capture worker kept the slot active for 30 s';
+    END $$});
 $node->safe_psql('postgres', q{INSERT INTO acct VALUES (5002, 1, 'while the slot was gone')});
 DecoupledTest::wait_for($node,
     q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}, '1');
