@@ -21,16 +21,21 @@ extern "C" {
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xlogutils.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
+#include "executor/tuptable.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/decode.h"
+#include "replication/logical.h"
 #include "replication/origin.h"
+#include "replication/slot.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/standby.h"
@@ -39,11 +44,13 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 }
 
 #include "../extension/capture.hpp"
@@ -87,6 +94,7 @@ struct Target {
 
 HTAB* targets = nullptr;
 MemoryContext batch_context = nullptr;
+MemoryContext pass_context = nullptr;  // reset after every pass
 
 decoupled::SharedState* shared() { return decoupled::shared_state(); }
 
@@ -316,6 +324,89 @@ void truncated(Target* t) {
         elog(ERROR, "could not capture a truncation");
 }
 
+// --- decoding -----------------------------------------------------------------
+//
+// The worker decodes its slot itself, as pg_logical_slot_peek_changes does
+// but without going through SQL: that function's result passed through a
+// statement planned at every pass, and confirming through
+// pg_replication_slot_advance decoded the same WAL a second time.
+
+// The decoded lines of the pass, one text column, in commit order: a
+// tuplestore, so that a transaction of millions of rows spills to disk
+// instead of filling memory.  Both live in the pass's memory.
+Tuplestorestate* decoded_lines = nullptr;
+TupleDesc line_desc = nullptr;
+// The decoding in progress; an error frees it (forget_decoding).
+LogicalDecodingContext* decoding = nullptr;
+
+void prepare_line(LogicalDecodingContext* ctx, XLogRecPtr, TransactionId, bool) {
+    resetStringInfo(ctx->out);
+}
+
+void store_line(LogicalDecodingContext* ctx, XLogRecPtr, TransactionId, bool) {
+    Datum value = PointerGetDatum(cstring_to_text_with_len(ctx->out->data, ctx->out->len));
+    bool isnull = false;
+    tuplestore_putvalues(decoded_lines, line_desc, &value, &isnull);
+}
+
+// Decodes the acquired slot from its restart point through `upto` into
+// decoded_lines.  Decoding reads the catalog as it was when each change was
+// written: caches filled before must not serve it, and what it filled must
+// not serve the statements after it (PostgreSQL's own decoding functions
+// clear the caches on both sides too).
+void decode_through(XLogRecPtr upto) {
+    MemoryContext old = MemoryContextSwitchTo(pass_context);
+    line_desc = CreateTemplateTupleDesc(1);
+    TupleDescInitEntry(line_desc, 1, "data", TEXTOID, -1, 0);
+    decoded_lines = tuplestore_begin_heap(false, false, work_mem);
+    static XLogReaderRoutine local_wal = {};
+    local_wal.page_read = read_local_xlog_page;
+    local_wal.segment_open = wal_segment_open;
+    local_wal.segment_close = wal_segment_close;
+    decoding = CreateDecodingContext(InvalidXLogRecPtr, NIL, false, &local_wal, prepare_line,
+                                     store_line, nullptr);
+    MemoryContextSwitchTo(old);
+    XLogBeginRead(decoding->reader, MyReplicationSlot->data.restart_lsn);
+    InvalidateSystemCaches();
+    while (decoding->reader->EndRecPtr < upto) {
+        char* problem = nullptr;
+        XLogRecord* record = XLogReadRecord(decoding->reader, &problem);
+        if (problem) elog(ERROR, "could not read the WAL to capture: %s", problem);
+        if (record != nullptr) LogicalDecodingProcessRecord(decoding, decoding->reader);
+        CHECK_FOR_INTERRUPTS();
+    }
+    FreeDecodingContext(decoding);
+    decoding = nullptr;
+    InvalidateSystemCaches();
+}
+
+// The lines were written; their spill files go before the transaction ends.
+void end_lines() {
+    tuplestore_end(decoded_lines);
+    decoded_lines = nullptr;
+}
+
+// After an error (the transaction aborted): the decoding's WAL file, spill
+// files and the slot are given back, and whatever decoding cached goes.
+void forget_decoding() {
+    if (decoding != nullptr) {
+        LogicalDecodingContext* ctx = decoding;
+        decoding = nullptr;
+        PG_TRY();
+        {
+            FreeDecodingContext(ctx);
+        }
+        PG_CATCH();
+        {
+            FlushErrorState();
+        }
+        PG_END_TRY();
+    }
+    decoded_lines = nullptr;  // its memory goes with the pass's
+    if (MyReplicationSlot != nullptr) ReplicationSlotRelease();
+    InvalidateSystemCaches();
+}
+
 // Decodes the slot up to a position F, writes every captured transaction
 // committed before F and not yet captured (capture_progress), and F with
 // them; then confirms F to the slot.  Returns whether WAL is left beyond
@@ -348,15 +439,21 @@ void quiet_decoding() { log_min_messages = Max(saved_log_min_messages, FATAL); }
 bool capture() {
     begin("pg_decoupled capture: decoding");
     quiet_decoding();
-    XLogRecPtr confirmed = (XLogRecPtr)query_int8(
-        "SELECT confirmed_flush_lsn FROM pg_catalog.pg_replication_slots "
-        " WHERE slot_name = 'pg_decoupled'");
+    if (SearchNamedReplicationSlot(kSlot, true) == nullptr) {
+        commit();
+        return false;
+    }
+    // Held until the pass confirms what it wrote (an error releases it):
+    // meanwhile nobody else decodes, advances or drops the slot.
+    ReplicationSlotAcquire(kSlot, true);
+    XLogRecPtr confirmed = MyReplicationSlot->data.confirmed_flush;
     XLogRecPtr upto = GetFlushRecPtr(nullptr);
     decoupled::SharedState* s = shared();
     SpinLockAcquire(&s->capture_mutex);
     XLogRecPtr through = s->capture.captured_through;
     SpinLockRelease(&s->capture_mutex);
     if (confirmed == InvalidXLogRecPtr || (upto <= confirmed && upto <= through)) {
+        ReplicationSlotRelease();
         commit();
         if (confirmed != InvalidXLogRecPtr) publish_progress(confirmed);
         return false;
@@ -379,29 +476,19 @@ bool capture() {
     // mark ends with the pass (also when it fails).
     replorigin_session_origin = DoNotReplicateId;
 
-    Datum arg = LSNGetDatum(upto);
-    Oid type = LSNOID;
-    SPIPlanPtr peek = SPI_prepare(
-        "SELECT data FROM pg_catalog.pg_logical_slot_peek_changes('pg_decoupled', $1, NULL)", 1,
-        &type);
-    if (peek == nullptr) elog(ERROR, "could not prepare the slot's decoding");
-    Portal portal = SPI_cursor_open(nullptr, peek, &arg, nullptr, true);
+    decode_through(upto);
+    TupleTableSlot* slot = MakeSingleTupleTableSlot(line_desc, &TTSOpsMinimalTuple);
     bool skip = true;
     int64 captured = 0;
-    for (;;) {
-        SPI_cursor_fetch(portal, true, kBatchRows);
-        if (SPI_processed == 0) break;
-        SPITupleTable* table = SPI_tuptable;
-        uint64 n = SPI_processed;
-        for (uint64 i = 0; i < n; ++i) {
-            char* line = SPI_getvalue(table->vals[i], table->tupdesc, 1);
-            if (line == nullptr) continue;
-            if (line[0] == 'B') {
-                XLogRecPtr commit_lsn = (XLogRecPtr)strtoull(line + 2, nullptr, 10);
-                skip = commit_lsn < recorded;
-                continue;
-            }
-            if (skip) continue;
+    while (tuplestore_gettupleslot(decoded_lines, true, false, slot)) {
+        bool isnull = false;
+        Datum value = slot_getattr(slot, 1, &isnull);
+        if (isnull) continue;
+        char* line = TextDatumGetCString(value);
+        if (line[0] == 'B') {
+            XLogRecPtr commit_lsn = (XLogRecPtr)strtoull(line + 2, nullptr, 10);
+            skip = commit_lsn < recorded;
+        } else if (!skip) {
             char* rest = nullptr;
             int64 id = strtoll(line, &rest, 10);
             if (rest == nullptr || *rest != ' ') elog(ERROR, "unexpected decoded line: %s", line);
@@ -411,33 +498,45 @@ bool capture() {
             else
                 add_row(t, rest + 1);
             ++captured;
-            pfree(line);
         }
-        SPI_freetuptable(table);
+        pfree(line);
+        ExecClearTuple(slot);
     }
-    SPI_cursor_close(portal);
-    SPI_freeplan(peek);
+    ExecDropSingleTupleTableSlot(slot);
 
     hash_seq_init(&seq, targets);
     while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) flush(t);
     if (captured > 0) record_progress(upto);
+    end_lines();
     commit();
     replorigin_session_origin = InvalidRepOriginId;
 
     // Confirmed only now that what it covers is durable: a crash before
-    // this line decodes these transactions again and skips them.
-    begin("pg_decoupled capture: confirming");
-    run_with_lsn("SELECT pg_catalog.pg_replication_slot_advance('pg_decoupled', $1) "
-                 "  FROM pg_catalog.pg_replication_slots "
-                 " WHERE slot_name = 'pg_decoupled' AND confirmed_flush_lsn < $1",
-                 upto, SPI_OK_SELECT);
-    commit();
+    // this line decodes these transactions again and skips them.  The
+    // decoding found where the slot may restart; confirming moves it there.
+    if (upto > confirmed) {
+        LogicalConfirmReceivedLocation(upto);
+        ReplicationSlotMarkDirty();
+    }
+    ReplicationSlotRelease();
     publish_progress(upto);
     keep_restart_point_close();
     return more;
 }
 
 // --- the slot and the switches ----------------------------------------------
+
+// What look() saw, while nothing says it changed.  Under writers a pass
+// comes every 50 ms, and each statement after a decoding finds the caches
+// cleared: reading the tables again at every pass was a large part of the
+// worker's work.  They change only with the catalog — registration,
+// adoption, release, drops and restores bump the catalog epoch — so they
+// are read again when the epoch moves, once a second anyway, and after
+// anything this worker switched or failed; the slot, in shared memory, is
+// looked at every time.
+bool seen_valid = false;
+uint64 seen_at_epoch = 0;
+TimestampTz seen_at = 0;
 
 void create_slot() {
     // Its own transaction: PostgreSQL creates a logical slot only in one
@@ -451,6 +550,7 @@ void create_slot() {
     record_progress(lsn);
     commit();
     log_min_messages = saved_log_min_messages;
+    seen_valid = false;
     ereport(LOG, (errmsg("pg_decoupled capture created replication slot \"%s\" at %X/%X", kSlot,
                          (uint32)(lsn >> 32), (uint32)lsn)));
 }
@@ -462,6 +562,7 @@ void drop_slot() {
                " WHERE slot_name = 'pg_decoupled' AND NOT active");
     commit();
     log_min_messages = saved_log_min_messages;
+    seen_valid = false;
     ereport(LOG, (errmsg("pg_decoupled capture dropped replication slot \"%s\": nothing is "
                          "captured from it", kSlot)));
 }
@@ -473,6 +574,7 @@ void resynchronise() {
     int64 n = query_int8("SELECT count(*) FROM decoupled.capture_relations");
     query_int8("SELECT decoupled._capture_resync()");
     commit();
+    seen_valid = false;
     ereport(WARNING,
             (errmsg("pg_decoupled capture found replication slot \"%s\" missing", kSlot),
              errdetail("The " INT64_FORMAT " tables captured from it were taken again from their "
@@ -512,6 +614,7 @@ bool switch_tables(const char* ids_sql, const char* switch_sql) {
         commit();
     }
     pfree(copy);
+    if (any) seen_valid = false;
     return any;
 }
 
@@ -527,8 +630,7 @@ Situation look() {
     Situation now{};
     begin("pg_decoupled capture: reading the catalog");
     now.extension = OidIsValid(get_extension_oid("pg_decoupled", true));
-    now.slot = query_int8("SELECT count(*) FROM pg_catalog.pg_replication_slots "
-                          " WHERE slot_name = 'pg_decoupled'") > 0;
+    now.slot = SearchNamedReplicationSlot(kSlot, true) != nullptr;
     Oid nsp = get_namespace_oid("decoupled", true);
     now.restoring = now.extension && OidIsValid(nsp) &&
                     OidIsValid(get_relname_relid("catalog_restore", nsp)) &&
@@ -545,9 +647,25 @@ Situation look() {
     return now;
 }
 
+Situation seen{};
+
+Situation situation() {
+    uint64 epoch = pg_atomic_read_u64(&shared()->catalog_epoch);
+    TimestampTz now = GetCurrentTimestamp();
+    if (!seen_valid || epoch != seen_at_epoch || TimestampDifferenceExceeds(seen_at, now, 1000)) {
+        seen = look();
+        seen_valid = true;
+        seen_at_epoch = epoch;
+        seen_at = now;
+    }
+    Situation current = seen;
+    current.slot = SearchNamedReplicationSlot(kSlot, true) != nullptr;
+    return current;
+}
+
 // One pass; returns whether it did anything (then the next comes at once).
 bool pass() {
-    Situation now = look();
+    Situation now = situation();
     if (!now.extension) {
         if (now.slot) drop_slot();
         return false;
@@ -644,8 +762,8 @@ void decoupled_capture_main(Datum arg) {
                           HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
     batch_context = AllocSetContextCreate(TopMemoryContext, "pg_decoupled capture batch",
                                           ALLOCSET_DEFAULT_SIZES);
-    MemoryContext pass_context = AllocSetContextCreate(TopMemoryContext, "pg_decoupled capture",
-                                                       ALLOCSET_DEFAULT_SIZES);
+    pass_context = AllocSetContextCreate(TopMemoryContext, "pg_decoupled capture",
+                                         ALLOCSET_DEFAULT_SIZES);
     // Changed under PG_TRY and read after it.
     volatile long failures = 0;
     volatile bool due = true;
@@ -687,6 +805,8 @@ void decoupled_capture_main(Datum arg) {
                 ErrorData* error = CopyErrorData();
                 FlushErrorState();
                 AbortCurrentTransaction();
+                forget_decoding();
+                seen_valid = false;
                 pgstat_report_activity(STATE_IDLE, nullptr);
                 // The outermost context line says which table failed.
                 const char* where = error->context ? strrchr(error->context, '\n') : nullptr;

@@ -75,6 +75,7 @@ extern "C" {
 #include <cstring>
 
 #include "capture.hpp"
+#include "not_decoded.hpp"
 #include "storage_names.hpp"
 #include "core/write_path.hpp"
 #include "oracle.hpp"
@@ -861,12 +862,14 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
     Datum t = Int64GetDatum(ts);
     run(plan(c, kPendingShape), nullptr, snapshot);
     decoupled::WriteShape shape{opt_int8(0, 1), opt_int8(0, 2), ts, ts, opt_int8(0, 3).value_or(0)};
-    if (shape.min_diff && *shape.min_diff == 1 && *shape.max_diff == 1) {
-        run(plan(c, kPendingToCur), &t, snapshot);
-    } else if (shape.min_diff) {
-        write_one_time(c, kTickProbe, kTickScan, shape.retractions, ts, snapshot);
-        check_retracted();
-    }
+    decoupled::not_decoded([&] {
+        if (shape.min_diff && *shape.min_diff == 1 && *shape.max_diff == 1) {
+            run(plan(c, kPendingToCur), &t, snapshot);
+        } else if (shape.min_diff) {
+            write_one_time(c, kTickProbe, kTickScan, shape.retractions, ts, snapshot);
+            check_retracted();
+        }
+    });
     unpin(c);
 }
 
@@ -924,7 +927,7 @@ Datum decoupled_append_staged(PG_FUNCTION_ARGS) {
     decoupled::WriteShape shape{opt_int8(0, 2), opt_int8(0, 3), opt_int8(0, 4), opt_int8(0, 5),
                                 opt_int8(0, 6).value_or(0)};
     check_interval(outside, expected_upper, new_upper);
-    write_staged(c, shape);
+    decoupled::not_decoded([&] { write_staged(c, shape); });
     advance(&id, 1, new_upper);
     unpin(c);
     SPI_finish();
@@ -977,11 +980,11 @@ Datum decoupled_compare_and_append(PG_FUNCTION_ARGS) {
             decoupled::WriteShape shape =
                 check_updates(c, updates, expected_upper, new_upper, &outside);
             if (outside == 0 && decoupled::writes_directly(shape)) {
-                convert(c, kJsonToCur, JsonbPGetDatum(updates));
+                decoupled::not_decoded([&] { convert(c, kJsonToCur, JsonbPGetDatum(updates)); });
             } else if (shape.min_diff) {
                 convert(c, kJsonToStage, JsonbPGetDatum(updates));
                 check_interval(outside, expected_upper, new_upper);
-                write_staged(c, shape);
+                decoupled::not_decoded([&] { write_staged(c, shape); });
             }
             advance(&id, 1, new_upper);
             unpin(c);

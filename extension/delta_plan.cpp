@@ -62,6 +62,7 @@ extern "C" {
 #include "core/strategy.hpp"
 #include "delta_plan.hpp"
 #include "kept_statements.hpp"
+#include "not_decoded.hpp"
 #include "written_plan.hpp"
 
 using namespace decoupled::delta;
@@ -1248,7 +1249,7 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
     MemoryContext spi = MemoryContextSwitchTo(caller);
     char* filter = groups_filter(SPI_tuptable, groups, keys);
     MemoryContextSwitchTo(spi);
-    if (groups > 0) {
+    if (groups > 0) decoupled::not_decoded([&] {
         if (decoupled::execute_kept(psprintf("INSERT INTO %s AS s SELECT * FROM %s "
                                              "ON CONFLICT (%s) DO UPDATE SET %s",
                                              state, dstate, key_list.data, set.data),
@@ -1258,7 +1259,7 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
                 SPI_OK_DELETE ||
             decoupled::execute_kept(psprintf("DELETE FROM %s", dstate), false, 0) != SPI_OK_DELETE)
             elog(ERROR, "could not add the aggregated changes to %s", state);
-    }
+    });
     SPI_finish();
     PG_RETURN_DATUM(groups_result(fcinfo, static_cast<int64>(groups), filter));
 }
