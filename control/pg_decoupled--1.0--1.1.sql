@@ -1884,6 +1884,102 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION decoupled._cols(lifetime_id bigint, prefix text DEFAULT '',
+                                           typed boolean DEFAULT false) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+-- PL/pgSQL, not SQL: a view's step calls it, and its statement is planned
+-- once per session, not at every call.
+BEGIN
+    RETURN (SELECT string_agg(prefix || quote_ident(c->>'name')
+                              || CASE WHEN typed THEN ' ' || (c->>'type') ELSE '' END,
+                              ', ' ORDER BY ord)
+              FROM decoupled.catalog_objects o,
+                   jsonb_array_elements(o.definition->'columns') WITH ORDINALITY AS x(c, ord)
+             WHERE o.lifetime_id = _cols.lifetime_id);
+END
+$$;
+
+-- Storage rows no longer have a primary key (30_storage): mz_rowid only
+-- orders identical copies, and every row written to cur and dead paid for
+-- the index.
+CREATE OR REPLACE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id    bigint := _create_storage.lifetime_id;
+    defs  text := decoupled._cols(id, '', true);
+    names text := decoupled._cols(id);
+BEGIN
+    -- mz_rowid only orders identical copies (the oldest is retracted first);
+    -- nothing looks a row up by it, so it has no index: every row written
+    -- to cur and dead would pay for one.
+    EXECUTE format('CREATE TABLE %s (mz_rowid bigint NOT NULL, mz_ts bigint NOT NULL, '
+                   'mz_hash integer NOT NULL, %s)', decoupled._storage(id, 'cur'), defs);
+    EXECUTE format('CREATE INDEX ON %s (mz_hash)', decoupled._storage(id, 'cur'));
+    -- Maintained views and sinks find the times at which a collection changed.
+    EXECUTE format('CREATE INDEX ON %s (mz_ts)', decoupled._storage(id, 'cur'));
+    EXECUTE format('CREATE TABLE %s (mz_rowid bigint NOT NULL, valid_from bigint NOT NULL, '
+                   'valid_to bigint NOT NULL, %s, CHECK (valid_from < valid_to))',
+                   decoupled._storage(id, 'dead'), defs);
+    EXECUTE format('CREATE INDEX ON %s (valid_to)', decoupled._storage(id, 'dead'));
+    EXECUTE format('CREATE UNLOGGED TABLE %s (mz_ts bigint NOT NULL, mz_diff bigint NOT NULL, '
+                   'mz_key text NOT NULL, mz_hash integer NOT NULL, %s)',
+                   decoupled._storage(id, 'stage'), defs);
+    -- Both branches are gated by a one-time filter: without as_of they are
+    -- skipped before reading a page.
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%5$s) AND mz_ts <= decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
+        decoupled._storage(id, 'history'), names, decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'history'));
+    -- Its changes at decoupled.as_of: rows inserted then (+1), retracted then
+    -- (-1).  Incremental views read their input through it, gated like the
+    -- history (extension/delta_plan.cpp).
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s, 1::bigint AS mz_diff FROM %3$s '
+        ' WHERE decoupled._history_gate(%5$s) AND mz_ts = decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s, 1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_to > decoupled.as_of() AND valid_from = decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s, -1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_to = decoupled.as_of()',
+        decoupled._storage(id, 'delta'), names, decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'delta'));
+    -- Its state just before decoupled.as_of: an incremental join step reads
+    -- the inputs after the changed one there.
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate_before(%5$s) '
+        '  AND mz_ts < decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate_before(%5$s) '
+        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of()',
+        decoupled._storage(id, 'before'), names, decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'before'));
+END
+$$;
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT c.conrelid::regclass AS rel, c.conname
+               FROM pg_catalog.pg_constraint c
+               JOIN pg_catalog.pg_class t ON t.oid = c.conrelid
+              WHERE c.connamespace = 'decoupled_storage'::regnamespace AND c.contype = 'p'
+                AND t.relname ~ '^c[0-9]+_(cur|dead)$'
+    LOOP
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', r.rel, r.conname);
+    END LOOP;
+END
+$$;
+
 -- Sessions that run through the update (replicas, adapterd, the capture
 -- worker, clients) compiled the extension's PL/pgSQL functions against the
 -- old row type of catalog_objects; rewriting each function's catalog row

@@ -28,6 +28,7 @@ extern "C" {
 
 #include "core/frontier.hpp"
 #include "catalog_access.hpp"
+#include "kept_statements.hpp"
 #include "gucs.hpp"
 #include "read_rewrite.hpp"
 
@@ -113,14 +114,17 @@ static bool history_gate(int64 lifetime_id, int64 t) {
     Datum args[1] = {Int64GetDatum(lifetime_id)};
     // Read-only: the frontiers come from the statement's own snapshot, the
     // same one its data scans use, so the check and the read agree.
-    int rc = SPI_execute_with_args(
+    // A kept plan: every AS OF read, and every step of a view over views,
+    // passes here once per collection it reads.
+    SPIPlanPtr plan = decoupled::statement_plan(
         "SELECT f.since, f.upper, o.name::pg_catalog.text, o.kind, o.relation, "
         "       o.dropped_at IS NOT NULL "
         "  FROM decoupled.catalog_objects o "
         "  LEFT JOIN decoupled.catalog_frontiers f "
         "         ON f.lifetime_id OPERATOR(pg_catalog.=) o.lifetime_id "
         " WHERE o.lifetime_id OPERATOR(pg_catalog.=) $1",
-        1, argtypes, args, nullptr, true, 1);
+        1, argtypes);
+    int rc = SPI_execute_plan(plan, args, nullptr, true, 1);
     if (rc != SPI_OK_SELECT) elog(ERROR, "could not read frontiers");
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),

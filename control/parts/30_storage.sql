@@ -79,13 +79,17 @@ CREATE FUNCTION decoupled._storage(lifetime_id bigint, part text) RETURNS text
 -- `prefix` qualifies each name; with `typed` each carries its type.
 CREATE FUNCTION decoupled._cols(lifetime_id bigint, prefix text DEFAULT '',
                                 typed boolean DEFAULT false) RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT string_agg(prefix || quote_ident(c->>'name')
-                      || CASE WHEN typed THEN ' ' || (c->>'type') ELSE '' END,
-                      ', ' ORDER BY ord)
-      FROM decoupled.catalog_objects o,
-           jsonb_array_elements(o.definition->'columns') WITH ORDINALITY AS x(c, ord)
-     WHERE o.lifetime_id = _cols.lifetime_id
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+-- PL/pgSQL, not SQL: a view's step calls it, and its statement is planned
+-- once per session, not at every call.
+BEGIN
+    RETURN (SELECT string_agg(prefix || quote_ident(c->>'name')
+                              || CASE WHEN typed THEN ' ' || (c->>'type') ELSE '' END,
+                              ', ' ORDER BY ord)
+              FROM decoupled.catalog_objects o,
+                   jsonb_array_elements(o.definition->'columns') WITH ORDINALITY AS x(c, ord)
+             WHERE o.lifetime_id = _cols.lifetime_id);
+END
 $$;
 
 -- The live collection called `name`.
@@ -124,12 +128,15 @@ DECLARE
     defs  text := decoupled._cols(id, '', true);
     names text := decoupled._cols(id);
 BEGIN
-    EXECUTE format('CREATE TABLE %s (mz_rowid bigint PRIMARY KEY, mz_ts bigint NOT NULL, '
+    -- mz_rowid only orders identical copies (the oldest is retracted first);
+    -- nothing looks a row up by it, so it has no index: every row written
+    -- to cur and dead would pay for one.
+    EXECUTE format('CREATE TABLE %s (mz_rowid bigint NOT NULL, mz_ts bigint NOT NULL, '
                    'mz_hash integer NOT NULL, %s)', decoupled._storage(id, 'cur'), defs);
     EXECUTE format('CREATE INDEX ON %s (mz_hash)', decoupled._storage(id, 'cur'));
     -- Maintained views and sinks find the times at which a collection changed.
     EXECUTE format('CREATE INDEX ON %s (mz_ts)', decoupled._storage(id, 'cur'));
-    EXECUTE format('CREATE TABLE %s (mz_rowid bigint PRIMARY KEY, valid_from bigint NOT NULL, '
+    EXECUTE format('CREATE TABLE %s (mz_rowid bigint NOT NULL, valid_from bigint NOT NULL, '
                    'valid_to bigint NOT NULL, %s, CHECK (valid_from < valid_to))',
                    decoupled._storage(id, 'dead'), defs);
     EXECUTE format('CREATE INDEX ON %s (valid_to)', decoupled._storage(id, 'dead'));
