@@ -37,6 +37,7 @@ extern "C" {
 #include "replication/origin.h"
 #include "replication/slot.h"
 #include "storage/ipc.h"
+#include "storage/sinval.h"
 #include "storage/latch.h"
 #include "storage/standby.h"
 #include "tcop/tcopprot.h"
@@ -349,11 +350,42 @@ void store_line(LogicalDecodingContext* ctx, XLogRecPtr, TransactionId, bool) {
     tuplestore_putvalues(decoded_lines, line_desc, &value, &isnull);
 }
 
+// Decoding reads the catalog as it was when each change was written:
+// caches filled before must not serve it, and what it filled must not serve
+// the statements after it.  PostgreSQL's own decoding functions clear every
+// cache on both sides; after that, each statement of the pass rebuilt what
+// it needed, which was most of a pass's work under writers.  Clearing is
+// needed only while a catalog change lies at or after the decoding's start:
+// an entry built after the change was received reflects it, which is wrong
+// for a record written before it, and an entry decoding built for a record
+// before it is wrong for the statements after.  A change committed before
+// the decoded range was received (and its entries invalidated) at the
+// latest when this pass's transaction began; one committed inside it is
+// either received later (invalidating what it touches) or decoded, and
+// decoding applies its invalidations.  So: note the WAL position whenever
+// an invalidation reached this backend (SharedInvalidMessageCounter counts
+// them) or this worker changed the catalog itself, and clear on both sides
+// while the range starts before that position.
+uint64 seen_invalidations = 0;
+XLogRecPtr last_catalog_change = InvalidXLogRecPtr;  // set at start: clear until passed
+
+void note_catalog_changes() {
+    if (SharedInvalidMessageCounter == seen_invalidations) return;
+    seen_invalidations = SharedInvalidMessageCounter;
+    last_catalog_change = GetXLogInsertRecPtr();
+}
+
+// This worker changed the catalog (triggers, a slot, a resynchronisation)
+// and committed, or failed.
+void own_catalog_change() { last_catalog_change = GetXLogInsertRecPtr(); }
+
+void clear_caches_if_changed(XLogRecPtr start) {
+    note_catalog_changes();
+    if (start < last_catalog_change) InvalidateSystemCaches();
+}
+
 // Decodes the acquired slot from its restart point through `upto` into
-// decoded_lines.  Decoding reads the catalog as it was when each change was
-// written: caches filled before must not serve it, and what it filled must
-// not serve the statements after it (PostgreSQL's own decoding functions
-// clear the caches on both sides too).
+// decoded_lines.
 void decode_through(XLogRecPtr upto) {
     MemoryContext old = MemoryContextSwitchTo(pass_context);
     line_desc = CreateTemplateTupleDesc(1);
@@ -366,8 +398,9 @@ void decode_through(XLogRecPtr upto) {
     decoding = CreateDecodingContext(InvalidXLogRecPtr, NIL, false, &local_wal, prepare_line,
                                      store_line, nullptr);
     MemoryContextSwitchTo(old);
-    XLogBeginRead(decoding->reader, MyReplicationSlot->data.restart_lsn);
-    InvalidateSystemCaches();
+    XLogRecPtr restart = MyReplicationSlot->data.restart_lsn;
+    XLogBeginRead(decoding->reader, restart);
+    clear_caches_if_changed(restart);
     while (decoding->reader->EndRecPtr < upto) {
         char* problem = nullptr;
         XLogRecord* record = XLogReadRecord(decoding->reader, &problem);
@@ -377,7 +410,7 @@ void decode_through(XLogRecPtr upto) {
     }
     FreeDecodingContext(decoding);
     decoding = nullptr;
-    InvalidateSystemCaches();
+    clear_caches_if_changed(restart);
 }
 
 // The lines were written; their spill files go before the transaction ends.
@@ -405,6 +438,7 @@ void forget_decoding() {
     decoded_lines = nullptr;  // its memory goes with the pass's
     if (MyReplicationSlot != nullptr) ReplicationSlotRelease();
     InvalidateSystemCaches();
+    own_catalog_change();
 }
 
 // Decodes the slot up to a position F, writes every captured transaction
@@ -551,6 +585,7 @@ void create_slot() {
     commit();
     log_min_messages = saved_log_min_messages;
     seen_valid = false;
+    own_catalog_change();
     ereport(LOG, (errmsg("pg_decoupled capture created replication slot \"%s\" at %X/%X", kSlot,
                          (uint32)(lsn >> 32), (uint32)lsn)));
 }
@@ -563,6 +598,7 @@ void drop_slot() {
     commit();
     log_min_messages = saved_log_min_messages;
     seen_valid = false;
+    own_catalog_change();
     ereport(LOG, (errmsg("pg_decoupled capture dropped replication slot \"%s\": nothing is "
                          "captured from it", kSlot)));
 }
@@ -575,6 +611,7 @@ void resynchronise() {
     query_int8("SELECT decoupled._capture_resync()");
     commit();
     seen_valid = false;
+    own_catalog_change();
     ereport(WARNING,
             (errmsg("pg_decoupled capture found replication slot \"%s\" missing", kSlot),
              errdetail("The " INT64_FORMAT " tables captured from it were taken again from their "
@@ -614,7 +651,10 @@ bool switch_tables(const char* ids_sql, const char* switch_sql) {
         commit();
     }
     pfree(copy);
-    if (any) seen_valid = false;
+    if (any) {
+        seen_valid = false;
+        own_catalog_change();
+    }
     return any;
 }
 
@@ -752,6 +792,7 @@ void decoupled_capture_main(Datum arg) {
     pgstat_report_appname("pg_decoupled capture");
     set_session_settings();
     attach();
+    own_catalog_change();  // caches filled before the worker knew: cleared at first
 
     HASHCTL info;
     memset(&info, 0, sizeof(info));
