@@ -16,7 +16,8 @@
 # (wait_for_capture) as rows/s (two captured rows per updated row).
 #
 #   bash bench/capture.sh [writers|bulk ...]
-#   (ROWS=100000 RUNS=5 SECONDS_PER_RUN=10 CLIENT_COUNTS="2 8" BULK="1000 100000")
+#   (ROWS=100000 RUNS=5 SECONDS_PER_RUN=10 CLIENT_COUNTS="2 8" BULK="1000 100000"
+#    MODES="trigger wal" STATEMENTS="insert update delete")
 # synchronous_commit = off: a WAL flush per commit (several ms on this
 # shared disk) would hide what capture costs the writer's CPU.
 BENCH_CONF="wal_level = logical
@@ -27,6 +28,8 @@ export PGOPTIONS="-c client_min_messages=warning"
 ROWS=${ROWS:-100000}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 CLIENT_COUNTS=${CLIENT_COUNTS:-"2 8"}
+MODES=${MODES:-"trigger wal"}                 # capture modes measured by `writers`
+STATEMENTS=${STATEMENTS:-"insert update delete"}
 BULK=${BULK:-"1000 100000"}
 PARTS=("$@")
 [ ${#PARTS[@]} -eq 0 ] && PARTS=(writers bulk)
@@ -76,9 +79,9 @@ writers() {
          "(median of $RUNS x ${SECONDS_PER_RUN}s, interleaved with the plain table)"
     printf '%-8s %-9s %8s %12s %15s %8s\n' "capture" "statement" "clients" "plain tps" \
         "registered tps" "ratio"
-    for mode in trigger wal; do
+    for mode in $MODES; do
         set_capture "$mode"
-        for statement in insert update delete; do
+        for statement in $STATEMENTS; do
             for clients in $CLIENT_COUNTS; do
                 local plain=() registered=()
                 for _ in $(seq "$RUNS"); do

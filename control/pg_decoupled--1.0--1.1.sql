@@ -1980,6 +1980,111 @@ BEGIN
 END
 $$;
 
+-- Advances the requirements of several outputs at once (_advance_requirements
+-- for each ids[k] and frontiers[k]): every bound row first, in ascending id.
+CREATE FUNCTION decoupled._advance_requirements_of(ids bigint[], frontiers bigint[])
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_moved bigint[];
+BEGIN
+    PERFORM FROM decoupled.catalog_bounds b
+     WHERE b.lifetime_id IN (SELECT q.lifetime_id
+                               FROM decoupled.catalog_requirements q
+                               JOIN unnest(ids, frontiers) AS a(id, frontier)
+                                 ON q.required_by = a.id AND q.frontier < a.frontier)
+     ORDER BY b.lifetime_id FOR UPDATE;
+    WITH moved AS (
+        UPDATE decoupled.catalog_requirements q SET frontier = a.frontier, changed_at = now()
+          FROM unnest(ids, frontiers) AS a(id, frontier)
+         WHERE q.required_by = a.id AND q.frontier < a.frontier
+        RETURNING q.lifetime_id)
+    SELECT array_agg(DISTINCT m.lifetime_id) INTO v_moved FROM moved m;
+    IF v_moved IS NOT NULL THEN
+        PERFORM decoupled._queue_for_publication(v_moved);
+    END IF;
+END
+$$;
+
+-- The idle views of a replica's pass, advanced in one transaction (C5.3):
+-- with ten views ticked ten times a second, most steps only move a view's
+-- upper to its inputs' (nothing changed there), and a transaction per view
+-- — its round trips, the incarnation and deployment checks, the commit —
+-- was what such a step cost.  For each view of `lifetime_ids`, in
+-- ascending id (inputs before readers), whose upper is still
+-- expected_uppers[k]: nothing to do, or no input changed up to the inputs'
+-- upper, which becomes the view's; returned with its upper.  A view not
+-- returned takes its own step (replica_maintain): a lost race, its first
+-- computation, a change to compute, an owner who can no longer read an
+-- input (the step says so), an input that itself takes a step in this
+-- pass, or a frontier row another transaction holds (never waited for).
+CREATE FUNCTION decoupled.replica_advance_idle(incarnation bigint, lifetime_ids bigint[],
+                                               expected_uppers bigint[])
+RETURNS TABLE (lifetime_id bigint, upper bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+DECLARE
+    i          decoupled.catalog_replica_incarnations;
+    r          record;
+    v_inputs   bigint[];
+    v_as_of    bigint;
+    v_target   bigint;
+    v_stepping bigint[] := '{}';
+    v_ids      bigint[] := '{}';
+    v_required bigint[] := '{}';
+BEGIN
+    i := decoupled._live_incarnation(replica_advance_idle.incarnation);
+    PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
+    FOR r IN SELECT f.lifetime_id AS id, f.upper, e.expected, c.definition
+               FROM unnest(lifetime_ids, expected_uppers) AS e(id, expected)
+               JOIN decoupled.catalog_frontiers f ON f.lifetime_id = e.id
+               JOIN decoupled.catalog_objects c ON c.lifetime_id = e.id
+              WHERE c.dropped_at IS NULL AND c.kind = 'materialized view'
+              ORDER BY f.lifetime_id
+                FOR UPDATE OF f SKIP LOCKED
+    LOOP
+        SELECT coalesce(array_agg(x.id::bigint), '{}') INTO v_inputs
+          FROM jsonb_array_elements_text(r.definition->'inputs') AS x(id);
+        v_as_of := (r.definition->>'as_of')::bigint;
+        IF r.upper <> r.expected OR r.upper = v_as_of OR v_inputs = '{}'
+           OR v_inputs && v_stepping
+           OR EXISTS (SELECT FROM jsonb_array_elements_text(r.definition->'direct') AS x(rel)
+                       WHERE NOT coalesce(has_table_privilege((r.definition->>'owner')::oid,
+                                                              x.rel::oid, 'SELECT'), true)) THEN
+            v_stepping := v_stepping || r.id;
+            CONTINUE;
+        END IF;
+        v_target := decoupled._inputs_upper(v_inputs);
+        IF v_target > r.upper THEN
+            IF cardinality(decoupled._change_times(v_inputs, r.upper, v_target, 1)) > 0 THEN
+                v_stepping := v_stepping || r.id;
+                CONTINUE;
+            END IF;
+            -- Now, not at the end: a reader of this view later in the loop
+            -- sees its new upper.
+            UPDATE decoupled.catalog_frontiers f SET upper = v_target, changed_at = now()
+             WHERE f.lifetime_id = r.id;
+            v_ids := v_ids || r.id;
+            v_required := v_required || decoupled._required_frontier(v_as_of, v_target);
+        END IF;
+        lifetime_id := r.id;
+        upper := greatest(v_target, r.upper);
+        RETURN NEXT;
+    END LOOP;
+    IF cardinality(v_ids) > 0 THEN
+        PERFORM decoupled._advance_requirements_of(v_ids, v_required);
+        PERFORM decoupled._queue_for_publication(v_ids);
+        PERFORM decoupled._notify_upper_at_commit();
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._advance_requirements_of(bigint[], bigint[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION decoupled.replica_advance_idle(bigint, bigint[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION decoupled.replica_advance_idle(bigint, bigint[], bigint[])
+    TO decoupled_admin;
+
 -- Sessions that run through the update (replicas, adapterd, the capture
 -- worker, clients) compiled the extension's PL/pgSQL functions against the
 -- old row type of catalog_objects; rewriting each function's catalog row

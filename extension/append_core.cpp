@@ -422,9 +422,10 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
             // index, keeping the ones it needs; the scan form joins all
             // retracted rows with cur at once (run with nested loops off: a
             // hash join).  Rows leave cur by ctid (a TID scan, whatever the
-            // estimates say).  A tick reads the captured rows as it deletes
-            // them, never writing the stage.  Returns how many retractions
-            // there were and how many moved.
+            // estimates say).  The rows are read as they are deleted — the
+            // stage's, or a tick's captured rows (a tick never writes the
+            // stage) — so no second scan empties them.  Returns how many
+            // retractions there were and how many moved.
             *nargs = 1;
             types[0] = INT8OID;
             bool probe = kind == kOneTimeProbe || kind == kTickProbe;
@@ -436,7 +437,7 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                                 "          FROM (SELECT m.*, ROW(%s)::text AS mz_key "
                                 "                  FROM m OFFSET 0) x), ",
                                 pending, column_list(c, "x.", true), m_row)
-                     : psprintf("src AS (SELECT * FROM %s), ", stage);
+                     : psprintf("src AS (DELETE FROM %s RETURNING *), ", stage);
             const char* pairs =
                 probe ? psprintf("SELECT x.ctid FROM r CROSS JOIN LATERAL "
                                  "       (SELECT c.ctid, c.mz_ts FROM (%s) c "
@@ -661,7 +662,9 @@ void write_staged(Collection* c, const decoupled::WriteShape& shape) {
         if (retract == decoupled::RetractPath::General) run(plan(c, kRetractGeneral), nullptr);
     }
     if (retract != decoupled::RetractPath::None) check_retracted();
-    if (shape.min_diff) run(plan(c, kClearStage), nullptr);
+    // The one-time write emptied the stage as it read it.
+    if (shape.min_diff && retract != decoupled::RetractPath::OneTime)
+        run(plan(c, kClearStage), nullptr);
 }
 
 void check_interval(int64 outside, int64 expected_upper, int64 new_upper) {

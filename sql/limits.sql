@@ -152,6 +152,42 @@ SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
      format($$SELECT decoupled.replica_report(%s, %s, 'running')$$, :old_incarnation, :lim_t_id)),
     ('fenced compaction', format($$SELECT decoupled.replica_compact(%s)$$, :old_incarnation))
 ) AS t(case_name, s);
+-- The idle views of a pass advance together (replica_advance_idle): a view
+-- with nothing to compute moves to its inputs' upper; its first
+-- computation, a change to compute and a lost race are left to its own
+-- step (nothing returned, nothing moved); a fenced incarnation is refused.
+CREATE TABLE lim_src (k int);
+SELECT decoupled.register_table('lim_src') > 0 AS registered;
+SELECT decoupled.create_materialized_view('lim_idle', 'SELECT count(*) AS n FROM lim_src',
+                                          cluster => 'lim') > 0 AS created;
+SELECT lifetime_id AS lim_idle_id FROM decoupled.objects WHERE name = 'lim_idle' \gset
+CREATE FUNCTION pg_temp.idle(incarnation bigint, id bigint, expected bigint)
+RETURNS TABLE (advanced bigint, moved boolean, at_input_upper boolean) LANGUAGE sql AS $$
+    SELECT count(a.*), count(a.*) > 0 AND max(a.upper) > expected,
+           bool_and(a.upper = (SELECT upper FROM decoupled.frontiers WHERE name = 'lim_src'))
+      FROM decoupled.replica_advance_idle(incarnation, ARRAY[id], ARRAY[expected]) a
+$$;
+SELECT upper AS lim_idle_upper FROM decoupled.frontiers WHERE name = 'lim_idle' \gset
+SELECT 'first computation' AS case_name, * FROM pg_temp.idle(:incarnation, :lim_idle_id, :lim_idle_upper);
+SELECT caught_up FROM decoupled.replica_maintain(:incarnation, :lim_idle_id, :lim_idle_upper);
+SELECT decoupled.tick_tables() >= 1 AS ticked;
+SELECT upper AS lim_idle_upper FROM decoupled.frontiers WHERE name = 'lim_idle' \gset
+SELECT 'lost race' AS case_name, * FROM pg_temp.idle(:incarnation, :lim_idle_id, :lim_idle_upper - 1);
+SELECT 'nothing changed' AS case_name, * FROM pg_temp.idle(:incarnation, :lim_idle_id, :lim_idle_upper);
+SELECT f.upper = s.upper AS view_at_input_upper
+  FROM decoupled.frontiers f, decoupled.frontiers s WHERE f.name = 'lim_idle' AND s.name = 'lim_src';
+INSERT INTO lim_src VALUES (1), (2);
+SELECT decoupled.tick_tables() >= 1 AS ticked;
+SELECT upper AS lim_idle_upper FROM decoupled.frontiers WHERE name = 'lim_idle' \gset
+SELECT 'a change to compute' AS case_name, * FROM pg_temp.idle(:incarnation, :lim_idle_id, :lim_idle_upper);
+SELECT upper = :lim_idle_upper AS unmoved FROM decoupled.frontiers WHERE name = 'lim_idle';
+SELECT caught_up FROM decoupled.replica_maintain(:incarnation, :lim_idle_id, :lim_idle_upper);
+SELECT n FROM lim_idle;
+SELECT decoupled.verify('lim_idle');
+SELECT 'fenced' AS case_name, pg_temp.attempt(format(
+    $$SELECT * FROM decoupled.replica_advance_idle(%s, ARRAY[%s::bigint], ARRAY[0::bigint])$$,
+    :old_incarnation, :lim_idle_id)) AS outcome;
+
 -- ZD002: a replica step on what the catalog dropped meanwhile; a user's
 -- append to a dropped collection stays 42704.
 DO $$ BEGIN PERFORM decoupled.drop('lim_t'); END $$;
@@ -166,9 +202,11 @@ SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
 DO $$ BEGIN
     PERFORM decoupled.replica_stop(incarnation) FROM decoupled.cluster_replicas
       WHERE cluster = 'lim';
+    PERFORM decoupled.drop('lim_idle');
+    PERFORM decoupled.drop('lim_src');
     PERFORM decoupled.drop_cluster('lim');
     PERFORM decoupled.drop('lim_held');
     PERFORM decoupled.finalize_dropped();
 END $$;
-DROP TABLE lim_held, lim_t;
+DROP TABLE lim_held, lim_t, lim_src;
 DROP DOMAIN lim_positive, lim_required;
