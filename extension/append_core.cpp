@@ -612,12 +612,16 @@ double estimated_rows(Oid relid) {
 // scan per retracted row (a bitmap scan, which the planner picks while cur
 // has no statistics, costs twice as much for the one row a probe finds),
 // the scan form a hash join (no nested loop, no merge join sorting cur).
+// Nor a sequential scan per retracted row: a plan made while a view's cur
+// was a page or two chose one, and kept it while cur grew to hundreds of
+// pages of retracted rows' space — every step then read all of them once
+// per touched group.
 void write_one_time(Collection* c, PlanKind probe, PlanKind scan, int64 retractions, int64 t,
                     Snapshot snapshot) {
     Datum arg = Int64GetDatum(t);
     bool by_scan = decoupled::retract_by_scan(retractions, estimated_rows(c->cur_relid));
     static const char* const scan_off[] = {"enable_nestloop", "enable_mergejoin", nullptr};
-    static const char* const probe_off[] = {"enable_bitmapscan", nullptr};
+    static const char* const probe_off[] = {"enable_bitmapscan", "enable_seqscan", nullptr};
     int level = NewGUCNestLevel();
     for (const char* const* setting = by_scan ? scan_off : probe_off; *setting; setting++)
         (void)set_config_option(*setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
