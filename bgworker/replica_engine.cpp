@@ -369,6 +369,72 @@ struct ReplicaEngine::Impl {
     }
     bool idle_batch_failed = false;  // logged once per episode
 
+    // The views and sinks of this pass that have something to compute, a
+    // few per transaction with a savepoint each.  A transaction per step
+    // waited for its own WAL flush, ten views a tick for ten of them one
+    // after another; one transaction for all of them made every view wait
+    // for the last before any became visible.  So a transaction takes the
+    // steps that start within kStepsCommitMs of its first, then commits.
+    // Only views and sinks running and hydrated, past any retry delay,
+    // while the replica and its writes are healthy; a step's error rolls
+    // back its savepoint only, and is handled as its own step's would be
+    // once the others committed.  If a transaction as a whole fails (its
+    // commit-time checks, say) its objects are not stepped here: each
+    // takes its own step, which says what is wrong.  Returns the objects
+    // stepped.
+    static constexpr int64_t kStepsCommitMs = 15;
+
+    std::set<int64_t> step_together(int64_t now, const std::set<int64_t>& skip, int64_t& wake) {
+        std::set<int64_t> stepped;
+        if (!writes_enabled || !replica_error.empty()) return stepped;
+        struct Outcome {
+            Maintained* m;
+            int64_t upper;
+            bool caught_up;
+            Failure failure;
+        };
+        std::vector<Outcome> outcomes;
+        for (auto& [lifetime_id, m] : maintained)
+            if (skip.count(lifetime_id) == 0 && m.reported == "running" && m.hydrated &&
+                now >= m.retry_at)
+                outcomes.push_back({&m, m.upper, false, {}});
+        if (outcomes.size() < 2) return stepped;
+        std::vector<int64_t> gone;
+        size_t next = 0;
+        while (next < outcomes.size()) {
+            size_t first = next;
+            int64_t opened = steady_ms();
+            Failure whole = attempt([&] {
+                pqxx::work tx(conn);
+                do {
+                    Outcome& o = outcomes[next++];
+                    o.failure = attempt([&] {
+                        pqxx::subtransaction step(tx, "step");
+                        auto row = step.exec_prepared(o.m->kind == "sink" ? "sink" : "maintain",
+                                                      incarnation, o.m->id, o.m->upper)[0];
+                        step.commit();
+                        o.upper = row[0].as<int64_t>();
+                        o.caught_up = row[1].as<bool>();
+                    });
+                } while (next < outcomes.size() && steady_ms() - opened < kStepsCommitMs);
+                tx.commit();
+            });
+            if (whole.failed) continue;
+            for (size_t k = first; k < next; ++k) {
+                Outcome& o = outcomes[k];
+                stepped.insert(o.m->id);
+                if (!o.failure.failed) {
+                    o.m->upper = o.upper;
+                    if (!o.caught_up) wake = now;  // more to do: go on at once
+                }
+                if (!step_ended(*o.m, o.m->kind + " \"" + o.m->name + "\"", now, o.failure))
+                    gone.push_back(o.m->id);
+            }
+        }
+        for (int64_t lifetime_id : gone) maintained.erase(lifetime_id);
+        return stepped;
+    }
+
     // One step of a view or sink; returns whether it caught up with its
     // inputs.  A sibling that got there first is no error: continue from
     // the upper it wrote.
@@ -520,7 +586,13 @@ struct ReplicaEngine::Impl {
 
     template <typename Object, typename Step>
     bool guarded_step(Object& o, const std::string& what, int64_t now, Step step) {
-        Failure f = attempt(step);
+        return step_ended(o, what, now, attempt(step));
+    }
+
+    // What a step's end `f` means for `o` (see guarded_step); false: it
+    // leaves the replica's work.
+    template <typename Object>
+    bool step_ended(Object& o, const std::string& what, int64_t now, const Failure& f) {
         if (!f.failed) {
             o.failures = 0;
             o.retry_at = 0;
@@ -641,10 +713,11 @@ struct ReplicaEngine::Impl {
                                      [&] { wake = std::min(wake, advance(s, now)); });
             it = kept ? std::next(it) : sources.erase(it);
         }
-        std::set<int64_t> advanced = advance_idle(now);
+        std::set<int64_t> done = advance_idle(now);
+        for (int64_t lifetime_id : step_together(now, done, wake)) done.insert(lifetime_id);
         for (auto it = maintained.begin(); it != maintained.end();) {
             Maintained& m = it->second;
-            if (advanced.count(it->first) > 0) {
+            if (done.count(it->first) > 0) {
                 ++it;
                 continue;
             }
