@@ -51,3 +51,10 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 percentile() {
     sort -g | awk -v p="$1" '{a[NR]=$1} END {i = int(p * NR + 0.999999); if (i < 1) i = 1; print a[i]}'
 }
+# The lines every driver's output starts with: how to run it again ($1:
+# the command), when, at which commit, on what machine.
+print_run_header() {
+    echo "# command: $1"
+    echo "# started: $(date -u '+%F %T') UTC  commit $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- . || echo ' (modified)')"
+    echo "# machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}

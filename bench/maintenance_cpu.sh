@@ -20,9 +20,7 @@ CLIENTS=${CLIENTS:-2}
 SECONDS_PER_RUN=${DURATION:-20}
 BENCH_CONF=$'wal_level = logical\ndecoupled.table_tick_interval = \'100ms\''
 source "$(dirname "$0")/lib.sh"
-echo "# command: ROWS=$ROWS RATE=$RATE CLIENTS=$CLIENTS DURATION=$SECONDS_PER_RUN bash bench/maintenance_cpu.sh"
-echo "# started: $(date -u '+%F %T') UTC  commit $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- . || echo ' (modified)')"
-echo "# machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+print_run_header "ROWS=$ROWS RATE=$RATE CLIENTS=$CLIENTS DURATION=$SECONDS_PER_RUN bash bench/maintenance_cpu.sh"
 
 bench_psql <<SQL >/dev/null
 CREATE SEQUENCE plain_w_id START $((ROWS + 1));

@@ -17,9 +17,7 @@ STEPS=${STEPS:-100}
 CHANGES=${CHANGES:-1 1000}
 BENCH_CONF=$'wal_level = logical\nsynchronous_commit = off\ndecoupled.table_tick_interval = 0'
 source "$(dirname "$0")/lib.sh"
-echo "# command: ROWS=$ROWS STEPS=$STEPS CHANGES=\"$CHANGES\" bash bench/step_cpu.sh"
-echo "# started: $(date -u '+%F %T') UTC  commit $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- . || echo ' (modified)')"
-echo "# machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+print_run_header "ROWS=$ROWS STEPS=$STEPS CHANGES=\"$CHANGES\" bash bench/step_cpu.sh"
 
 bench_psql <<SQL >/dev/null
 CREATE TABLE t(id bigint PRIMARY KEY, k int NOT NULL, v bigint NOT NULL);
