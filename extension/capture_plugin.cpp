@@ -15,7 +15,7 @@
 // user catalog table) under the decoding's historic snapshot, so a change is
 // captured exactly when the table was captured from WAL at that point of
 // the commit order: adoption and release are ordinary transactions.  The
-// answer is cached per relation; every change to capture_relations comes
+// answer is cached per relation, with the columns' output functions; every change to capture_relations comes
 // with a relcache invalidation of its table (the capture triggers it
 // creates or drops), which decoding replays at the right point.
 //
@@ -56,6 +56,11 @@ struct CaptureEntry {
     Oid relid;  // hash key
     bool valid;
     int64 lifetime_id;  // 0: not captured
+    // The output function of each column (natts of them), looked up at the
+    // first captured row instead of at every value; in CacheMemoryContext,
+    // freed when the entry is invalidated.
+    int natts;
+    FmgrInfo* out;
 };
 
 // Process-wide, like pgoutput's relation cache: relcache callbacks cannot
@@ -75,6 +80,19 @@ void invalidate(Datum, Oid relid) {
     CaptureEntry* entry;
     while ((entry = static_cast<CaptureEntry*>(hash_seq_search(&seq))) != nullptr)
         if (relid == InvalidOid || entry->relid == relid) entry->valid = false;
+}
+
+// The entries' output functions, then the cache.  (An invalidation only
+// marks an entry: it may arrive while a row is being written with them.)
+void destroy_cache() {
+    if (capture_cache == nullptr) return;
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, capture_cache);
+    CaptureEntry* entry;
+    while ((entry = static_cast<CaptureEntry*>(hash_seq_search(&seq))) != nullptr)
+        if (entry->out != nullptr) pfree(entry->out);
+    hash_destroy(capture_cache);
+    capture_cache = nullptr;
 }
 
 // decoupled.capture_relations under the historic snapshot: the collection
@@ -103,18 +121,43 @@ int64 read_capture(Oid relid) {
     return id;
 }
 
-int64 captured_id(Relation relation) {
+// The capture entry of `relation` when it is captured, else nullptr.
+CaptureEntry* captured(Relation relation) {
     Oid relid = RelationGetRelid(relation);
     // Only ordinary tables of users can be registered.
-    if (relation->rd_rel->relkind != RELKIND_RELATION || IsCatalogRelation(relation)) return 0;
+    if (relation->rd_rel->relkind != RELKIND_RELATION || IsCatalogRelation(relation))
+        return nullptr;
     bool found = false;
     auto* entry = static_cast<CaptureEntry*>(hash_search(capture_cache, &relid, HASH_ENTER, &found));
+    if (!found) entry->out = nullptr;
     if (!found || !entry->valid) {
         entry->valid = false;
+        if (entry->out != nullptr) pfree(entry->out);
+        entry->out = nullptr;
         entry->lifetime_id = read_capture(relid);
         entry->valid = true;
     }
-    return entry->lifetime_id;
+    return entry->lifetime_id != 0 ? entry : nullptr;
+}
+
+// The columns' output functions of a captured relation's entry.
+FmgrInfo* output_functions(CaptureEntry* entry, TupleDesc desc) {
+    if (entry->out != nullptr && entry->natts == desc->natts) return entry->out;
+    if (entry->out != nullptr) pfree(entry->out);  // not in use: called before a row
+    entry->out = nullptr;
+    auto* out = static_cast<FmgrInfo*>(
+        MemoryContextAllocZero(CacheMemoryContext, sizeof(FmgrInfo) * Max(desc->natts, 1)));
+    for (int i = 0; i < desc->natts; ++i) {
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        if (att->attisdropped) continue;
+        Oid output;
+        bool varlena;
+        getTypeOutputInfo(att->atttypid, &output, &varlena);
+        fmgr_info_cxt(output, &out[i], CacheMemoryContext);
+    }
+    entry->natts = desc->natts;
+    entry->out = out;
+    return out;
 }
 
 void startup(LogicalDecodingContext* ctx, OutputPluginOptions* opt, bool) {
@@ -129,10 +172,7 @@ void startup(LogicalDecodingContext* ctx, OutputPluginOptions* opt, bool) {
                         errmsg("the pg_decoupled output plugin takes no options")));
 
     // A new decoding may start before where the cache was filled: start over.
-    if (capture_cache != nullptr) {
-        hash_destroy(capture_cache);
-        capture_cache = nullptr;
-    }
+    destroy_cache();
     HASHCTL info;
     memset(&info, 0, sizeof(info));
     info.keysize = sizeof(Oid);
@@ -146,12 +186,7 @@ void startup(LogicalDecodingContext* ctx, OutputPluginOptions* opt, bool) {
     }
 }
 
-void shutdown(LogicalDecodingContext*) {
-    if (capture_cache != nullptr) {
-        hash_destroy(capture_cache);
-        capture_cache = nullptr;
-    }
-}
+void shutdown(LogicalDecodingContext*) { destroy_cache(); }
 
 void begin(LogicalDecodingContext* ctx, ReorderBufferTXN*) {
     static_cast<PluginState*>(ctx->output_plugin_private)->begun = false;
@@ -171,7 +206,8 @@ void emit_begin(LogicalDecodingContext* ctx, ReorderBufferTXN* txn) {
 // One row as a record literal of the pending table: (diff,v1,...).  A value
 // the WAL does not carry (an UPDATE's unchanged TOASTed value) comes from
 // `fallback`, the complete old row.
-void append_row(StringInfo out, int diff, TupleDesc desc, HeapTuple tuple, HeapTuple fallback) {
+void append_row(StringInfo out, int diff, TupleDesc desc, const FmgrInfo* outputs,
+                HeapTuple tuple, HeapTuple fallback) {
     appendStringInfo(out, "(%d", diff);
     for (int i = 0; i < desc->natts; ++i) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
@@ -190,10 +226,7 @@ void append_row(StringInfo out, int diff, TupleDesc desc, HeapTuple tuple, HeapT
             value = heap_getattr(fallback, i + 1, desc, &isnull);
         }
         if (isnull) continue;
-        Oid output;
-        bool varlena;
-        getTypeOutputInfo(att->atttypid, &output, &varlena);
-        char* text = OidOutputFunctionCall(output, value);
+        char* text = OutputFunctionCall(const_cast<FmgrInfo*>(&outputs[i]), value);
         size_t size = decoupled::record_field_size(text);
         enlargeStringInfo(out, (int)size);
         decoupled::record_field_write(text, out->data + out->len);
@@ -203,11 +236,11 @@ void append_row(StringInfo out, int diff, TupleDesc desc, HeapTuple tuple, HeapT
     appendStringInfoChar(out, ')');
 }
 
-void emit_row(LogicalDecodingContext* ctx, int64 id, int diff, TupleDesc desc, HeapTuple tuple,
-              HeapTuple fallback) {
+void emit_row(LogicalDecodingContext* ctx, int64 id, int diff, TupleDesc desc,
+              const FmgrInfo* outputs, HeapTuple tuple, HeapTuple fallback) {
     OutputPluginPrepareWrite(ctx, true);
     appendStringInfo(ctx->out, INT64_FORMAT " ", id);
-    append_row(ctx->out, diff, desc, tuple, fallback);
+    append_row(ctx->out, diff, desc, outputs, tuple, fallback);
     OutputPluginWrite(ctx, true);
 }
 
@@ -220,26 +253,28 @@ void emit_row(LogicalDecodingContext* ctx, int64 id, int diff, TupleDesc desc, H
 
 void change(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, Relation relation,
             ReorderBufferChange* change) {
-    int64 id = captured_id(relation);
-    if (id == 0) return;
+    CaptureEntry* entry = captured(relation);
+    if (entry == nullptr) return;
+    int64 id = entry->lifetime_id;
+    TupleDesc desc = RelationGetDescr(relation);
+    const FmgrInfo* outputs = output_functions(entry, desc);
     auto* state = static_cast<PluginState*>(ctx->output_plugin_private);
     MemoryContext old = MemoryContextSwitchTo(state->change_context);
     emit_begin(ctx, txn);
-    TupleDesc desc = RelationGetDescr(relation);
     ReorderBufferTupleBuf* oldtuple = change->data.tp.oldtuple;
     ReorderBufferTupleBuf* newtuple = change->data.tp.newtuple;
     switch (change->action) {
         case REORDER_BUFFER_CHANGE_INSERT:
-            if (newtuple) emit_row(ctx, id, 1, desc, &newtuple->tuple, nullptr);
+            if (newtuple) emit_row(ctx, id, 1, desc, outputs, &newtuple->tuple, nullptr);
             break;
         case REORDER_BUFFER_CHANGE_UPDATE:
             if (oldtuple == nullptr) missing_old_row(relation);
-            emit_row(ctx, id, -1, desc, &oldtuple->tuple, nullptr);
-            if (newtuple) emit_row(ctx, id, 1, desc, &newtuple->tuple, &oldtuple->tuple);
+            emit_row(ctx, id, -1, desc, outputs, &oldtuple->tuple, nullptr);
+            if (newtuple) emit_row(ctx, id, 1, desc, outputs, &newtuple->tuple, &oldtuple->tuple);
             break;
         case REORDER_BUFFER_CHANGE_DELETE:
             if (oldtuple == nullptr) missing_old_row(relation);
-            emit_row(ctx, id, -1, desc, &oldtuple->tuple, nullptr);
+            emit_row(ctx, id, -1, desc, outputs, &oldtuple->tuple, nullptr);
             break;
         default:
             break;
@@ -251,8 +286,9 @@ void change(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, Relation relatio
 void truncate(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, int nrelations,
               Relation relations[], ReorderBufferChange*) {
     for (int i = 0; i < nrelations; ++i) {
-        int64 id = captured_id(relations[i]);
-        if (id == 0) continue;
+        CaptureEntry* entry = captured(relations[i]);
+        if (entry == nullptr) continue;
+        int64 id = entry->lifetime_id;
         emit_begin(ctx, txn);
         OutputPluginPrepareWrite(ctx, true);
         appendStringInfo(ctx->out, INT64_FORMAT " T", id);
