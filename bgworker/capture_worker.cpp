@@ -364,8 +364,8 @@ void store_line(LogicalDecodingContext* ctx, XLogRecPtr, TransactionId, bool) {
 // either received later (invalidating what it touches) or decoded, and
 // decoding applies its invalidations.  So: note the WAL position whenever
 // an invalidation reached this backend (SharedInvalidMessageCounter counts
-// them) or this worker changed the catalog itself, and clear on both sides
-// while the range starts before that position.
+// them) or this worker changed the catalog itself (changed_here), and
+// clear on both sides while the range starts before that position.
 uint64 seen_invalidations = 0;
 XLogRecPtr last_catalog_change = InvalidXLogRecPtr;  // set at start: clear until passed
 
@@ -376,8 +376,14 @@ void note_catalog_changes() {
 }
 
 // This worker changed the catalog (triggers, a slot, a resynchronisation)
-// and committed, or failed.
-void own_catalog_change() { last_catalog_change = GetXLogInsertRecPtr(); }
+// and committed, or failed: the situation is read again (situation()) and
+// the next decoding clears the caches on both sides.
+bool seen_valid = false;  // situation(): what look() saw still holds
+
+void changed_here() {
+    seen_valid = false;
+    last_catalog_change = GetXLogInsertRecPtr();
+}
 
 void clear_caches_if_changed(XLogRecPtr start) {
     note_catalog_changes();
@@ -438,7 +444,7 @@ void forget_decoding() {
     decoded_lines = nullptr;  // its memory goes with the pass's
     if (MyReplicationSlot != nullptr) ReplicationSlotRelease();
     InvalidateSystemCaches();
-    own_catalog_change();
+    changed_here();
 }
 
 // Decodes the slot up to a position F, writes every captured transaction
@@ -568,7 +574,6 @@ bool capture() {
 // are read again when the epoch moves, once a second anyway, and after
 // anything this worker switched or failed; the slot, in shared memory, is
 // looked at every time.
-bool seen_valid = false;
 uint64 seen_at_epoch = 0;
 TimestampTz seen_at = 0;
 
@@ -584,8 +589,7 @@ void create_slot() {
     record_progress(lsn);
     commit();
     log_min_messages = saved_log_min_messages;
-    seen_valid = false;
-    own_catalog_change();
+    changed_here();
     ereport(LOG, (errmsg("pg_decoupled capture created replication slot \"%s\" at %X/%X", kSlot,
                          (uint32)(lsn >> 32), (uint32)lsn)));
 }
@@ -597,8 +601,7 @@ void drop_slot() {
                " WHERE slot_name = 'pg_decoupled' AND NOT active");
     commit();
     log_min_messages = saved_log_min_messages;
-    seen_valid = false;
-    own_catalog_change();
+    changed_here();
     ereport(LOG, (errmsg("pg_decoupled capture dropped replication slot \"%s\": nothing is "
                          "captured from it", kSlot)));
 }
@@ -610,8 +613,7 @@ void resynchronise() {
     int64 n = query_int8("SELECT count(*) FROM decoupled.capture_relations");
     query_int8("SELECT decoupled._capture_resync()");
     commit();
-    seen_valid = false;
-    own_catalog_change();
+    changed_here();
     ereport(WARNING,
             (errmsg("pg_decoupled capture found replication slot \"%s\" missing", kSlot),
              errdetail("The " INT64_FORMAT " tables captured from it were taken again from their "
@@ -651,10 +653,7 @@ bool switch_tables(const char* ids_sql, const char* switch_sql) {
         commit();
     }
     pfree(copy);
-    if (any) {
-        seen_valid = false;
-        own_catalog_change();
-    }
+    if (any) changed_here();
     return any;
 }
 
@@ -792,7 +791,7 @@ void decoupled_capture_main(Datum arg) {
     pgstat_report_appname("pg_decoupled capture");
     set_session_settings();
     attach();
-    own_catalog_change();  // caches filled before the worker knew: cleared at first
+    changed_here();  // caches filled before the worker knew: cleared at first
 
     HASHCTL info;
     memset(&info, 0, sizeof(info));
@@ -847,7 +846,6 @@ void decoupled_capture_main(Datum arg) {
                 FlushErrorState();
                 AbortCurrentTransaction();
                 forget_decoding();
-                seen_valid = false;
                 pgstat_report_activity(STATE_IDLE, nullptr);
                 // The outermost context line says which table failed.
                 const char* where = error->context ? strrchr(error->context, '\n') : nullptr;

@@ -317,23 +317,29 @@ struct ReplicaEngine::Impl {
         m.hydrated = hydrated;
     }
 
+    // Whether `m` may be stepped with others (advance_idle, step_together):
+    // running and hydrated, past any retry delay, while the replica and its
+    // writes are healthy.  Everything else takes its own step, which
+    // reports its health.
+    bool steady(const Maintained& m, int64_t now) const {
+        return writes_enabled && replica_error.empty() && m.reported == "running" &&
+               m.hydrated && now >= m.retry_at;
+    }
+
+    bool idle_batch_failed = false;  // advance_idle's failure, logged once per episode
+
     // The views of this pass whose step would only move their upper, in
     // one transaction (replica_advance_idle): a transaction per idle view
     // was most of what ten views ticked ten times a second cost.  Only
-    // views running and hydrated, past any retry delay, and only while the
-    // replica and its writes are healthy: everything else — and any view
-    // the batch leaves — takes its own step, which reports its health.
-    // Returns the views it advanced (or found caught up); a failed batch
-    // advances none, and the steps say what is wrong.
+    // steady views; any view the batch leaves takes its own step.  Returns
+    // the views it advanced (or found caught up); a failed batch advances
+    // none, and the steps say what is wrong.
     std::set<int64_t> advance_idle(int64_t now) {
         std::set<int64_t> advanced;
-        if (!writes_enabled || !replica_error.empty()) return advanced;
         std::string ids = "{", uppers = "{";
         int candidates = 0;
         for (const auto& [lifetime_id, m] : maintained) {
-            if (m.kind != "materialized view" || m.reported != "running" || !m.hydrated ||
-                now < m.retry_at)
-                continue;
+            if (m.kind != "materialized view" || !steady(m, now)) continue;
             if (candidates++ > 0) {
                 ids += ',';
                 uppers += ',';
@@ -367,7 +373,6 @@ struct ReplicaEngine::Impl {
         }
         return advanced;
     }
-    bool idle_batch_failed = false;  // logged once per episode
 
     // The views and sinks of this pass that have something to compute, a
     // few per transaction with a savepoint each.  A transaction per step
@@ -375,10 +380,9 @@ struct ReplicaEngine::Impl {
     // after another; one transaction for all of them made every view wait
     // for the last before any became visible.  So a transaction takes the
     // steps that start within kStepsCommitMs of its first, then commits.
-    // Only views and sinks running and hydrated, past any retry delay,
-    // while the replica and its writes are healthy; a step's error rolls
-    // back its savepoint only, and is handled as its own step's would be
-    // once the others committed.  If a transaction as a whole fails (its
+    // Only steady views and sinks; a step's error rolls back its savepoint
+    // only, and is handled as its own step's would be once the others
+    // committed.  If a transaction as a whole fails (its
     // commit-time checks, say) its objects are not stepped here: each
     // takes its own step, which says what is wrong.  Returns the objects
     // stepped.
@@ -386,7 +390,6 @@ struct ReplicaEngine::Impl {
 
     std::set<int64_t> step_together(int64_t now, const std::set<int64_t>& skip, int64_t& wake) {
         std::set<int64_t> stepped;
-        if (!writes_enabled || !replica_error.empty()) return stepped;
         struct Outcome {
             Maintained* m;
             int64_t upper;
@@ -395,8 +398,7 @@ struct ReplicaEngine::Impl {
         };
         std::vector<Outcome> outcomes;
         for (auto& [lifetime_id, m] : maintained)
-            if (skip.count(lifetime_id) == 0 && m.reported == "running" && m.hydrated &&
-                now >= m.retry_at)
+            if (skip.count(lifetime_id) == 0 && steady(m, now))
                 outcomes.push_back({&m, m.upper, false, {}});
         if (outcomes.size() < 2) return stepped;
         std::vector<int64_t> gone;

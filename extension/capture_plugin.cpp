@@ -15,9 +15,10 @@
 // user catalog table) under the decoding's historic snapshot, so a change is
 // captured exactly when the table was captured from WAL at that point of
 // the commit order: adoption and release are ordinary transactions.  The
-// answer is cached per relation, with the columns' output functions; every change to capture_relations comes
-// with a relcache invalidation of its table (the capture triggers it
-// creates or drops), which decoding replays at the right point.
+// answer is cached per relation, with the columns' output functions; every
+// change to capture_relations comes with a relcache invalidation of its
+// table (the capture triggers it creates or drops), which decoding replays
+// at the right point.
 //
 // Registered tables have REPLICA IDENTITY FULL: an UPDATE's and a DELETE's
 // old row is complete in the WAL, and an UPDATE's unchanged TOASTed values
@@ -58,7 +59,7 @@ struct CaptureEntry {
     int64 lifetime_id;  // 0: not captured
     // The output function of each column (natts of them), looked up at the
     // first captured row instead of at every value; in CacheMemoryContext,
-    // freed when the entry is invalidated.
+    // freed at the first lookup after the entry was invalidated.
     int natts;
     FmgrInfo* out;
 };
@@ -206,7 +207,7 @@ void emit_begin(LogicalDecodingContext* ctx, ReorderBufferTXN* txn) {
 // One row as a record literal of the pending table: (diff,v1,...).  A value
 // the WAL does not carry (an UPDATE's unchanged TOASTed value) comes from
 // `fallback`, the complete old row.
-void append_row(StringInfo out, int diff, TupleDesc desc, const FmgrInfo* outputs,
+void append_row(StringInfo out, int diff, TupleDesc desc, FmgrInfo* outputs,
                 HeapTuple tuple, HeapTuple fallback) {
     appendStringInfo(out, "(%d", diff);
     for (int i = 0; i < desc->natts; ++i) {
@@ -226,7 +227,7 @@ void append_row(StringInfo out, int diff, TupleDesc desc, const FmgrInfo* output
             value = heap_getattr(fallback, i + 1, desc, &isnull);
         }
         if (isnull) continue;
-        char* text = OutputFunctionCall(const_cast<FmgrInfo*>(&outputs[i]), value);
+        char* text = OutputFunctionCall(&outputs[i], value);
         size_t size = decoupled::record_field_size(text);
         enlargeStringInfo(out, (int)size);
         decoupled::record_field_write(text, out->data + out->len);
@@ -237,7 +238,7 @@ void append_row(StringInfo out, int diff, TupleDesc desc, const FmgrInfo* output
 }
 
 void emit_row(LogicalDecodingContext* ctx, int64 id, int diff, TupleDesc desc,
-              const FmgrInfo* outputs, HeapTuple tuple, HeapTuple fallback) {
+              FmgrInfo* outputs, HeapTuple tuple, HeapTuple fallback) {
     OutputPluginPrepareWrite(ctx, true);
     appendStringInfo(ctx->out, INT64_FORMAT " ", id);
     append_row(ctx->out, diff, desc, outputs, tuple, fallback);
@@ -257,7 +258,7 @@ void change(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, Relation relatio
     if (entry == nullptr) return;
     int64 id = entry->lifetime_id;
     TupleDesc desc = RelationGetDescr(relation);
-    const FmgrInfo* outputs = output_functions(entry, desc);
+    FmgrInfo* outputs = output_functions(entry, desc);
     auto* state = static_cast<PluginState*>(ctx->output_plugin_private);
     MemoryContext old = MemoryContextSwitchTo(state->change_context);
     emit_begin(ctx, txn);

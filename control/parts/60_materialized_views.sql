@@ -460,34 +460,12 @@ CREATE FUNCTION decoupled._required_frontier(as_of bigint, upper bigint) RETURNS
     LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_required_frontier';
 
 -- Advances the requirements of `id` on its inputs with its progress (C3.4)
--- and queues the inputs whose bounds may move as a result.  The commit-time
--- permission check locks the bound row of every requirement that moved;
--- they are locked here first, in ascending id (the global lock order), so
--- that a step and a publication never take two of them in opposite orders.
+-- and queues the inputs whose bounds may move as a result
+-- (_advance_requirements_of, below).
 CREATE FUNCTION decoupled._advance_requirements(id bigint, frontier bigint) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan
-AS $$
--- PL/pgSQL, not SQL: its statements are planned once per session, not at
--- every step; generic plans, since the ids differ at every call.
-#variable_conflict use_column
-DECLARE
-    v_moved bigint[];
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    PERFORM FROM decoupled.catalog_bounds b
-     WHERE b.lifetime_id IN (SELECT q.lifetime_id FROM decoupled.catalog_requirements q
-                              WHERE q.required_by = _advance_requirements.id
-                                AND q.frontier < _advance_requirements.frontier)
-     ORDER BY b.lifetime_id FOR UPDATE;
-    WITH moved AS (
-        UPDATE decoupled.catalog_requirements q SET frontier = _advance_requirements.frontier,
-                                                    changed_at = now()
-         WHERE q.required_by = _advance_requirements.id
-           AND q.frontier < _advance_requirements.frontier
-        RETURNING q.lifetime_id)
-    SELECT array_agg(m.lifetime_id) INTO v_moved FROM moved m;
-    IF v_moved IS NOT NULL THEN
-        PERFORM decoupled._queue_for_publication(v_moved);
-    END IF;
+    PERFORM decoupled._advance_requirements_of(ARRAY[id], ARRAY[frontier]);
 END
 $$;
 
@@ -722,12 +700,18 @@ BEGIN
 END
 $$;
 
--- Advances the requirements of several outputs at once (_advance_requirements
--- for each ids[k] and frontiers[k]): every bound row first, in ascending id.
+-- Advances the requirements of outputs ids[k] on their inputs to
+-- frontiers[k] (C3.4) and queues the inputs whose bounds may move as a
+-- result.  The commit-time permission check locks the bound row of every
+-- requirement that moved; they are all locked here first, in ascending id
+-- (the global lock order), so that a step and a publication never take two
+-- of them in opposite orders.
 CREATE FUNCTION decoupled._advance_requirements_of(ids bigint[], frontiers bigint[])
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan
 AS $$
+-- PL/pgSQL, not SQL: its statements are planned once per session, not at
+-- every step; generic plans, since the ids differ at every call.
 DECLARE
     v_moved bigint[];
 BEGIN
