@@ -65,6 +65,7 @@ OBJS = \
 	extension/relay_client.o \
 	extension/wait_points.o \
 	extension/kept_statements.o \
+	extension/scratch.o \
 	extension/change_times.o \
 	bgworker/adapterd.o \
 	bgworker/capture_worker.o \

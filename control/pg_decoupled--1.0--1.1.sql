@@ -24,6 +24,10 @@
 --     external relay's segment (in the library).
 --   * The capture worker's switch between trigger and WAL capture no longer
 --     waits for a registration row that an unregister holds (a deadlock).
+--   * A collection's stage and a kept-sums view's dstate are scratch in
+--     memory (extension/scratch.hpp): replica_maintain stages a step's
+--     retractions with _stage_retractions instead of an INSERT into the
+--     stage's table, which the 1.1 library drains for 1.0 catalogs.
 --   * A hot standby refuses catalog changes, appends, holds, subscriptions
 --     and verify() with a clear error and hint; debug wait points for tests
 --     (decoupled.wait_points, arm_wait_point, release_wait_point).
@@ -1624,6 +1628,11 @@ END
 $$;
 REVOKE ALL ON FUNCTION decoupled._inputs_upper(bigint[]) FROM PUBLIC;
 
+-- A step's retraction of the view's rows it replaces: a scratch in memory
+-- (extension/scratch.hpp) receives them, which no statement could name.
+CREATE FUNCTION decoupled._stage_retractions(lifetime_id bigint, ts bigint, filter text DEFAULT NULL)
+    RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_retractions';
+REVOKE ALL ON FUNCTION decoupled._stage_retractions(bigint, bigint, text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION decoupled.replica_maintain(incarnation bigint, lifetime_id bigint,
                                            expected_upper bigint,
                                            OUT upper bigint, OUT caught_up boolean)
@@ -1711,10 +1720,7 @@ BEGIN
               FROM decoupled._merge_sums(v_plan, v_state, v_dstate) g;
             IF v_groups > 0 THEN
                 PERFORM decoupled._stage_kept(v_plan, v_owner, v_t, v_state, v_stage, v_filter);
-                EXECUTE format('INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
-                               'SELECT $1, -1, ROW(%2$s)::text, mz_hash, %2$s FROM %3$s WHERE %4$s',
-                               v_stage, decoupled._cols(id), v_cur, v_filter)
-                    USING v_t;
+                PERFORM decoupled._stage_retractions(id, v_t, v_filter);
             END IF;
             v_steps_inc := v_steps_inc + 1;
         ELSE
@@ -1748,11 +1754,7 @@ BEGIN
                 -- The plan at t — for the touched groups only, if partial —
                 -- replaces the view's rows (of those groups).
                 PERFORM decoupled._stage_plan(v_plan, v_owner, v_t, v_stage, v_filter);
-                EXECUTE format('INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
-                               'SELECT $1, -1, ROW(%2$s)::text, mz_hash, %2$s FROM %3$s%4$s',
-                               v_stage, decoupled._cols(id), v_cur,
-                               coalesce(' WHERE ' || v_filter, ''))
-                    USING v_t;
+                PERFORM decoupled._stage_retractions(id, v_t, v_filter);
             END IF;
         END IF;
         PERFORM decoupled._append_staged(id, upper, v_t + 1);

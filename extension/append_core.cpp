@@ -76,16 +76,19 @@ extern "C" {
 
 #include "capture.hpp"
 #include "not_decoded.hpp"
+#include "scratch.hpp"
 #include "storage_names.hpp"
 #include "core/write_path.hpp"
 #include "oracle.hpp"
 #include "wait_functions.hpp"
+#include "written_plan.hpp"
 #include "wait_points.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_append_staged);
 PG_FUNCTION_INFO_V1(decoupled_compare_and_append);
 PG_FUNCTION_INFO_V1(decoupled_tick_tables);
+PG_FUNCTION_INFO_V1(decoupled_stage_retractions);
 }
 
 namespace {
@@ -109,7 +112,7 @@ enum PlanKind {
     kOneTimeProbe,       // stage -> cur, dead at one time; retracted rows by index probes
     kOneTimeScan,        // the same; retracted rows by one hash join over cur
     kRetractGeneral,     // cur -> dead, net retractions at several times
-    kClearStage,
+    kDrainStageTable,    // rows a 1.0 catalog's step put in the stage's table
     kJsonToCur,          // JSON updates that only insert, straight into cur
     kJsonToStage,
     kPendingShape,       // a registered table's captured rows
@@ -122,6 +125,7 @@ enum PlanKind {
 struct Collection {
     int64 lifetime_id;  // hash key
     Oid cur_relid;      // the storage these plans were made for
+    Oid stage_relid;    // its stage: a scratch relation (scratch.hpp)
     int pins;
     char* name;
     int ncols;
@@ -240,6 +244,23 @@ void run(SPIPlanPtr plan, Datum* values, Snapshot snapshot = nullptr) {
     if (rc < 0) elog(ERROR, "write statement failed: %s", SPI_result_code_string(rc));
 }
 
+// Executes `plan` with one parameter of `type` (none if `value` is null),
+// sending its rows to `dest`.
+void run_into(SPIPlanPtr plan, const Datum* value, Oid type, DestReceiver* dest) {
+    SPIExecuteOptions options;
+    memset(&options, 0, sizeof(options));
+    options.dest = dest;
+    if (value) {
+        options.params = makeParamList(1);
+        options.params->params[0].value = *value;
+        options.params->params[0].isnull = false;
+        options.params->params[0].pflags = PARAM_FLAG_CONST;
+        options.params->params[0].ptype = type;
+    }
+    int rc = SPI_execute_plan_extended(plan, &options);
+    if (rc < 0) elog(ERROR, "write statement failed: %s", SPI_result_code_string(rc));
+}
+
 // Runs the statement kept in *slot (prepared from `sql` on first use) with
 // a lifetime id as $1.
 void run_for_id(SPIPlanPtr* slot, const char* sql, int64 id) {
@@ -288,7 +309,8 @@ char* column_list(const Collection* c, const char* prefix, bool leading) {
 Collection* collection(int64 id) {
     ensure_cache();
     Oid cur = storage_relid(id, "cur");
-    if (!OidIsValid(cur))
+    Oid stage = storage_relid(id, "stage");
+    if (!OidIsValid(cur) || !OidIsValid(stage))
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                         errmsg("storage of collection " INT64_FORMAT " does not exist", id)));
     bool found = false;
@@ -338,6 +360,7 @@ Collection* collection(int64 id) {
 
     c = (Collection*)hash_search(collections, &id, HASH_ENTER, &found);
     c->cur_relid = cur;
+    c->stage_relid = stage;
     c->pins = 1;
     c->name = name;
     c->ncols = ncols;
@@ -358,7 +381,9 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
     int64 id = c->lifetime_id;
     char* cur = decoupled::storage_name(id, "cur");
     char* dead = decoupled::storage_name(id, "dead");
-    char* stage = decoupled::storage_name(id, "stage");
+    // The stage is read as the scratch it is (in memory); it is written
+    // by receivers, not statements.
+    char* stage = decoupled::scratch_name(c->stage_relid);
     char* pending = decoupled::storage_name(id, "pending");
     char* cols = column_list(c, "", true);        // ", a, b"
     char* s_cols = column_list(c, "s.", true);    // ", s.a, s.b"
@@ -422,9 +447,9 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
             // index, keeping the ones it needs; the scan form joins all
             // retracted rows with cur at once (run with nested loops off: a
             // hash join).  Rows leave cur by ctid (a TID scan, whatever the
-            // estimates say).  The rows are read as they are deleted — the
-            // stage's, or a tick's captured rows (a tick never writes the
-            // stage) — so no second scan empties them.  Returns how many
+            // estimates say).  A tick's captured rows are read as they are
+            // deleted, so no second scan empties them (the stage, in
+            // memory, is emptied by the caller).  Returns how many
             // retractions there were and how many moved.
             *nargs = 1;
             types[0] = INT8OID;
@@ -437,7 +462,7 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                                 "          FROM (SELECT m.*, ROW(%s)::text AS mz_key "
                                 "                  FROM m OFFSET 0) x), ",
                                 pending, column_list(c, "x.", true), m_row)
-                     : psprintf("src AS (DELETE FROM %s RETURNING *), ", stage);
+                     : psprintf("src AS (SELECT * FROM %s), ", stage);
             const char* pairs =
                 probe ? psprintf("SELECT x.ctid FROM r CROSS JOIN LATERAL "
                                  "       (SELECT c.ctid, c.mz_ts FROM (%s) c "
@@ -501,8 +526,8 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "SELECT (SELECT coalesce(sum(n), 0) FROM keys)::bigint, "
                 "       (SELECT count(*) FROM written)",
                 cur, dead, stage, copies, cols);
-        case kClearStage:
-            return psprintf("DELETE FROM %s", stage);
+        case kDrainStageTable:
+            return psprintf("DELETE FROM %s RETURNING *", decoupled::storage_name(id, "stage"));
         case kJsonToCur:
             *nargs = 1;
             types[0] = JSONBOID;
@@ -520,16 +545,16 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
             // from being flattened, which would compute it twice).
             *nargs = 1;
             types[0] = JSONBOID;
+            // Its rows go to the stage through a receiver (convert()).
             return psprintf(
-                "INSERT INTO %2$s (mz_ts, mz_diff, mz_key, mz_hash%3$s) "
-                "SELECT s.mz_ts, s.mz_diff, s.mz_key, hashtext(s.mz_key)%4$s "
+                "SELECT s.mz_ts, s.mz_diff, s.mz_key, hashtext(s.mz_key)%2$s "
                 "  FROM (SELECT (u->'mz_timestamp')::numeric::bigint AS mz_ts, "
                 "               (u->'mz_diff')::numeric::bigint AS mz_diff, "
-                "               ROW(%5$s)::text AS mz_key%6$s "
+                "               ROW(%3$s)::text AS mz_key%4$s "
                 "          FROM jsonb_array_elements($1) u, "
                 "               LATERAL jsonb_populate_record(NULL::%1$s, u->'data') r "
                 "         WHERE (u->'mz_diff')::numeric::bigint <> 0 OFFSET 0) s",
-                cur, stage, cols, s_cols, r_row, column_list(c, "r.", true));
+                cur, s_cols, r_row, column_list(c, "r.", true));
         case kPendingShape:
             return psprintf(
                 "SELECT min(mz_diff), max(mz_diff), "
@@ -666,9 +691,22 @@ void write_staged(Collection* c, const decoupled::WriteShape& shape) {
         if (retract == decoupled::RetractPath::General) run(plan(c, kRetractGeneral), nullptr);
     }
     if (retract != decoupled::RetractPath::None) check_retracted();
-    // The one-time write emptied the stage as it read it.
-    if (shape.min_diff && retract != decoupled::RetractPath::OneTime)
-        run(plan(c, kClearStage), nullptr);
+    decoupled::clear_scratch(c->stage_relid);
+}
+
+// A 1.0 catalog's step (replica_maintain in SQL, which a server keeps
+// running until ALTER EXTENSION UPDATE) stages its retractions with an
+// INSERT into the stage's table; they join the rows staged in memory.
+// Since 1.1 nothing writes the table, so it has no page to read but what
+// an older version left until a vacuum truncates it.
+void drain_stage_table(Collection* c) {
+    Relation table = relation_open(c->stage_relid, RowExclusiveLock);
+    if (RelationGetNumberOfBlocks(table) > 0) {
+        uint64 drained = 0;
+        run_into(plan(c, kDrainStageTable), nullptr, InvalidOid,
+                 decoupled::scratch_receiver(table, &drained));
+    }
+    relation_close(table, NoLock);
 }
 
 void check_interval(int64 outside, int64 expected_upper, int64 new_upper) {
@@ -714,10 +752,19 @@ ErrorData* in_subtransaction(const Body& body) {
 // subtransaction: if a value does not convert, the error names the update,
 // the column and the value (_diagnose_values, a subtransaction per value),
 // or else says that the updates as a whole do not convert.  One
-// subtransaction per append, none per row.
+// subtransaction per append, none per row.  kJsonToStage's rows go to the
+// stage (in memory) through a receiver.
 void convert(Collection* c, PlanKind kind, Datum updates) {
     SPIPlanPtr p = plan(c, kind);  // prepared outside: its errors are ours
-    ErrorData* failed = in_subtransaction([&] { run(p, &updates); });
+    Relation stage = kind == kJsonToStage ? relation_open(c->stage_relid, AccessShareLock) : nullptr;
+    uint64 staged = 0;
+    ErrorData* failed = in_subtransaction([&] {
+        if (stage)
+            run_into(p, &updates, JSONBOID, decoupled::scratch_receiver(stage, &staged));
+        else
+            run(p, &updates);
+    });
+    if (stage) relation_close(stage, NoLock);
     if (!failed) return;
     int category = ERRCODE_TO_CATEGORY(failed->sqlerrcode);
     if (category != ERRCODE_DATA_EXCEPTION && category != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
@@ -927,6 +974,8 @@ Datum decoupled_append_staged(PG_FUNCTION_ARGS) {
     int64 new_upper = PG_GETARG_INT64(2);
     SPI_connect();
     Collection* c = collection(id);
+    decoupled::expose_scratch(c->stage_relid);
+    drain_stage_table(c);
     Datum args[2] = {Int64GetDatum(expected_upper), Int64GetDatum(new_upper)};
     run(plan(c, kStageShape), args);
     int64 outside = 0;
@@ -939,6 +988,38 @@ Datum decoupled_append_staged(PG_FUNCTION_ARGS) {
     unpin(c);
     SPI_finish();
     PG_RETURN_VOID();
+}
+
+// decoupled._stage_retractions(lifetime_id, ts, filter text DEFAULT NULL)
+// -> bigint: stages the retraction at ts of every row of the collection's
+// cur — of the rows passing `filter` (a condition on its columns, built by
+// the extension: a step's touched groups) if given — as a view's step
+// replacing those rows does.  Returns how many.
+Datum decoupled_stage_retractions(PG_FUNCTION_ARGS) {
+    if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                        errmsg("lifetime id and time must not be null")));
+    int64 id = PG_GETARG_INT64(0);
+    int64 ts = PG_GETARG_INT64(1);
+    char* filter = PG_ARGISNULL(2) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(2));
+    MemoryContext caller = CurrentMemoryContext;
+    SPI_connect();
+    Collection* c = collection(id);
+    MemoryContext spi = MemoryContextSwitchTo(caller);  // the text outlives SPI_finish
+    char* row = column_list(c, "", false);
+    char* sql = psprintf("SELECT $1::pg_catalog.int8, -1::pg_catalog.int8, ROW(%s)::text, mz_hash%s "
+                         "  FROM %s%s%s",
+                         row, column_list(c, "", true),
+                         decoupled::storage_name(id, "cur"), filter ? " WHERE " : "",
+                         filter ? filter : "");
+    MemoryContextSwitchTo(spi);
+    Relation stage = relation_open(c->stage_relid, RowExclusiveLock);
+    unpin(c);
+    SPI_finish();
+    // A filter names this step's touched groups: a new text every time.
+    uint64 rows = decoupled::stage_rows(stage, sql, ts, filter == nullptr);
+    relation_close(stage, NoLock);
+    PG_RETURN_INT64(static_cast<int64>(rows));
 }
 
 // decoupled._compare_and_append(lifetime_id, updates, expected_upper,
@@ -983,6 +1064,7 @@ Datum decoupled_compare_and_append(PG_FUNCTION_ARGS) {
                                           ".",
                                           expected_upper, new_upper)));
             Collection* c = collection(id);
+            decoupled::expose_scratch(c->stage_relid);
             int64 outside = 0;
             decoupled::WriteShape shape =
                 check_updates(c, updates, expected_upper, new_upper, &outside);

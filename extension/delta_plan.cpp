@@ -48,6 +48,7 @@ extern "C" {
 #include "rewrite/rewriteManip.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
 #include "utils/rel.h"
@@ -62,6 +63,7 @@ extern "C" {
 #include "core/strategy.hpp"
 #include "delta_plan.hpp"
 #include "kept_statements.hpp"
+#include "scratch.hpp"
 #include "not_decoded.hpp"
 #include "written_plan.hpp"
 
@@ -847,8 +849,9 @@ void ungroup(Query* q, List* target_list) {
 // probe); other tuples are compared column by column.  Built-in equality
 // only (OPERATOR(pg_catalog.=)), literals cast to the keys' types.
 char* groups_filter(SPITupleTable* rows, uint64 count, const Keys& keys) {
-    StringInfoData any, tuples, filter;
-    initStringInfo(&any);
+    StringInfoData tuples, filter;
+    Datum* any = static_cast<Datum*>(palloc(sizeof(Datum) * Max(count, 1)));
+    int nany = 0;
     initStringInfo(&tuples);
     initStringInfo(&filter);
     for (uint64 r = 0; r < count; ++r) {
@@ -856,9 +859,9 @@ char* groups_filter(SPITupleTable* rows, uint64 count, const Keys& keys) {
         bool has_null = false;
         for (int c = 0; c < keys.n; ++c)
             has_null |= SPI_getvalue(tuple, rows->tupdesc, c + 1) == nullptr;
-        if (!has_null && keys.n == 1) {
-            appendStringInfo(&any, "%s%s", any.len ? ", " : "",
-                             quote_literal_cstr(SPI_getvalue(tuple, rows->tupdesc, 1)));
+        // An array-typed key compares as a whole: no ANY over it.
+        if (!has_null && keys.n == 1 && !OidIsValid(get_element_type(keys.types[0]))) {
+            any[nany++] = CStringGetTextDatum(SPI_getvalue(tuple, rows->tupdesc, 1));
             continue;
         }
         appendStringInfoString(&tuples, tuples.len ? " OR (" : "(");
@@ -873,9 +876,15 @@ char* groups_filter(SPITupleTable* rows, uint64 count, const Keys& keys) {
         }
         appendStringInfoChar(&tuples, ')');
     }
-    if (any.len > 0)
-        appendStringInfo(&filter, "%s OPERATOR(pg_catalog.=) ANY (ARRAY[%s]::%s[])", keys.names[0],
-                         any.data, format_type_be_qualified(keys.types[0]));
+    // One array literal, not an ARRAY[] of a literal per group: parsing,
+    // analysing and folding a thousand constants cost a large step more
+    // than its plan.  The key type's input reads each element's text.
+    if (nany > 0)
+        appendStringInfo(&filter, "%s OPERATOR(pg_catalog.=) ANY (%s::%s[])", keys.names[0],
+                         quote_literal_cstr(OidOutputFunctionCall(
+                             F_ARRAY_OUT, PointerGetDatum(construct_array(
+                                              any, nany, TEXTOID, -1, false, TYPALIGN_INT)))),
+                         format_type_be_qualified(keys.types[0]));
     if (tuples.len > 0) appendStringInfo(&filter, "%s%s", filter.len ? " OR " : "", tuples.data);
     return filter.len > 0 ? psprintf("(%s)", filter.data) : nullptr;
 }
@@ -1221,7 +1230,9 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
 Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
     Query* q = plan_query(PG_GETARG_OID(0));
     char* state = decoupled::locked_relation_name(PG_GETARG_OID(1));
-    char* dstate = decoupled::locked_relation_name(PG_GETARG_OID(2));
+    Oid dstate_relid = PG_GETARG_OID(2);
+    // The aggregated changes are a scratch in memory (scratch.hpp).
+    char* dstate = decoupled::scratch_name(dstate_relid);
     Keys keys = group_keys(q);
     SumsContext c = sums_of(q, false);
     MemoryContext caller = CurrentMemoryContext;
@@ -1242,6 +1253,7 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
                          j, j, j, j, j, j);
 
     SPI_connect();
+    decoupled::expose_scratch(dstate_relid);
     if (decoupled::execute_kept(psprintf("SELECT %s FROM %s", key_list.data, dstate), true, 0) !=
         SPI_OK_SELECT)
         elog(ERROR, "could not read the aggregated changes");
@@ -1256,10 +1268,10 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
                                     false, 0) != SPI_OK_INSERT ||
             decoupled::execute_kept(
                 psprintf("DELETE FROM %s WHERE mz_n OPERATOR(pg_catalog.=) 0", state), false, 0) !=
-                SPI_OK_DELETE ||
-            decoupled::execute_kept(psprintf("DELETE FROM %s", dstate), false, 0) != SPI_OK_DELETE)
+                SPI_OK_DELETE)
             elog(ERROR, "could not add the aggregated changes to %s", state);
     });
+    decoupled::clear_scratch(dstate_relid);
     SPI_finish();
     PG_RETURN_DATUM(groups_result(fcinfo, static_cast<int64>(groups), filter));
 }

@@ -50,6 +50,7 @@ extern "C" {
 #include <cstring>
 
 #include "kept_statements.hpp"
+#include "scratch.hpp"
 #include "written_plan.hpp"
 
 extern "C" {
@@ -208,15 +209,7 @@ bool stage_receive(TupleTableSlot* in, DestReceiver* self) {
 }
 
 void stage_startup(DestReceiver* self, int, TupleDesc desc) {
-    auto* r = reinterpret_cast<StageReceiver*>(self);
-    TupleDesc target = RelationGetDescr(r->target);
-    bool same = desc->natts == target->natts;
-    for (int i = 0; same && i < desc->natts; ++i)
-        same = TupleDescAttr(desc, i)->atttypid == TupleDescAttr(target, i)->atttypid;
-    if (!same)
-        ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
-                        errmsg("the written plan's row type does not match \"%s\"",
-                               RelationGetRelationName(r->target))));
+    decoupled::check_staged_row_type(desc, reinterpret_cast<StageReceiver*>(self)->target);
 }
 
 void stage_shutdown(DestReceiver*) {}
@@ -296,27 +289,35 @@ void decoupled::leave_owner(const OwnerScope* scope) {
 }
 
 // Runs `sql` (built by the caller while inside the scope, if it deparses)
-// with $1 = ts and inserts every row into `target`: private scratch of the
-// extension, no triggers or indexes, opened before the switch to the
-// owner, so the owner needs no right on it.  With `keep`, from a plan kept
-// for the text (kept_statements.hpp): only for texts a view runs at every
-// step, never for one naming this step's touched groups.
+// with $1 = ts and adds every row to `target`: a scratch relation (in
+// memory, scratch.hpp) or a private table of the extension with no
+// triggers or indexes, opened before the switch to the owner, so the owner
+// needs no right on it.  With `keep`, from a plan kept for the text
+// (kept_statements.hpp): only for texts a view runs at every step, never
+// for one naming this step's touched groups.
 uint64 decoupled::stage_rows(Relation target, const char* sql, int64 ts, bool keep) {
-    // The receiver inserts while the query may run in parallel workers; a
-    // parallel operation cannot assign the transaction id the first insert
-    // would, so assign it before.
-    (void)GetCurrentTransactionId();
-    StageReceiver receiver;
-    memset(&receiver, 0, sizeof(receiver));
-    receiver.pub.receiveSlot = stage_receive;
-    receiver.pub.rStartup = stage_startup;
-    receiver.pub.rShutdown = stage_shutdown;
-    receiver.pub.rDestroy = stage_destroy;
-    receiver.pub.mydest = DestNone;
-    receiver.target = target;
-    receiver.slot = table_slot_create(target, nullptr);
-    receiver.bistate = GetBulkInsertState();
-    receiver.cid = GetCurrentCommandId(true);
+    uint64 rows = 0;
+    StageReceiver table;
+    DestReceiver* dest;
+    if (decoupled::is_scratch(RelationGetRelid(target))) {
+        dest = decoupled::scratch_receiver(target, &rows);
+    } else {
+        // The receiver inserts while the query may run in parallel
+        // workers; a parallel operation cannot assign the transaction id
+        // the first insert would, so assign it before.
+        (void)GetCurrentTransactionId();
+        memset(&table, 0, sizeof(table));
+        table.pub.receiveSlot = stage_receive;
+        table.pub.rStartup = stage_startup;
+        table.pub.rShutdown = stage_shutdown;
+        table.pub.rDestroy = stage_destroy;
+        table.pub.mydest = DestNone;
+        table.target = target;
+        table.slot = table_slot_create(target, nullptr);
+        table.bistate = GetBulkInsertState();
+        table.cid = GetCurrentCommandId(true);
+        dest = &table.pub;
+    }
 
     SPI_connect();
     Oid types[1] = {INT8OID};
@@ -327,16 +328,17 @@ uint64 decoupled::stage_rows(Relation target, const char* sql, int64 ts, bool ke
     params->params[0].ptype = INT8OID;
     SPIExecuteOptions options;
     memset(&options, 0, sizeof(options));
-    options.dest = &receiver.pub;
+    options.dest = dest;
     options.params = params;
     int rc = SPI_execute_plan_extended(decoupled::statement_plan(sql, 1, types, keep), &options);
     // A SELECT into a receiver of our own reports SPI_OK_UTILITY.
     if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "could not stage %s: %d", sql, rc);
     SPI_finish();
 
-    FreeBulkInsertState(receiver.bistate);
-    ExecDropSingleTupleTableSlot(receiver.slot);
-    return receiver.rows;
+    if (dest != &table.pub) return rows;
+    FreeBulkInsertState(table.bistate);
+    ExecDropSingleTupleTableSlot(table.slot);
+    return table.rows;
 }
 
 char* decoupled::locked_relation_name(Oid relid) {

@@ -42,7 +42,8 @@ char* staging_sql(const char* diff, const char* cols, const char* from);
 // is an error, never a NULL name.
 char* locked_relation_name(Oid relid);
 
-// Runs `sql` through SPI with $1 = ts and inserts every row into `target`,
+// Runs `sql` through SPI with $1 = ts and adds every row to `target` (a
+// scratch relation's rows live in memory: scratch.hpp),
 // whose row type must match; returns the number of rows.  With `keep`, from
 // a plan kept for the text (only for texts the same at every step).
 uint64 stage_rows(Relation target, const char* sql, int64 ts, bool keep);

@@ -201,6 +201,31 @@ SELECT decoupled.append('wj', jsonb_build_array(
                               'data', jsonb_build_object('k', -1, 'v', 'x'))),
        :u + 5, :u + 7);
 
+-- The stage is scratch in memory (extension/scratch.hpp): no row of an
+-- append reaches its table.  A stage larger than work_mem spills to a file
+-- that outlives the subtransaction its rows were converted in; a rolled-
+-- back savepoint takes the rows an append staged in it, and the next
+-- append in the transaction stages afresh.
+SET work_mem = '64kB';
+SELECT upper AS u FROM decoupled.frontiers WHERE name = 'wj' \gset
+BEGIN;
+SAVEPOINT before_bad;
+SELECT decoupled.append('wj', (SELECT jsonb_agg(jsonb_build_object(
+           'mz_timestamp', :u, 'mz_diff', d, 'data', jsonb_build_object('k', g, 'v', v)))
+         FROM generate_series(1, 3000) g, (VALUES (-1, 'no such row'), (1, 'm')) x(d, v)),
+       :u, :u + 1);
+ROLLBACK TO SAVEPOINT before_bad;
+SELECT decoupled.append('wj', (SELECT jsonb_agg(jsonb_build_object(
+           'mz_timestamp', :u, 'mz_diff', d, 'data', jsonb_build_object('k', g, 'v', v)))
+         FROM generate_series(2, 11000) g, (VALUES (-1, 'k'), (1, 'm')) x(d, v)),
+       :u, :u + 1) = :u + 1 AS appended;
+COMMIT;
+RESET work_mem;
+SET decoupled.as_of = :u;
+SELECT v, count(*) FROM wj GROUP BY v ORDER BY v;
+RESET decoupled.as_of;
+SELECT pg_relation_size(wp_storage('wj', 'stage')) AS stage_table_bytes;
+
 ------------------------------------------------------------------------------
 -- 4. More busy collections than plans are kept for, in one tick
 ------------------------------------------------------------------------------

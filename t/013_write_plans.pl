@@ -25,7 +25,9 @@ DecoupledTest::wait_for($node,
     q{SELECT count(*) FROM decoupled.supervised WHERE kind = 'replica'}, '0');
 
 # A view's step statements, run by hand: its changes at every change time
-# of its input, then the whole plan at the last one, into its stage.
+# of its input, then the whole plan at the last one, into a table shaped
+# like its stage (the stage itself is a scratch in memory, which a query
+# cannot read).
 my $stage_view = q{
     SELECT decoupled._storage(lifetime_id, 'stage') AS stage,
            (definition->>'plan')::oid::regclass AS plan,
@@ -34,14 +36,15 @@ my $stage_view = q{
       FROM decoupled.catalog_objects WHERE name = 'v' AND dropped_at IS NULL \gset
     SELECT decoupled._change_times(ARRAY[:input]::bigint[], 0, upper, 16) AS times
       FROM decoupled.catalog_frontiers WHERE lifetime_id = :input \gset
-    SELECT sum(decoupled._stage_delta(:'plan', :owner, t, :'stage'))
+    DROP TABLE IF EXISTS staged;
+    CREATE TEMP TABLE staged (LIKE :stage);
+    SELECT sum(decoupled._stage_delta(:'plan', :owner, t, 'pg_temp.staged'))
       FROM unnest(:'times'::bigint[]) t;
     SELECT 'changes ' || string_agg(mz_diff || ':' || mz_key, ' ' ORDER BY mz_ts, mz_key, mz_diff)
-      FROM :stage;
-    DELETE FROM :stage;
-    SELECT decoupled._stage_plan(:'plan', :owner, (:'times'::bigint[])[3], :'stage');
-    SELECT 'plan ' || string_agg(mz_diff || ':' || mz_key, ' ' ORDER BY mz_key) FROM :stage;
-    DELETE FROM :stage;
+      FROM staged;
+    DELETE FROM staged;
+    SELECT decoupled._stage_plan(:'plan', :owner, (:'times'::bigint[])[3], 'pg_temp.staged');
+    SELECT 'plan ' || string_agg(mz_diff || ':' || mz_key, ' ' ORDER BY mz_key) FROM staged;
 };
 
 # One session (one psql script), so that the plans kept for the first

@@ -14,7 +14,8 @@
 --                  multiplicity, each with the time it was inserted (mz_ts)
 --   c<id>_dead     rows retracted since `since`: valid over
 --                  [valid_from, valid_to)
---   c<id>_stage    scratch for the append in progress (unlogged)
+--   c<id>_stage    the row type of the append in progress's scratch, whose
+--                  rows live in memory (extension/scratch.hpp)
 --   c<id>_pending  registered tables only: captured, not yet ticked changes
 --   c<id>_history  the state AS OF decoupled.as_of(), read with the
 --                  extension's rights after _history_gate() checked

@@ -78,7 +78,7 @@ $$;
 ------------------------------------------------------------------------------
 -- The append core.  The caller holds the collection's frontier row lock,
 -- has checked upper = expected_upper < new_upper, and staged the updates in
--- c<id>_stage.  Consolidates them per (time, row), inserts positive
+-- the scratch c<id>_stage (in memory: extension/scratch.hpp).  Consolidates them per (time, row), inserts positive
 -- multiplicities and retracts negative ones oldest first (the k-th
 -- retraction of a row pairs with its k-th oldest copy present before the
 -- retraction's time, found through the row hash index), empties the stage,

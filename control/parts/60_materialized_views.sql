@@ -43,6 +43,9 @@ CREATE FUNCTION decoupled._merge_sums(plan regclass, state regclass, dstate regc
 CREATE FUNCTION decoupled._stage_kept(plan regclass, owner oid, ts bigint, state regclass,
                                      target regclass, filter text)
     RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_kept';
+-- A step's retraction of the view's rows (of the touched groups) it replaces.
+CREATE FUNCTION decoupled._stage_retractions(lifetime_id bigint, ts bigint, filter text DEFAULT NULL)
+    RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_retractions';
 -- What a kept count and sum of integers give for sum() and avg() — NULL
 -- for a group with no non-null value, as the aggregates do.  Called by the
 -- view's owner (its select list over the state), so granted to PUBLIC.  In
@@ -633,10 +636,7 @@ BEGIN
               FROM decoupled._merge_sums(v_plan, v_state, v_dstate) g;
             IF v_groups > 0 THEN
                 PERFORM decoupled._stage_kept(v_plan, v_owner, v_t, v_state, v_stage, v_filter);
-                EXECUTE format('INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
-                               'SELECT $1, -1, ROW(%2$s)::text, mz_hash, %2$s FROM %3$s WHERE %4$s',
-                               v_stage, decoupled._cols(id), v_cur, v_filter)
-                    USING v_t;
+                PERFORM decoupled._stage_retractions(id, v_t, v_filter);
             END IF;
             v_steps_inc := v_steps_inc + 1;
         ELSE
@@ -670,11 +670,7 @@ BEGIN
                 -- The plan at t — for the touched groups only, if partial —
                 -- replaces the view's rows (of those groups).
                 PERFORM decoupled._stage_plan(v_plan, v_owner, v_t, v_stage, v_filter);
-                EXECUTE format('INSERT INTO %1$s (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
-                               'SELECT $1, -1, ROW(%2$s)::text, mz_hash, %2$s FROM %3$s%4$s',
-                               v_stage, decoupled._cols(id), v_cur,
-                               coalesce(' WHERE ' || v_filter, ''))
-                    USING v_t;
+                PERFORM decoupled._stage_retractions(id, v_t, v_filter);
             END IF;
         END IF;
         PERFORM decoupled._append_staged(id, upper, v_t + 1);
