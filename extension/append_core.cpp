@@ -75,6 +75,7 @@ extern "C" {
 #include <cstring>
 
 #include "capture.hpp"
+#include "kept_statements.hpp"
 #include "not_decoded.hpp"
 #include "scratch.hpp"
 #include "storage_names.hpp"
@@ -244,20 +245,9 @@ void run(SPIPlanPtr plan, Datum* values, Snapshot snapshot = nullptr) {
     if (rc < 0) elog(ERROR, "write statement failed: %s", SPI_result_code_string(rc));
 }
 
-// Executes `plan` with one parameter of `type` (none if `value` is null),
-// sending its rows to `dest`.
+// Executes `plan` (see execute_into), sending its rows to `dest`.
 void run_into(SPIPlanPtr plan, const Datum* value, Oid type, DestReceiver* dest) {
-    SPIExecuteOptions options;
-    memset(&options, 0, sizeof(options));
-    options.dest = dest;
-    if (value) {
-        options.params = makeParamList(1);
-        options.params->params[0].value = *value;
-        options.params->params[0].isnull = false;
-        options.params->params[0].pflags = PARAM_FLAG_CONST;
-        options.params->params[0].ptype = type;
-    }
-    int rc = SPI_execute_plan_extended(plan, &options);
+    int rc = decoupled::execute_into(plan, value, type, dest);
     if (rc < 0) elog(ERROR, "write statement failed: %s", SPI_result_code_string(rc));
 }
 

@@ -161,3 +161,17 @@ SPIPlanPtr decoupled::statement_plan(const char* sql, int nargs, const Oid* type
 int decoupled::execute_kept(const char* sql, bool read_only, long count) {
     return SPI_execute_plan(statement_plan(sql, 0, nullptr), nullptr, nullptr, read_only, count);
 }
+
+int decoupled::execute_into(SPIPlanPtr plan, const Datum* value, Oid type, DestReceiver* dest) {
+    SPIExecuteOptions options;
+    memset(&options, 0, sizeof(options));
+    options.dest = dest;
+    if (value) {
+        options.params = makeParamList(1);
+        options.params->params[0].value = *value;
+        options.params->params[0].isnull = false;
+        options.params->params[0].pflags = PARAM_FLAG_CONST;
+        options.params->params[0].ptype = type;
+    }
+    return SPI_execute_plan_extended(plan, &options);
+}

@@ -33,4 +33,9 @@ SPIPlanPtr statement_plan(const char* sql, int nargs, const Oid* types, bool kee
 // from its kept plan when there is one.
 int execute_kept(const char* sql, bool read_only, long count);
 
+// Executes `plan` with one parameter of `type` (none if `value` is null),
+// sending its rows to `dest` (a scratch's receiver, say); returns the SPI
+// result code.
+int execute_into(SPIPlanPtr plan, const Datum* value, Oid type, DestReceiver* dest);
+
 }  // namespace decoupled

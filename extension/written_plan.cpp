@@ -321,16 +321,9 @@ uint64 decoupled::stage_rows(Relation target, const char* sql, int64 ts, bool ke
 
     SPI_connect();
     Oid types[1] = {INT8OID};
-    ParamListInfo params = makeParamList(1);
-    params->params[0].value = Int64GetDatum(ts);
-    params->params[0].isnull = false;
-    params->params[0].pflags = PARAM_FLAG_CONST;
-    params->params[0].ptype = INT8OID;
-    SPIExecuteOptions options;
-    memset(&options, 0, sizeof(options));
-    options.dest = dest;
-    options.params = params;
-    int rc = SPI_execute_plan_extended(decoupled::statement_plan(sql, 1, types, keep), &options);
+    Datum time = Int64GetDatum(ts);
+    int rc = decoupled::execute_into(decoupled::statement_plan(sql, 1, types, keep), &time, INT8OID,
+                                     dest);
     // A SELECT into a receiver of our own reports SPI_OK_UTILITY.
     if (rc != SPI_OK_SELECT && rc != SPI_OK_UTILITY) elog(ERROR, "could not stage %s: %d", sql, rc);
     SPI_finish();
