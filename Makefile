@@ -31,6 +31,7 @@ CORE_OBJS = \
 	extension/core/backoff.o \
 	extension/core/frontier.o \
 	extension/core/generators.o \
+	extension/core/keyed_changes.o \
 	extension/core/launch_spec.o \
 	extension/core/record_text.o \
 	extension/core/relay_segment.o \

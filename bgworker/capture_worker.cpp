@@ -54,7 +54,10 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
+#include <new>
+
 #include "../extension/capture.hpp"
+#include "../extension/core/keyed_changes.hpp"
 #include "../extension/gucs.hpp"
 #include "../extension/shmem.hpp"
 
@@ -91,6 +94,13 @@ struct Target {
     char name[NAMEDATALEN];  // the collection's, for error context
     int nrows;
     Datum* rows;        // text, in the batch context
+    // A table whose retractions are located by its primary key: the lines
+    // of the batch (outside PostgreSQL's memory, emptied at every flush and
+    // pass), and the lookup of old rows; both kept for the worker's life.
+    bool key_known;     // keyed/lookup below are read
+    decoupled::KeyedChanges* keyed;
+    SPIPlanPtr lookup;  // key values (text[] per column) -> (n, old row)
+    int nkeys;
 };
 
 HTAB* targets = nullptr;
@@ -204,6 +214,171 @@ void record_progress(XLogRecPtr lsn) {
 
 // --- the capture transaction ------------------------------------------------
 
+// --- retractions by key ---------------------------------------------------
+//
+// A table with a primary key is captured with REPLICA IDENTITY DEFAULT: an
+// update's and a delete's old row is found by its key (brief C14.2, the
+// line format in extension/capture_plugin.cpp).  KeyedChanges finds it
+// among the batch's earlier rows or asks for a lookup in storage, which one
+// statement per flush answers from the collection's current and pending
+// rows — the state before the batch.  KeyedChanges is C++ with standard
+// containers: every call into it is wrapped so that no exception reaches
+// these frames, and its errors become PostgreSQL errors after the call.
+
+enum class KeyedOp { kInsert, kInsertMasked, kRetractKey, kRetractRow };
+
+[[noreturn]] void keyed_failed(Target* t, const char* problem) {
+    elog(ERROR, "could not capture a change of registered table \"%s\": %s", t->name, problem);
+}
+
+// Runs `call` on the target's KeyedChanges, PostgreSQL-free code: returns
+// nullptr, or what went wrong (its error, in `message`, or out of memory),
+// for the caller to raise once nothing of C++ is left in its frames.
+template <typename Call>
+const char* keyed_try(Target* t, Call call, char* message, size_t size) {
+    try {
+        if (call(*t->keyed)) return nullptr;
+        strlcpy(message, t->keyed->error().c_str(), size);
+        return message;
+    } catch (const std::exception&) {
+        return "out of memory";
+    }
+}
+
+// Whether the collection's retractions are located by key, and the lookup.
+// (A 1.0 catalog has no _capture_key_lookup: its tables are all FULL.)
+void know_key(Target* t) {
+    if (query_int8("SELECT count(*) FROM pg_catalog.to_regprocedure("
+                   "'decoupled._capture_key_lookup(bigint)') f WHERE f IS NOT NULL") == 0) {
+        t->key_known = true;
+        return;
+    }
+    Datum arg = Int64GetDatum(t->lifetime_id);
+    Oid type = INT8OID;
+    if (SPI_execute_with_args("SELECT key_fields, statement FROM decoupled._capture_key_lookup($1)",
+                              1, &type, &arg, nullptr, true, 1) != SPI_OK_SELECT ||
+        SPI_processed != 1)
+        elog(ERROR, "could not read the key of collection " INT64_FORMAT, t->lifetime_id);
+    bool isnull = false;
+    Datum fields = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    if (isnull) {
+        t->key_known = true;
+        return;
+    }
+    ArrayType* array = DatumGetArrayTypeP(fields);
+    Datum* elems = nullptr;
+    int n = 0;
+    deconstruct_array(array, INT4OID, 4, true, TYPALIGN_INT, &elems, nullptr, &n);
+    int positions[INDEX_MAX_KEYS];
+    if (n < 1 || n > INDEX_MAX_KEYS)
+        elog(ERROR, "collection " INT64_FORMAT " has a bad key", t->lifetime_id);
+    for (int i = 0; i < n; ++i) positions[i] = DatumGetInt32(elems[i]);
+    char* sql = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+    Oid types[INDEX_MAX_KEYS];
+    for (int i = 0; i < n; ++i) types[i] = TEXTARRAYOID;
+    SPIPlanPtr lookup = SPI_prepare(sql, n, types);
+    if (lookup == nullptr)
+        elog(ERROR, "could not prepare the key lookup of collection " INT64_FORMAT, t->lifetime_id);
+    SPI_keepplan(lookup);
+    bool failed = false;
+    try {
+        t->keyed = new decoupled::KeyedChanges(std::vector<int>(positions, positions + n));
+    } catch (const std::exception&) {
+        failed = true;
+    }
+    if (failed) {
+        SPI_freeplan(lookup);
+        ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+    }
+    t->lookup = lookup;
+    t->nkeys = n;
+    t->key_known = true;
+}
+
+// One decoded line of a keyed table into its batch.
+void keyed_add(Target* t, KeyedOp op, const char* text, const char* masked) {
+    char message[256];
+    const char* problem = keyed_try(
+        t,
+        [&](decoupled::KeyedChanges& k) {
+            std::vector<int> fields;
+            for (const char* p = masked; p != nullptr && *p;) {
+                fields.push_back((int)strtol(p, const_cast<char**>(&p), 10));
+                if (*p == ',') ++p;
+            }
+            switch (op) {
+                case KeyedOp::kInsert:
+                case KeyedOp::kInsertMasked: return k.insert(text, fields);
+                case KeyedOp::kRetractKey: return k.retract_key(text);
+                case KeyedOp::kRetractRow: return k.retract_row(text);
+            }
+            return false;
+        },
+        message, sizeof(message));
+    if (problem) keyed_failed(t, problem);
+}
+
+// The batch's old rows that were not in it, from storage: one statement.
+void keyed_lookups(Target* t) {
+    int nlookups = 0;
+    const std::vector<std::vector<std::string>>* lookups = &t->keyed->lookups();
+    nlookups = (int)lookups->size();
+    if (nlookups == 0) return;
+    Datum args[INDEX_MAX_KEYS];
+    Datum* values = (Datum*)palloc(sizeof(Datum) * nlookups);
+    for (int k = 0; k < t->nkeys; ++k) {
+        for (int i = 0; i < nlookups; ++i) {
+            const std::string& v = (*lookups)[i][k];
+            values[i] = PointerGetDatum(cstring_to_text_with_len(v.data(), (int)v.size()));
+        }
+        args[k] = PointerGetDatum(
+            construct_array(values, nlookups, TEXTOID, -1, false, TYPALIGN_INT));
+    }
+    // Not read-only: the rows this transaction's earlier flushes wrote to
+    // pending must be seen (a read-only execution keeps the snapshot of
+    // before them).
+    if (SPI_execute_plan(t->lookup, args, nullptr, false, 0) != SPI_OK_SELECT)
+        elog(ERROR, "could not look up the old rows of collection " INT64_FORMAT, t->lifetime_id);
+    for (uint64 r = 0; r < SPI_processed; ++r) {
+        bool isnull = false;
+        int64 n = DatumGetInt64(
+            SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+        char* row = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2);
+        char message[256];
+        const char* problem = keyed_try(
+            t, [&](decoupled::KeyedChanges& k) { return k.resolve((size_t)(n - 1), row); },
+            message, sizeof(message));
+        if (problem) keyed_failed(t, problem);
+    }
+}
+
+// The batch's rows, complete, into t->rows (batch memory), and the batch
+// emptied.
+void keyed_rows(Target* t) {
+    keyed_lookups(t);
+    char message[512];
+    std::vector<std::string>* rows = nullptr;
+    const char* problem = keyed_try(
+        t,
+        [&](decoupled::KeyedChanges& k) {
+            rows = new std::vector<std::string>();
+            return k.rows(rows);
+        },
+        message, sizeof(message));
+    if (problem == nullptr) {
+        // (An error in palloc would leak the vector: out of memory only.)
+        MemoryContext old = MemoryContextSwitchTo(batch_context);
+        t->rows = (Datum*)palloc(sizeof(Datum) * Max(rows->size(), (size_t)1));
+        for (const std::string& r : *rows)
+            t->rows[t->nrows++] =
+                PointerGetDatum(cstring_to_text_with_len(r.data(), (int)r.size()));
+        MemoryContextSwitchTo(old);
+    }
+    delete rows;
+    t->keyed->clear();
+    if (problem) keyed_failed(t, problem);
+}
+
 Target* target(int64 id) {
     bool found = false;
     auto* t = static_cast<Target*>(hash_search(targets, &id, HASH_ENTER, &found));
@@ -213,6 +388,10 @@ Target* target(int64 id) {
         t->checked = false;
         t->nrows = 0;
         t->rows = nullptr;
+        t->key_known = false;
+        t->keyed = nullptr;
+        t->lookup = nullptr;
+        t->nkeys = 0;
     }
     if (!t->checked) {
         // A collection dropped meanwhile takes no more rows; the row lock
@@ -263,6 +442,7 @@ Target* target(int64 id) {
             t->parse = parse;
             t->insert = insert;
         }
+        if (t->live && !t->key_known) know_key(t);
     }
     return t;
 }
@@ -289,6 +469,12 @@ void flush_context(void* arg) {
 }
 
 void flush(Target* t) {
+    if (t->keyed != nullptr && t->keyed->size() > 0) {
+        if (t->live)
+            keyed_rows(t);
+        else
+            t->keyed->clear();
+    }
     if (t->nrows == 0) return;
     if (t->live) {
         ErrorContextCallback context;
@@ -303,6 +489,12 @@ void flush(Target* t) {
                  t->lifetime_id);
         error_context_stack = context.previous;
     }
+    if (t->keyed != nullptr) {
+        // Its rows were made for this flush alone.
+        for (int i = 0; i < t->nrows; ++i) pfree(DatumGetPointer(t->rows[i]));
+        pfree(t->rows);
+        t->rows = nullptr;
+    }
     t->nrows = 0;
 }
 
@@ -313,6 +505,29 @@ void add_row(Target* t, const char* record) {
     t->rows[t->nrows++] = CStringGetTextDatum(record);
     MemoryContextSwitchTo(old);
     if (t->nrows == kBatchRows) flush(t);
+}
+
+// "K (k1,...)", "U f,... (1,...)", "(d,...)" of a table captured by key.
+void add_keyed_line(Target* t, char* line) {
+    if (!t->live) return;  // dropped: its lines are skipped (flush)
+    if (t->keyed == nullptr)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("registered table \"%s\" has no key to locate its retractions",
+                               t->name),
+                        errhint("Registered tables need a primary key or REPLICA IDENTITY FULL.")));
+    if (line[0] == 'K') {
+        keyed_add(t, KeyedOp::kRetractKey, line + 2, nullptr);
+    } else if (line[0] == 'U') {
+        char* masked = line + 2;
+        char* row = strchr(masked, ' ');
+        if (row == nullptr) elog(ERROR, "unexpected decoded line: %s", line);
+        *row++ = '\0';
+        keyed_add(t, KeyedOp::kInsertMasked, row, masked);
+    } else {
+        keyed_add(t, strncmp(line, "(-", 2) == 0 ? KeyedOp::kRetractRow : KeyedOp::kInsert, line,
+                  nullptr);
+    }
+    if (t->keyed->size() >= (size_t)kBatchRows) flush(t);
 }
 
 void truncated(Target* t) {
@@ -509,6 +724,7 @@ bool capture() {
         t->checked = false;
         t->nrows = 0;
         t->rows = nullptr;
+        if (t->keyed != nullptr) t->keyed->clear();
     }
     MemoryContextReset(batch_context);
     // What this transaction writes is marked not to be decoded (the
@@ -535,6 +751,8 @@ bool capture() {
             Target* t = target(id);
             if (rest[1] == 'T')
                 truncated(t);
+            else if (t->keyed != nullptr || rest[1] == 'K' || rest[1] == 'U')
+                add_keyed_line(t, rest + 1);
             else
                 add_row(t, rest + 1);
             ++captured;

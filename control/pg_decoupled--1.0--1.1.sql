@@ -28,6 +28,10 @@
 --     memory (extension/scratch.hpp): replica_maintain stages a step's
 --     retractions with _stage_retractions instead of an INSERT into the
 --     stage's table, which the 1.1 library drains for 1.0 catalogs.
+--   * WAL capture locates an update's and a delete's old row by the
+--     table's primary key where it has one (REPLICA IDENTITY DEFAULT; an
+--     index on the key of cur and pending): _capture_key,
+--     _capture_key_lookup and register_table.
 --   * A hot standby refuses catalog changes, appends, holds, subscriptions
 --     and verify() with a clear error and hint; debug wait points for tests
 --     (decoupled.wait_points, arm_wait_point, release_wait_point).
@@ -1310,6 +1314,7 @@ BEGIN
     END IF;
     PERFORM decoupled._set_capture_switching(true);
     INSERT INTO decoupled.capture_relations (relation, lifetime_id) VALUES (v_rel, id);
+    PERFORM decoupled._index_pending_key(id, true);
     PERFORM decoupled._drop_capture_triggers(v_rel);
     PERFORM decoupled._invalidate_relation(v_rel);
     PERFORM decoupled._set_capture_switching(false);
@@ -1331,6 +1336,7 @@ BEGIN
     END IF;
     PERFORM decoupled._set_capture_switching(true);
     PERFORM decoupled._create_capture_triggers(v_rel, decoupled._storage(id, 'pending'));
+    PERFORM decoupled._index_pending_key(id, false);
     DELETE FROM decoupled.capture_relations c WHERE c.lifetime_id = id;
     PERFORM decoupled._invalidate_relation(v_rel);
     PERFORM decoupled._set_capture_switching(false);
@@ -2093,6 +2099,272 @@ $$;
 
 ALTER EVENT TRIGGER decoupled_ddl_end ENABLE;
 ALTER EVENT TRIGGER decoupled_sql_drop ENABLE;
+
+-- 32_registered_tables, 34_wal_capture
+-- Retractions located by the primary key (C14.2): a table registered with
+-- one keeps REPLICA IDENTITY DEFAULT; its cur and pending get an index on
+-- the key; the capture worker looks old rows up by key.  Tables registered
+-- by 1.0 keep REPLICA IDENTITY FULL and are captured as before.
+
+-- The columns of `rel`'s primary key, in the table's column order, when
+-- capture can locate retractions by them (brief C14.2): every key column
+-- of a built-in type, so that the capture worker's lookup of an old row by
+-- key runs only PostgreSQL's own input functions and operators, and the
+-- key checked at once (a deferrable one lets a transaction hold two rows
+-- with one key for a while, and "the row with this key" would be
+-- ambiguous).  NULL otherwise: the table then needs REPLICA IDENTITY FULL.
+CREATE FUNCTION decoupled._capture_key(rel regclass) RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT jsonb_agg(a.attname ORDER BY a.attnum)
+      FROM pg_index x JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = ANY (x.indkey)
+     WHERE x.indrelid = rel AND x.indisprimary AND x.indimmediate
+    HAVING bool_and(a.atttypid < 16384) AND count(*) > 0
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._register_table(tbl regclass, retain_history interval)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+DECLARE
+    v_columns jsonb;
+    r         record;
+    v_version bigint;
+    v_id      bigint;
+    v_ts      bigint;
+    v_pending text;
+    v_identity text;
+    v_key     jsonb;
+    v_wanted  text;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM decoupled._check_retention(retain_history);
+    -- The snapshot below must see every write committed before capture
+    -- starts: only a fresh snapshot per statement does.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'register_table needs a READ COMMITTED transaction'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    -- Lock the table before reading its shape, and before the catalog
+    -- version row (tables first, then the catalog: the order DROP TABLE
+    -- takes too).  Writers wait from here to commit.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    SELECT c.relname::text AS relname, c.relkind, c.relpersistence, n.nspname::text AS nspname,
+           c.relowner, c.relrowsecurity OR c.relforcerowsecurity AS rls, c.relispartition,
+           c.reloftype <> 0 AS typed
+      INTO r
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF NOT pg_has_role(decoupled._caller(), r.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table "%" to register it', tbl
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF r.relkind = 'p' THEN
+        RAISE EXCEPTION 'cannot register partitioned table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Register an ordinary table.';
+    ELSIF r.relkind <> 'r' THEN
+        RAISE EXCEPTION '"%" is not an ordinary table', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF r.relpersistence <> 'p' THEN
+        RAISE EXCEPTION 'cannot register temporary or unlogged table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'A collection''s history must survive a crash; use a permanent table.';
+    END IF;
+    IF r.rls THEN
+        RAISE EXCEPTION 'cannot register table "%" because it has row-level security', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its history would be read without the table''s policies.';
+    END IF;
+    IF r.relispartition OR EXISTS (SELECT FROM pg_inherits i
+                                    WHERE i.inhrelid = tbl OR i.inhparent = tbl) THEN
+        RAISE EXCEPTION 'cannot register table "%" because it takes part in inheritance', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Writes through a parent or to a child would bypass its capture.';
+    END IF;
+    IF r.nspname IN ('decoupled', 'decoupled_storage', 'pg_catalog', 'information_schema') THEN
+        RAISE EXCEPTION 'cannot register system table "%"', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = tbl AND attnum > 0 AND attisdropped) THEN
+        RAISE EXCEPTION 'cannot register table "%" because it has dropped columns', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
+    END IF;
+    -- ALTER TYPE ... CASCADE would change a typed table's columns.
+    IF r.typed THEN
+        RAISE EXCEPTION 'cannot register typed table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'ALTER TYPE ... CASCADE would change its shape under its history.',
+                  HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
+    END IF;
+
+    v_version := decoupled._begin_catalog_change();
+    IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                WHERE o.relation = tbl AND o.dropped_at IS NULL) THEN
+        RAISE EXCEPTION 'table "%" is already registered', tbl USING ERRCODE = 'duplicate_object';
+    END IF;
+    IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                WHERE o.name = r.relname AND o.dropped_at IS NULL) THEN
+        RAISE EXCEPTION 'a collection named "%" already exists', r.relname
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+
+    v_columns := decoupled._relation_columns(tbl);
+    PERFORM decoupled._check_columns('table', r.relname, v_columns);
+    -- Its relation is recorded once the capture triggers exist: the DDL
+    -- event trigger refuses trigger changes on a registered table.
+    INSERT INTO decoupled.catalog_objects
+           (name, kind, definition, retain_history, created_in_version)
+    VALUES (r.relname, 'table',
+            jsonb_build_object('schema', r.nspname, 'columns', v_columns),
+            retain_history, v_version)
+    RETURNING lifetime_id INTO v_id;
+
+    PERFORM decoupled._create_storage(v_id);
+    v_pending := decoupled._storage(v_id, 'pending');
+    EXECUTE format('CREATE TABLE %s (mz_diff bigint NOT NULL, %s)',
+                   v_pending, decoupled._cols(v_id, '', true));
+
+    -- Writers are excluded since the LOCK above, so the snapshot below and
+    -- the captured changes neither overlap nor leave a gap.  Capture starts
+    -- with triggers; where capture is from the WAL, the capture worker
+    -- adopts the table soon after (34_wal_capture.sql).
+    PERFORM decoupled._create_capture_triggers(tbl, v_pending);
+    -- What WAL capture retracts for an update or a delete (C14.2): with a
+    -- primary key, the row its old key names (REPLICA IDENTITY DEFAULT: the
+    -- WAL carries the key; the capture worker finds the row in storage,
+    -- through an index on the key of cur, and of pending while the table is
+    -- captured from the WAL, _index_pending_key); without one, the
+    -- old row itself (REPLICA IDENTITY FULL: the whole row is in the WAL).
+    -- Unregistering gives the table its own identity back.
+    v_key := decoupled._capture_key(tbl);
+    IF v_key IS NOT NULL THEN
+        EXECUTE format('CREATE INDEX ON %s (%s)', decoupled._storage(v_id, 'cur'),
+                       (SELECT string_agg(quote_ident(k), ', ') FROM jsonb_array_elements_text(v_key) k));
+        UPDATE decoupled.catalog_objects o
+           SET definition = o.definition || jsonb_build_object('key', v_key)
+         WHERE o.lifetime_id = v_id;
+    END IF;
+    SELECT CASE c.relreplident WHEN 'd' THEN 'DEFAULT' WHEN 'n' THEN 'NOTHING'
+                WHEN 'f' THEN 'FULL'
+                ELSE (SELECT format('USING INDEX %I', i.relname)
+                        FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+                       WHERE x.indrelid = tbl AND x.indisreplident) END
+      INTO v_identity FROM pg_class c WHERE c.oid = tbl;
+    v_wanted := CASE WHEN v_key IS NULL THEN 'FULL' ELSE 'DEFAULT' END;
+    IF v_identity IS DISTINCT FROM v_wanted THEN
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY %s', tbl, v_wanted);
+        UPDATE decoupled.catalog_objects o
+           SET definition = o.definition || jsonb_build_object('replica_identity', v_identity)
+         WHERE o.lifetime_id = v_id;
+    END IF;
+    UPDATE decoupled.catalog_objects o SET relation = tbl WHERE o.lifetime_id = v_id;
+
+    v_ts := decoupled._next_timestamp(0);
+    EXECUTE format('INSERT INTO %s SELECT nextval(''decoupled.rowid_seq''), $1, '
+                   'hashtext(ROW(%s)::text), %s FROM ONLY %s t',
+                   decoupled._storage(v_id, 'cur'), decoupled._cols(v_id, 't.'),
+                   decoupled._cols(v_id, 't.'), tbl)
+        USING v_ts;
+    INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, v_ts, v_ts + 1);
+    INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_id, v_ts);
+    IF current_setting('decoupled.capture') = 'wal'
+       AND current_setting('wal_level') <> 'logical' THEN
+        RAISE NOTICE 'table "%" is captured by triggers, in its writers'' transactions', tbl
+            USING HINT = 'Set wal_level = logical and restart the server: its writes are then '
+                         'captured from the WAL, at no cost to its writers.';
+    END IF;
+    RETURN v_id;
+END
+$$;
+
+-- A truncation in the WAL: every row the collection holds at that point of
+-- the commit order (its current rows and what is pending) is retracted.
+-- For a table whose retractions are located by its primary key (the key
+-- is in its definition): the positions of the key's columns in a captured
+-- row (mz_diff is 0), and the statement that finds the live rows of a
+-- batch's keys — one text[] parameter per key column, the n-th elements
+-- being the n-th key — as (n, the row's text), from the collection's
+-- current and pending rows, through the indexes on their key (cur's made
+-- at registration, pending's at adoption).  NULLs for other tables.
+CREATE FUNCTION decoupled._capture_key_lookup(id bigint, OUT key_fields integer[],
+                                              OUT statement text)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_def  jsonb;
+    v_cur  text := decoupled._storage(id, 'cur');
+    v_pend text := decoupled._storage(id, 'pending');
+    v_cols text := decoupled._cols(id, 'c.');
+    k      record;
+BEGIN
+    SELECT o.definition INTO v_def FROM decoupled.catalog_objects o WHERE o.lifetime_id = id;
+    IF v_def->'key' IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(c.ord::integer ORDER BY n.i),
+           string_agg(format('pg_catalog.unnest($%s::pg_catalog.text[])', n.i), ', '
+                      ORDER BY n.i) AS args,
+           string_agg(format('mz_k%s', n.i), ', ' ORDER BY n.i) AS names,
+           string_agg(format('k.mz_k%s::%s%s AS mz_k%s', n.i, format_type(a.atttypid, a.atttypmod),
+                             CASE WHEN a.attcollation <> 0
+                                  THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END,
+                             n.i), ', ' ORDER BY n.i) AS typed,
+           string_agg(format('c.%I OPERATOR(pg_catalog.=) k.mz_k%s', n.name, n.i), ' AND ' ORDER BY n.i) AS on_key
+      INTO k
+      FROM jsonb_array_elements_text(v_def->'key') WITH ORDINALITY AS n(name, i)
+      JOIN jsonb_array_elements(v_def->'columns') WITH ORDINALITY AS c(col, ord)
+        ON c.col->>'name' = n.name
+      JOIN pg_attribute a ON a.attrelid = v_cur::regclass AND a.attname = n.name;
+    key_fields := k.array_agg;
+    -- Each key is an index probe in both, whatever the statistics said when
+    -- the plan was made (it is kept for the worker's life): OFFSET 0 keeps
+    -- each lateral subquery a parameterized scan rather than a join the
+    -- planner could turn into a hash join over the whole table.
+    statement := format(
+        'WITH k AS (SELECT k.mz_n, %1$s FROM ROWS FROM (%2$s) WITH ORDINALITY AS k(%3$s, mz_n)), '
+        '     x AS (SELECT k.mz_n, y.* FROM k CROSS JOIN LATERAL ( '
+        '             SELECT 1::pg_catalog.int8 AS mz_d, ROW(%4$s)::pg_catalog.text AS mz_row '
+        '               FROM %5$s c WHERE %6$s OFFSET 0) y '
+        '           UNION ALL '
+        '           SELECT k.mz_n, y.* FROM k CROSS JOIN LATERAL ( '
+        '             SELECT c.mz_diff, ROW(%4$s)::pg_catalog.text '
+        '               FROM %7$s c WHERE %6$s OFFSET 0) y) '
+        'SELECT x.mz_n, x.mz_row FROM x GROUP BY x.mz_n, x.mz_row '
+        'HAVING pg_catalog.sum(x.mz_d) > 0',
+        k.typed, k.args, k.names, v_cols, v_cur, k.on_key, v_pend);
+END
+$$;
+
+-- The index on a keyed table's pending rows (C14.2) by which the capture
+-- worker finds old rows there: made when the table is adopted for WAL
+-- capture and dropped when it is released, so that trigger capture's
+-- writers, whose statements insert into pending, do not pay for it.
+CREATE FUNCTION decoupled._index_pending_key(id bigint, wanted boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    v_key  jsonb;
+    v_name text := 'c' || id || '_pending_key';
+BEGIN
+    SELECT o.definition->'key' INTO v_key FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = id;
+    IF v_key IS NULL THEN
+        RETURN;
+    END IF;
+    IF wanted THEN
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name,
+                       decoupled._storage(id, 'pending'),
+                       (SELECT string_agg(quote_ident(k), ', ')
+                          FROM jsonb_array_elements_text(v_key) k));
+    ELSE
+        EXECUTE format('DROP INDEX IF EXISTS decoupled_storage.%I', v_name);
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._capture_key(regclass), decoupled._capture_key_lookup(bigint),
+    decoupled._index_pending_key(bigint, boolean) FROM PUBLIC;
 
 ------------------------------------------------------------------------------
 -- Last: the catalog is at the schema version of 1.1.

@@ -20,19 +20,33 @@
 // table (the capture triggers it creates or drops), which decoding replays
 // at the right point.
 //
-// Registered tables have REPLICA IDENTITY FULL: an UPDATE's and a DELETE's
-// old row is complete in the WAL, and an UPDATE's unchanged TOASTed values
+// Retractions (brief C14.2).  A registered table with a primary key keeps
+// REPLICA IDENTITY DEFAULT: the WAL carries an UPDATE's and a DELETE's old
+// key only, and an UPDATE leaves its unchanged TOASTed values out.  For such
+// a table the plugin emits the key, and the worker finds the row it names
+// (extension/core/keyed_changes.hpp):
+//
+//   <id> K (<k1>,...)        the live row with this key is retracted
+//   <id> U <f>,... (1,...)   an inserted row whose fields f (positions in
+//                           the record, mz_diff being 0) were not in the
+//                           WAL: they are the retracted row's, the line
+//                           before
+//
+// A table without one has REPLICA IDENTITY FULL: the old row is complete in
+// the WAL and retracted as it is, and an UPDATE's unchanged TOASTed values
 // are taken from it.
 extern "C" {
 #include "postgres.h"
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "catalog/catalog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "nodes/bitmapset.h"
 #include "replication/logical.h"
 #include "replication/origin.h"
 #include "replication/output_plugin.h"
@@ -43,6 +57,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/relcache.h"
 }
 
 #include "core/record_text.hpp"
@@ -62,6 +77,10 @@ struct CaptureEntry {
     // freed at the first lookup after the entry was invalidated.
     int natts;
     FmgrInfo* out;
+    // Retractions by key: the key's attribute numbers, ascending (nkeys = 0:
+    // the old row is in the WAL).  Looked up with the output functions.
+    int nkeys;
+    AttrNumber* keys;
 };
 
 // Process-wide, like pgoutput's relation cache: relcache callbacks cannot
@@ -74,6 +93,16 @@ struct PluginState {
     bool begun;                    // this transaction's B line is out
 };
 
+// What an entry allocated for its rows (an invalidation only marks it: it
+// may arrive while a row is being written with them).
+void free_entry(CaptureEntry* entry) {
+    if (entry->out != nullptr) pfree(entry->out);
+    if (entry->keys != nullptr) pfree(entry->keys);
+    entry->out = nullptr;
+    entry->keys = nullptr;
+    entry->nkeys = 0;
+}
+
 void invalidate(Datum, Oid relid) {
     if (capture_cache == nullptr) return;
     HASH_SEQ_STATUS seq;
@@ -83,15 +112,14 @@ void invalidate(Datum, Oid relid) {
         if (relid == InvalidOid || entry->relid == relid) entry->valid = false;
 }
 
-// The entries' output functions, then the cache.  (An invalidation only
-// marks an entry: it may arrive while a row is being written with them.)
+// The entries' allocations, then the cache.
 void destroy_cache() {
     if (capture_cache == nullptr) return;
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, capture_cache);
     CaptureEntry* entry;
     while ((entry = static_cast<CaptureEntry*>(hash_seq_search(&seq))) != nullptr)
-        if (entry->out != nullptr) pfree(entry->out);
+        free_entry(entry);
     hash_destroy(capture_cache);
     capture_cache = nullptr;
 }
@@ -130,22 +158,35 @@ CaptureEntry* captured(Relation relation) {
         return nullptr;
     bool found = false;
     auto* entry = static_cast<CaptureEntry*>(hash_search(capture_cache, &relid, HASH_ENTER, &found));
-    if (!found) entry->out = nullptr;
+    if (!found) {
+        entry->out = nullptr;
+        entry->keys = nullptr;
+        entry->nkeys = 0;
+    }
     if (!found || !entry->valid) {
         entry->valid = false;
-        if (entry->out != nullptr) pfree(entry->out);
-        entry->out = nullptr;
+        free_entry(entry);
         entry->lifetime_id = read_capture(relid);
         entry->valid = true;
     }
     return entry->lifetime_id != 0 ? entry : nullptr;
 }
 
-// The columns' output functions of a captured relation's entry.
-FmgrInfo* output_functions(CaptureEntry* entry, TupleDesc desc) {
+// The columns' output functions of a captured relation's entry, and its
+// key when its retractions are located by key.
+FmgrInfo* output_functions(CaptureEntry* entry, Relation relation) {
+    TupleDesc desc = RelationGetDescr(relation);
     if (entry->out != nullptr && entry->natts == desc->natts) return entry->out;
-    if (entry->out != nullptr) pfree(entry->out);  // not in use: called before a row
-    entry->out = nullptr;
+    free_entry(entry);  // not in use: called before a row
+    if (relation->rd_rel->relreplident == REPLICA_IDENTITY_DEFAULT) {
+        Bitmapset* key = RelationGetIdentityKeyBitmap(relation);
+        entry->keys = static_cast<AttrNumber*>(MemoryContextAlloc(
+            CacheMemoryContext, sizeof(AttrNumber) * Max(bms_num_members(key), 1)));
+        int member = -1;
+        while ((member = bms_next_member(key, member)) >= 0)
+            entry->keys[entry->nkeys++] = member + FirstLowInvalidHeapAttributeNumber;
+        bms_free(key);
+    }
     auto* out = static_cast<FmgrInfo*>(
         MemoryContextAllocZero(CacheMemoryContext, sizeof(FmgrInfo) * Max(desc->natts, 1)));
     for (int i = 0; i < desc->natts; ++i) {
@@ -204,35 +245,54 @@ void emit_begin(LogicalDecodingContext* ctx, ReorderBufferTXN* txn) {
     state->begun = true;
 }
 
+void append_field(StringInfo out, FmgrInfo* output, Datum value) {
+    char* text = OutputFunctionCall(output, value);
+    size_t size = decoupled::record_field_size(text);
+    enlargeStringInfo(out, (int)size);
+    decoupled::record_field_write(text, out->data + out->len);
+    out->len += (int)size;
+    out->data[out->len] = '\0';
+}
+
+// An unchanged TOASTed value of an UPDATE's new row: the WAL has only a
+// pointer into the table's TOAST relation, which decoding cannot read.
+bool unchanged_toast(Form_pg_attribute att, Datum value, bool isnull) {
+    return !isnull && att->attlen == -1 && VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(value));
+}
+
+[[noreturn]] void toast_not_in_wal(Form_pg_attribute att) {
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("an unchanged TOASTed value of \"%s\" is not in the WAL",
+                           NameStr(att->attname)),
+                    errhint("Registered tables need a primary key or REPLICA IDENTITY FULL.")));
+}
+
 // One row as a record literal of the pending table: (diff,v1,...).  A value
 // the WAL does not carry (an UPDATE's unchanged TOASTed value) comes from
-// `fallback`, the complete old row.
+// `fallback`, the complete old row, or is left out and its position added
+// to `masked`.
 void append_row(StringInfo out, int diff, TupleDesc desc, FmgrInfo* outputs,
-                HeapTuple tuple, HeapTuple fallback) {
+                HeapTuple tuple, HeapTuple fallback, StringInfo masked) {
     appendStringInfo(out, "(%d", diff);
+    int field = 0;
     for (int i = 0; i < desc->natts; ++i) {
         Form_pg_attribute att = TupleDescAttr(desc, i);
         if (att->attisdropped) continue;
+        ++field;
         appendStringInfoChar(out, ',');
         bool isnull = false;
         Datum value = heap_getattr(tuple, i + 1, desc, &isnull);
-        if (!isnull && att->attlen == -1 &&
-            VARATT_IS_EXTERNAL_ONDISK(DatumGetPointer(value))) {
-            if (fallback == nullptr)
-                ereport(ERROR,
-                        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                         errmsg("an unchanged TOASTed value of \"%s\" is not in the WAL",
-                                NameStr(att->attname)),
-                         errhint("Registered tables need REPLICA IDENTITY FULL.")));
-            value = heap_getattr(fallback, i + 1, desc, &isnull);
+        if (unchanged_toast(att, value, isnull)) {
+            if (fallback != nullptr) {
+                value = heap_getattr(fallback, i + 1, desc, &isnull);
+            } else if (masked != nullptr) {
+                appendStringInfo(masked, "%s%d", masked->len > 0 ? "," : "", field);
+                continue;
+            } else {
+                toast_not_in_wal(att);
+            }
         }
-        if (isnull) continue;
-        char* text = OutputFunctionCall(&outputs[i], value);
-        size_t size = decoupled::record_field_size(text);
-        enlargeStringInfo(out, (int)size);
-        decoupled::record_field_write(text, out->data + out->len);
-        out->len += (int)size;
-        out->data[out->len] = '\0';
+        if (!isnull) append_field(out, &outputs[i], value);
     }
     appendStringInfoChar(out, ')');
 }
@@ -241,7 +301,42 @@ void emit_row(LogicalDecodingContext* ctx, int64 id, int diff, TupleDesc desc,
               FmgrInfo* outputs, HeapTuple tuple, HeapTuple fallback) {
     OutputPluginPrepareWrite(ctx, true);
     appendStringInfo(ctx->out, INT64_FORMAT " ", id);
-    append_row(ctx->out, diff, desc, outputs, tuple, fallback);
+    append_row(ctx->out, diff, desc, outputs, tuple, fallback, nullptr);
+    OutputPluginWrite(ctx, true);
+}
+
+// The key of `tuple` (an old key from the WAL, or a new row whose key did
+// not change): "<id> K (k1,...)".
+void emit_key(LogicalDecodingContext* ctx, int64 id, CaptureEntry* entry, TupleDesc desc,
+              FmgrInfo* outputs, HeapTuple tuple) {
+    OutputPluginPrepareWrite(ctx, true);
+    appendStringInfo(ctx->out, INT64_FORMAT " K (", id);
+    for (int k = 0; k < entry->nkeys; ++k) {
+        int i = entry->keys[k] - 1;
+        Form_pg_attribute att = TupleDescAttr(desc, i);
+        bool isnull = false;
+        Datum value = heap_getattr(tuple, i + 1, desc, &isnull);
+        if (unchanged_toast(att, value, isnull)) toast_not_in_wal(att);
+        if (k > 0) appendStringInfoChar(ctx->out, ',');
+        if (!isnull) append_field(ctx->out, &outputs[i], value);
+    }
+    appendStringInfoChar(ctx->out, ')');
+    OutputPluginWrite(ctx, true);
+}
+
+// An UPDATE's new row after its key: "<id> (1,...)", or "<id> U <f>,...
+// (1,...)" when values were left out.
+void emit_new_row(LogicalDecodingContext* ctx, int64 id, TupleDesc desc, FmgrInfo* outputs,
+                  HeapTuple tuple) {
+    StringInfoData row, masked;
+    initStringInfo(&row);
+    initStringInfo(&masked);
+    append_row(&row, 1, desc, outputs, tuple, nullptr, &masked);
+    OutputPluginPrepareWrite(ctx, true);
+    if (masked.len > 0)
+        appendStringInfo(ctx->out, INT64_FORMAT " U %s %s", id, masked.data, row.data);
+    else
+        appendStringInfo(ctx->out, INT64_FORMAT " %s", id, row.data);
     OutputPluginWrite(ctx, true);
 }
 
@@ -249,7 +344,7 @@ void emit_row(LogicalDecodingContext* ctx, int64 id, int diff, TupleDesc desc,
     ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                     errmsg("the old row of a change to \"%s\" is not in the WAL",
                            RelationGetRelationName(relation)),
-                    errhint("Registered tables need REPLICA IDENTITY FULL.")));
+                    errhint("Registered tables need a primary key or REPLICA IDENTITY FULL.")));
 }
 
 void change(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, Relation relation,
@@ -258,24 +353,36 @@ void change(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, Relation relatio
     if (entry == nullptr) return;
     int64 id = entry->lifetime_id;
     TupleDesc desc = RelationGetDescr(relation);
-    FmgrInfo* outputs = output_functions(entry, desc);
+    FmgrInfo* outputs = output_functions(entry, relation);
     auto* state = static_cast<PluginState*>(ctx->output_plugin_private);
     MemoryContext old = MemoryContextSwitchTo(state->change_context);
     emit_begin(ctx, txn);
     ReorderBufferTupleBuf* oldtuple = change->data.tp.oldtuple;
     ReorderBufferTupleBuf* newtuple = change->data.tp.newtuple;
+    bool by_key = entry->nkeys > 0;
     switch (change->action) {
         case REORDER_BUFFER_CHANGE_INSERT:
             if (newtuple) emit_row(ctx, id, 1, desc, outputs, &newtuple->tuple, nullptr);
             break;
         case REORDER_BUFFER_CHANGE_UPDATE:
+            if (by_key) {
+                // Without a key change the WAL has no old key: the new row's is it.
+                if (oldtuple == nullptr && newtuple == nullptr) missing_old_row(relation);
+                emit_key(ctx, id, entry, desc, outputs,
+                         oldtuple ? &oldtuple->tuple : &newtuple->tuple);
+                if (newtuple) emit_new_row(ctx, id, desc, outputs, &newtuple->tuple);
+                break;
+            }
             if (oldtuple == nullptr) missing_old_row(relation);
             emit_row(ctx, id, -1, desc, outputs, &oldtuple->tuple, nullptr);
             if (newtuple) emit_row(ctx, id, 1, desc, outputs, &newtuple->tuple, &oldtuple->tuple);
             break;
         case REORDER_BUFFER_CHANGE_DELETE:
             if (oldtuple == nullptr) missing_old_row(relation);
-            emit_row(ctx, id, -1, desc, outputs, &oldtuple->tuple, nullptr);
+            if (by_key)
+                emit_key(ctx, id, entry, desc, outputs, &oldtuple->tuple);
+            else
+                emit_row(ctx, id, -1, desc, outputs, &oldtuple->tuple, nullptr);
             break;
         default:
             break;

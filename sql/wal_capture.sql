@@ -47,6 +47,107 @@ SET decoupled.as_of = :t;
 SELECT wc_digest() = :'table_now' AS history_reads_the_same_values;
 RESET decoupled.as_of;
 
+-- Retractions by primary key (C14.2): a table with one keeps REPLICA
+-- IDENTITY DEFAULT, so the WAL carries an update's and a delete's old key
+-- and the capture worker finds the old row in history (cur, then pending),
+-- through indexes on the key.  The key here is (b, a): its columns in the
+-- table's order are a, b.
+CREATE TABLE wc_keyed (a int, b text, note text, n int, PRIMARY KEY (b, a));
+SELECT decoupled.register_table('wc_keyed') > 0 AS registered;
+SELECT decoupled.wait_for_capture('60 s') AS adopted;
+SELECT relreplident FROM pg_class WHERE oid = 'wc_keyed'::regclass;
+SELECT o.definition->'key' AS key, l.key_fields
+  FROM decoupled.catalog_objects o, decoupled._capture_key_lookup(o.lifetime_id) l
+ WHERE o.name = 'wc_keyed' AND o.dropped_at IS NULL;
+SELECT c.relname ~ '_(cur|pending)$' AS storage, pg_get_indexdef(x.indexrelid) ~ '\(a, b\)$' AS on_key
+  FROM decoupled.catalog_objects o
+  JOIN pg_class c ON c.relname IN ('c' || o.lifetime_id || '_cur', 'c' || o.lifetime_id || '_pending')
+  JOIN pg_index x ON x.indrelid = c.oid
+ WHERE o.name = 'wc_keyed' AND o.dropped_at IS NULL
+   AND pg_get_indexdef(x.indexrelid) ~ '\(a, b\)$'
+ ORDER BY c.relname;
+CREATE FUNCTION wc_keyed_digest() RETURNS text LANGUAGE sql AS
+  $$ SELECT md5(coalesce(string_agg(v::text, ' ' ORDER BY v.a, v.b), '')) FROM wc_keyed v $$;
+CREATE FUNCTION wc_keyed_history_digest(t bigint) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    d text;
+BEGIN
+    PERFORM set_config('decoupled.as_of', t::text, true);
+    d := wc_keyed_digest();
+    PERFORM set_config('decoupled.as_of', '', true);
+    RETURN d;
+END
+$$;
+CREATE TABLE wc_keyed_truth (ts bigint, digest text);
+CREATE PROCEDURE wc_keyed_tick() LANGUAGE sql AS $$
+    SELECT decoupled.tick_tables();
+    INSERT INTO wc_keyed_truth SELECT upper - 1, wc_keyed_digest()
+      FROM decoupled.frontiers WHERE name = 'wc_keyed';
+$$;
+-- Incompressible enough to be stored out of line: updates that leave it
+-- alone do not write it to the WAL.
+INSERT INTO wc_keyed
+SELECT g, 'k' || g, CASE WHEN g % 2 = 0 THEN (SELECT string_agg(md5(g::text || i), '')
+                                               FROM generate_series(1, 200) i) END, 0
+  FROM generate_series(1, 6) g;
+CALL wc_keyed_tick();
+-- Old rows in cur: a non-key column, the key, a delete.
+UPDATE wc_keyed SET n = n + 1 WHERE a <= 4;
+UPDATE wc_keyed SET a = a + 100 WHERE a = 2;
+DELETE FROM wc_keyed WHERE a = 3;
+SELECT decoupled.wait_for_capture('60 s') AS captured;
+-- Old rows still pending (captured, not ticked), and rows of this batch.
+UPDATE wc_keyed SET n = n + 10 WHERE a IN (1, 4, 102);
+BEGIN;
+UPDATE wc_keyed SET n = n + 100 WHERE a = 1;
+UPDATE wc_keyed SET n = n + 100 WHERE a = 1;
+INSERT INTO wc_keyed VALUES (3, 'k3', 'again', 7);
+UPDATE wc_keyed SET b = 'k3b' WHERE a = 3;
+DELETE FROM wc_keyed WHERE a = 5;
+COMMIT;
+CALL wc_keyed_tick();
+-- One transaction longer than the worker's batch (10,000 rows of a table):
+-- the second update of a row finds the first one's row among what the
+-- same capture transaction wrote before.
+INSERT INTO wc_keyed SELECT g, 'bulk', NULL, 0 FROM generate_series(1000, 7999) g;
+CALL wc_keyed_tick();
+BEGIN;
+UPDATE wc_keyed SET n = n + 1 WHERE b = 'bulk';
+UPDATE wc_keyed SET n = n + 1 WHERE b = 'bulk';
+COMMIT;
+CALL wc_keyed_tick();
+DELETE FROM wc_keyed WHERE b = 'bulk';
+-- Rolled back, nothing.
+BEGIN;
+UPDATE wc_keyed SET n = -1;
+ROLLBACK;
+TRUNCATE wc_keyed;
+INSERT INTO wc_keyed VALUES (1, 'k1', NULL, 1);
+UPDATE wc_keyed SET n = 2;
+CALL wc_keyed_tick();
+SELECT count(*) AS ticks, count(*) FILTER (WHERE digest = wc_keyed_history_digest(ts)) AS matching
+  FROM wc_keyed_truth;
+
+-- Without a primary key, with one of a type that is not PostgreSQL's own
+-- or with a deferrable one, the old row must be in the WAL: REPLICA
+-- IDENTITY FULL, and the table's own identity comes back when it is
+-- unregistered.
+CREATE DOMAIN wc_code AS int CHECK (VALUE > 0);
+CREATE TABLE wc_nokey (a int, b text);
+CREATE TABLE wc_domain_key (a wc_code PRIMARY KEY, b text);
+CREATE TABLE wc_deferred (a int PRIMARY KEY DEFERRABLE, b text);
+CREATE TABLE wc_nothing (a int PRIMARY KEY, b text);
+ALTER TABLE wc_nothing REPLICA IDENTITY NOTHING;
+SELECT decoupled.register_table(t) > 0 AS registered
+  FROM unnest(ARRAY['wc_nokey', 'wc_domain_key', 'wc_deferred', 'wc_nothing']::regclass[]) t;
+SELECT relname, relreplident FROM pg_class
+ WHERE relname IN ('wc_nokey', 'wc_domain_key', 'wc_deferred', 'wc_nothing') ORDER BY relname;
+SELECT decoupled.unregister_table(t)
+  FROM unnest(ARRAY['wc_nokey', 'wc_domain_key', 'wc_deferred', 'wc_nothing']::regclass[]) t;
+SELECT relname, relreplident FROM pg_class
+ WHERE relname IN ('wc_nokey', 'wc_domain_key', 'wc_deferred', 'wc_nothing') ORDER BY relname;
+DROP TABLE wc_nokey, wc_domain_key, wc_deferred, wc_nothing;
+
 -- A domain's CHECK runs as the table's owner when capture reads a row,
 -- never with the capture worker's rights.
 CREATE ROLE wc_owner;
@@ -75,9 +176,10 @@ SELECT set_config('decoupled.as_of', (upper - 1)::text, false) IS NOT NULL AS re
 SELECT k FROM wc_owned ORDER BY k;
 RESET decoupled.as_of;
 
-DROP TABLE wc_owned, wc_values, wc_calls;
+DROP TABLE wc_owned, wc_values, wc_calls, wc_keyed, wc_keyed_truth;
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
-DROP DOMAIN wc_checked;
-DROP FUNCTION wc_check(int), wc_digest();
+DROP DOMAIN wc_checked, wc_code;
+DROP FUNCTION wc_check(int), wc_digest(), wc_keyed_history_digest(bigint), wc_keyed_digest();
+DROP PROCEDURE wc_keyed_tick();
 DROP TYPE wc_pair, wc_mood;
 DROP ROLE wc_owner;

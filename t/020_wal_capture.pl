@@ -84,7 +84,7 @@ DecoupledTest::wait_for($node,
 is($node->safe_psql('postgres',
         q{SELECT string_agg(relreplident::text, ',') FROM pg_class
            WHERE oid IN ('acct'::regclass, 'journal'::regclass)}),
-    'f,f', 'registration sets REPLICA IDENTITY FULL');
+    'd,f', 'registration keeps the primary key as identity, sets FULL without one');
 is($node->safe_psql('postgres',
         q{SELECT count(*) FROM pg_trigger WHERE tgrelid IN ('acct'::regclass, 'journal'::regclass)
              AND tgname LIKE 'decoupled_capture_%'}),
@@ -297,6 +297,12 @@ is($plain->safe_psql('postgres',
         q{INSERT INTO t VALUES (1); SELECT decoupled.tick_tables();
           SELECT count(*) FROM decoupled_storage.c1_cur}),
     "1\n1", 'triggers capture');
+is($plain->safe_psql('postgres',
+        q{SELECT string_agg(c.relname, ',' ORDER BY c.relname) FROM pg_index x
+            JOIN pg_class c ON c.oid = x.indrelid
+           WHERE c.relname IN ('c1_cur', 'c1_pending')
+             AND pg_get_indexdef(x.indexrelid) LIKE '%(k)'}),
+    'c1_cur', 'the key is indexed in cur; in pending only while captured from the WAL');
 # Trigger capture's own guards: its triggers stay as registration made them,
 # and TRUNCATE needs READ COMMITTED.
 ($ret, $stdout, $stderr) = $plain->psql('postgres', 'DROP TRIGGER decoupled_capture_insert ON t');

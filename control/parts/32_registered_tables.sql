@@ -52,6 +52,21 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
      WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
 $$;
 
+-- The columns of `rel`'s primary key, in the table's column order, when
+-- capture can locate retractions by them (brief C14.2): every key column
+-- of a built-in type, so that the capture worker's lookup of an old row by
+-- key runs only PostgreSQL's own input functions and operators, and the
+-- key checked at once (a deferrable one lets a transaction hold two rows
+-- with one key for a while, and "the row with this key" would be
+-- ambiguous).  NULL otherwise: the table then needs REPLICA IDENTITY FULL.
+CREATE FUNCTION decoupled._capture_key(rel regclass) RETURNS jsonb
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT jsonb_agg(a.attname ORDER BY a.attnum)
+      FROM pg_index x JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = ANY (x.indkey)
+     WHERE x.indrelid = rel AND x.indisprimary AND x.indimmediate
+    HAVING bool_and(a.atttypid < 16384) AND count(*) > 0
+$$;
+
 CREATE FUNCTION decoupled.register_table(tbl regclass, retain_history interval DEFAULT '1 second')
 RETURNS bigint LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
 CREATE FUNCTION decoupled._register_table(tbl regclass, retain_history interval)
@@ -68,6 +83,8 @@ DECLARE
     v_ts      bigint;
     v_pending text;
     v_identity text;
+    v_key     jsonb;
+    v_wanted  text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -163,16 +180,30 @@ BEGIN
     -- with triggers; where capture is from the WAL, the capture worker
     -- adopts the table soon after (34_wal_capture.sql).
     PERFORM decoupled._create_capture_triggers(tbl, v_pending);
-    -- An update's and a delete's old row, complete in the WAL: what WAL
-    -- capture retracts.  Unregistering gives the table its own back.
+    -- What WAL capture retracts for an update or a delete (C14.2): with a
+    -- primary key, the row its old key names (REPLICA IDENTITY DEFAULT: the
+    -- WAL carries the key; the capture worker finds the row in storage,
+    -- through an index on the key of cur, and of pending while the table is
+    -- captured from the WAL, _index_pending_key); without one, the
+    -- old row itself (REPLICA IDENTITY FULL: the whole row is in the WAL).
+    -- Unregistering gives the table its own identity back.
+    v_key := decoupled._capture_key(tbl);
+    IF v_key IS NOT NULL THEN
+        EXECUTE format('CREATE INDEX ON %s (%s)', decoupled._storage(v_id, 'cur'),
+                       (SELECT string_agg(quote_ident(k), ', ') FROM jsonb_array_elements_text(v_key) k));
+        UPDATE decoupled.catalog_objects o
+           SET definition = o.definition || jsonb_build_object('key', v_key)
+         WHERE o.lifetime_id = v_id;
+    END IF;
     SELECT CASE c.relreplident WHEN 'd' THEN 'DEFAULT' WHEN 'n' THEN 'NOTHING'
                 WHEN 'f' THEN 'FULL'
                 ELSE (SELECT format('USING INDEX %I', i.relname)
                         FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
                        WHERE x.indrelid = tbl AND x.indisreplident) END
       INTO v_identity FROM pg_class c WHERE c.oid = tbl;
-    IF v_identity IS DISTINCT FROM 'FULL' THEN
-        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY FULL', tbl);
+    v_wanted := CASE WHEN v_key IS NULL THEN 'FULL' ELSE 'DEFAULT' END;
+    IF v_identity IS DISTINCT FROM v_wanted THEN
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY %s', tbl, v_wanted);
         UPDATE decoupled.catalog_objects o
            SET definition = o.definition || jsonb_build_object('replica_identity', v_identity)
          WHERE o.lifetime_id = v_id;

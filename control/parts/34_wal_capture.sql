@@ -7,8 +7,11 @@
 -- (extension/capture_plugin.cpp) and writes every committed change of a
 -- WAL-captured table into its c<id>_pending, in commit order; tick_tables()
 -- moves pending into history as for trigger capture.  Writers pay nothing
--- beyond the WAL they write anyway (REPLICA IDENTITY FULL: an update's and a
--- delete's old row is in it).
+-- beyond the WAL they write anyway.  An update's and a delete's old row is
+-- located by the table's primary key (C14.2: REPLICA IDENTITY DEFAULT, the
+-- WAL carries the old key and the worker reads the row from cur and pending
+-- by it, _capture_key_lookup); a table without one has REPLICA IDENTITY
+-- FULL, and the old row is in the WAL.
 --
 -- A table is registered with capture triggers, then adopted by the worker:
 -- in one transaction that excludes the table's writers, its row enters
@@ -114,6 +117,32 @@ EXCEPTION WHEN lock_not_available THEN
 END
 $$;
 
+-- The index on a keyed table's pending rows (C14.2) by which the capture
+-- worker finds old rows there: made when the table is adopted for WAL
+-- capture and dropped when it is released, so that trigger capture's
+-- writers, whose statements insert into pending, do not pay for it.
+CREATE FUNCTION decoupled._index_pending_key(id bigint, wanted boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    v_key  jsonb;
+    v_name text := 'c' || id || '_pending_key';
+BEGIN
+    SELECT o.definition->'key' INTO v_key FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = id;
+    IF v_key IS NULL THEN
+        RETURN;
+    END IF;
+    IF wanted THEN
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name,
+                       decoupled._storage(id, 'pending'),
+                       (SELECT string_agg(quote_ident(k), ', ')
+                          FROM jsonb_array_elements_text(v_key) k));
+    ELSE
+        EXECUTE format('DROP INDEX IF EXISTS decoupled_storage.%I', v_name);
+    END IF;
+END
+$$;
+
 -- Trigger capture -> WAL capture, for one live registered table.  The slot
 -- exists (and is consistent) before this commits.  Returns whether it
 -- switched.
@@ -135,6 +164,7 @@ BEGIN
     END IF;
     PERFORM decoupled._set_capture_switching(true);
     INSERT INTO decoupled.capture_relations (relation, lifetime_id) VALUES (v_rel, id);
+    PERFORM decoupled._index_pending_key(id, true);
     PERFORM decoupled._drop_capture_triggers(v_rel);
     PERFORM decoupled._invalidate_relation(v_rel);
     PERFORM decoupled._set_capture_switching(false);
@@ -158,6 +188,7 @@ BEGIN
     END IF;
     PERFORM decoupled._set_capture_switching(true);
     PERFORM decoupled._create_capture_triggers(v_rel, decoupled._storage(id, 'pending'));
+    PERFORM decoupled._index_pending_key(id, false);
     DELETE FROM decoupled.capture_relations c WHERE c.lifetime_id = id;
     PERFORM decoupled._invalidate_relation(v_rel);
     PERFORM decoupled._set_capture_switching(false);
@@ -167,6 +198,61 @@ $$;
 
 -- A truncation in the WAL: every row the collection holds at that point of
 -- the commit order (its current rows and what is pending) is retracted.
+-- For a table whose retractions are located by its primary key (the key
+-- is in its definition): the positions of the key's columns in a captured
+-- row (mz_diff is 0), and the statement that finds the live rows of a
+-- batch's keys — one text[] parameter per key column, the n-th elements
+-- being the n-th key — as (n, the row's text), from the collection's
+-- current and pending rows, through the indexes on their key (cur's made
+-- at registration, pending's at adoption).  NULLs for other tables.
+CREATE FUNCTION decoupled._capture_key_lookup(id bigint, OUT key_fields integer[],
+                                              OUT statement text)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_def  jsonb;
+    v_cur  text := decoupled._storage(id, 'cur');
+    v_pend text := decoupled._storage(id, 'pending');
+    v_cols text := decoupled._cols(id, 'c.');
+    k      record;
+BEGIN
+    SELECT o.definition INTO v_def FROM decoupled.catalog_objects o WHERE o.lifetime_id = id;
+    IF v_def->'key' IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(c.ord::integer ORDER BY n.i),
+           string_agg(format('pg_catalog.unnest($%s::pg_catalog.text[])', n.i), ', '
+                      ORDER BY n.i) AS args,
+           string_agg(format('mz_k%s', n.i), ', ' ORDER BY n.i) AS names,
+           string_agg(format('k.mz_k%s::%s%s AS mz_k%s', n.i, format_type(a.atttypid, a.atttypmod),
+                             CASE WHEN a.attcollation <> 0
+                                  THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END,
+                             n.i), ', ' ORDER BY n.i) AS typed,
+           string_agg(format('c.%I OPERATOR(pg_catalog.=) k.mz_k%s', n.name, n.i), ' AND ' ORDER BY n.i) AS on_key
+      INTO k
+      FROM jsonb_array_elements_text(v_def->'key') WITH ORDINALITY AS n(name, i)
+      JOIN jsonb_array_elements(v_def->'columns') WITH ORDINALITY AS c(col, ord)
+        ON c.col->>'name' = n.name
+      JOIN pg_attribute a ON a.attrelid = v_cur::regclass AND a.attname = n.name;
+    key_fields := k.array_agg;
+    -- Each key is an index probe in both, whatever the statistics said when
+    -- the plan was made (it is kept for the worker's life): OFFSET 0 keeps
+    -- each lateral subquery a parameterized scan rather than a join the
+    -- planner could turn into a hash join over the whole table.
+    statement := format(
+        'WITH k AS (SELECT k.mz_n, %1$s FROM ROWS FROM (%2$s) WITH ORDINALITY AS k(%3$s, mz_n)), '
+        '     x AS (SELECT k.mz_n, y.* FROM k CROSS JOIN LATERAL ( '
+        '             SELECT 1::pg_catalog.int8 AS mz_d, ROW(%4$s)::pg_catalog.text AS mz_row '
+        '               FROM %5$s c WHERE %6$s OFFSET 0) y '
+        '           UNION ALL '
+        '           SELECT k.mz_n, y.* FROM k CROSS JOIN LATERAL ( '
+        '             SELECT c.mz_diff, ROW(%4$s)::pg_catalog.text '
+        '               FROM %7$s c WHERE %6$s OFFSET 0) y) '
+        'SELECT x.mz_n, x.mz_row FROM x GROUP BY x.mz_n, x.mz_row '
+        'HAVING pg_catalog.sum(x.mz_d) > 0',
+        k.typed, k.args, k.names, v_cols, v_cur, k.on_key, v_pend);
+END
+$$;
+
 CREATE FUNCTION decoupled._capture_truncate(id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN

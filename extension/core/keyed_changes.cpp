@@ -1,0 +1,199 @@
+#include "keyed_changes.hpp"
+
+#include <utility>
+
+namespace decoupled {
+
+bool record_split(std::string_view literal, std::vector<std::string_view>* fields) {
+    fields->clear();
+    if (literal.size() < 2 || literal.front() != '(' || literal.back() != ')') return false;
+    std::size_t start = 1;
+    bool quoted = false;
+    for (std::size_t i = 1; i < literal.size(); ++i) {
+        char c = literal[i];
+        if (c == '\\') {
+            if (++i >= literal.size() - 1) return false;  // escapes nothing, or the ')'
+        } else if (c == '"') {
+            // Inside quotes "" is a quote; either way the state flips twice.
+            quoted = !quoted;
+        } else if (!quoted && (c == ',' || i == literal.size() - 1)) {
+            if (c != ',' && c != ')') return false;
+            fields->push_back(literal.substr(start, i - start));
+            start = i + 1;
+        } else if (!quoted && c == ')') {
+            return false;  // a ')' before the end
+        }
+    }
+    return !quoted;
+}
+
+std::optional<std::string> record_field_value(std::string_view raw) {
+    if (raw.empty()) return std::nullopt;
+    std::string value;
+    value.reserve(raw.size());
+    bool quoted = false;
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+        char c = raw[i];
+        if (c == '\\' && i + 1 < raw.size()) {
+            value += raw[++i];
+        } else if (c == '"') {
+            if (quoted && i + 1 < raw.size() && raw[i + 1] == '"') {
+                value += '"';
+                ++i;
+            } else {
+                quoted = !quoted;
+            }
+        } else {
+            value += c;
+        }
+    }
+    return value;
+}
+
+namespace {
+
+// `row` ("(d,v1,...)") with its mz_diff replaced by `diff`.
+std::string with_diff(std::string_view row, const char* diff) {
+    std::size_t end = row.find_first_of(",)");
+    if (end == std::string_view::npos) end = row.size();
+    return std::string("(") + diff + std::string(row.substr(end));
+}
+
+}  // namespace
+
+KeyedChanges::KeyedChanges(std::vector<int> key_fields) : key_fields_(std::move(key_fields)) {}
+
+bool KeyedChanges::fail(std::string message) {
+    error_ = std::move(message);
+    return false;
+}
+
+bool KeyedChanges::key_of(const std::string& row, std::string* key) {
+    std::vector<std::string_view> fields;
+    if (!record_split(row, &fields)) return fail("malformed captured row: " + row);
+    key->clear();
+    for (std::size_t i = 0; i < key_fields_.size(); ++i) {
+        int f = key_fields_[i];
+        if (f < 0 || static_cast<std::size_t>(f) >= fields.size())
+            return fail("captured row has no key field " + std::to_string(f) + ": " + row);
+        if (i > 0) *key += ',';
+        *key += fields[f];
+    }
+    return true;
+}
+
+bool KeyedChanges::insert(const std::string& row, const std::vector<int>& masked) {
+    std::string key;
+    if (!key_of(row, &key)) return false;
+    Entry e{Kind::kRow, row, 0, {}};
+    if (!masked.empty()) {
+        if (!last_retraction_)
+            return fail("an update's unchanged values come without its old row: " + row);
+        e.kind = Kind::kMaskedInsert;
+        e.source = *last_retraction_;
+        e.masked = masked;
+    }
+    last_retraction_.reset();
+    entries_.push_back(std::move(e));
+    keys_[key] = KeyState{true, entries_.size() - 1};
+    return true;
+}
+
+bool KeyedChanges::retract_key(const std::string& key_literal) {
+    std::vector<std::string_view> fields;
+    if (!record_split(key_literal, &fields) || fields.size() != key_fields_.size())
+        return fail("malformed captured key: " + key_literal);
+    std::string key(key_literal.substr(1, key_literal.size() - 2));
+    auto it = keys_.find(key);
+    if (it != keys_.end()) {
+        if (!it->second.present)
+            return fail("a change retracts key " + key_literal + ", which is already gone");
+        entries_.push_back(Entry{Kind::kRetractEntry, {}, it->second.entry, {}});
+        it->second.present = false;
+    } else {
+        std::vector<std::string> values;
+        for (std::string_view f : fields) {
+            std::optional<std::string> v = record_field_value(f);
+            if (!v) return fail("a captured key has a NULL: " + key_literal);
+            values.push_back(std::move(*v));
+        }
+        lookups_.push_back(std::move(values));
+        resolved_.emplace_back();
+        entries_.push_back(Entry{Kind::kRetractLookup, {}, lookups_.size() - 1, {}});
+        keys_.emplace(std::move(key), KeyState{false, 0});
+    }
+    last_retraction_ = entries_.size() - 1;
+    return true;
+}
+
+bool KeyedChanges::retract_row(const std::string& row) {
+    std::string key;
+    if (!key_of(row, &key)) return false;
+    entries_.push_back(Entry{Kind::kRow, row, 0, {}});
+    keys_[key] = KeyState{false, 0};
+    last_retraction_ = entries_.size() - 1;
+    return true;
+}
+
+bool KeyedChanges::resolve(std::size_t i, const std::string& row) {
+    if (i >= resolved_.size()) return fail("no lookup " + std::to_string(i));
+    if (resolved_[i]) return fail("a key has more than one live row: " + row);
+    resolved_[i] = row;
+    return true;
+}
+
+bool KeyedChanges::rows(std::vector<std::string>* out) {
+    out->clear();
+    out->reserve(entries_.size());
+    std::vector<std::string_view> from, into;
+    for (const Entry& e : entries_) {
+        switch (e.kind) {
+            case Kind::kRow:
+                out->push_back(e.text);
+                break;
+            case Kind::kRetractLookup: {
+                const std::optional<std::string>& row = resolved_[e.source];
+                if (!row) {
+                    std::string key;
+                    for (const std::string& v : lookups_[e.source])
+                        key += (key.empty() ? "" : ", ") + v;
+                    return fail("the row with key (" + key + ") is not in the table's history");
+                }
+                // "(v1,...)" -> "(-1,v1,...)"
+                out->push_back(row->size() > 2 ? "(-1," + row->substr(1) : "(-1)");
+                break;
+            }
+            case Kind::kRetractEntry:
+                out->push_back(with_diff((*out)[e.source], "-1"));
+                break;
+            case Kind::kMaskedInsert: {
+                const std::string& old = (*out)[e.source];
+                if (!record_split(old, &from) || !record_split(e.text, &into) ||
+                    from.size() != into.size())
+                    return fail("an update's old and new rows do not match: " + e.text);
+                std::string row = "(";
+                for (std::size_t f = 0; f < into.size(); ++f) {
+                    bool take = false;
+                    for (int m : e.masked) take = take || static_cast<std::size_t>(m) == f;
+                    if (f > 0) row += ',';
+                    row += take ? from[f] : into[f];
+                }
+                row += ')';
+                out->push_back(std::move(row));
+                break;
+            }
+        }
+    }
+    return true;
+}
+
+void KeyedChanges::clear() {
+    entries_.clear();
+    lookups_.clear();
+    resolved_.clear();
+    keys_.clear();
+    last_retraction_.reset();
+    error_.clear();
+}
+
+}  // namespace decoupled

@@ -1,0 +1,85 @@
+// The captured changes of a table whose retractions are located by its
+// primary key (brief C14.2).  With REPLICA IDENTITY DEFAULT the WAL carries
+// an UPDATE's and a DELETE's old key, not the old row, and leaves out an
+// UPDATE's unchanged TOASTed values; history needs whole rows.  This class
+// takes one table's decoded lines in commit order and finds each retracted
+// row either among the rows inserted earlier in the same batch or, once
+// per key, in storage (a lookup the capture worker answers from the
+// collection's current and pending rows, the state before the batch).
+// Pure logic, unit-tested.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace decoupled {
+
+// Splits a record literal "(f1,...,fn)" as record_in reads it into the raw
+// text of each field (quotes and escapes kept; an empty field is NULL).
+// Returns false when `literal` is not one record literal.
+bool record_split(std::string_view literal, std::vector<std::string_view>* fields);
+
+// The value a raw field denotes (quotes and escapes undone); nullopt for
+// NULL.
+std::optional<std::string> record_field_value(std::string_view raw);
+
+class KeyedChanges {
+public:
+    // `key_fields`: the positions of the key's columns in a row literal of
+    // the pending table, whose field 0 is mz_diff (so the first column is 1).
+    explicit KeyedChanges(std::vector<int> key_fields);
+
+    // "(1,v1,...)": an inserted row.  `masked`: fields the WAL did not
+    // carry, taken from the row the change's retraction (the line just
+    // before) removed.  False (with error()) when it cannot be taken.
+    bool insert(const std::string& row, const std::vector<int>& masked = {});
+    // "(k1,...)": the live row with this key is retracted.
+    bool retract_key(const std::string& key);
+    // "(-1,v1,...)": a retraction that carries its row.
+    bool retract_row(const std::string& row);
+
+    // The keys whose live row must be read from storage, each as the values
+    // of its key columns; each key appears once.
+    const std::vector<std::vector<std::string>>& lookups() const { return lookups_; }
+    // The live row of lookup `i`, as a record literal of the table's
+    // columns "(v1,...)".
+    bool resolve(std::size_t i, const std::string& row);
+
+    // The rows to write, as record literals of the pending table, in order.
+    // False (with error()) when a lookup found no row.
+    bool rows(std::vector<std::string>* out);
+
+    std::size_t size() const { return entries_.size(); }
+    const std::string& error() const { return error_; }
+    void clear();
+
+private:
+    enum class Kind { kRow, kRetractLookup, kRetractEntry, kMaskedInsert };
+    struct Entry {
+        Kind kind;
+        std::string text;         // kRow, kMaskedInsert: the row as captured
+        std::size_t source = 0;   // kRetractLookup: lookup; kRetractEntry, kMaskedInsert: entry
+        std::vector<int> masked;  // kMaskedInsert
+    };
+    struct KeyState {
+        bool present;       // inserted in this batch and not retracted since
+        std::size_t entry;  // the insertion, when present
+    };
+
+    bool key_of(const std::string& row, std::string* key);
+    bool fail(std::string message);
+
+    std::vector<int> key_fields_;
+    std::vector<Entry> entries_;
+    std::vector<std::vector<std::string>> lookups_;
+    std::vector<std::optional<std::string>> resolved_;
+    std::unordered_map<std::string, KeyState> keys_;
+    std::optional<std::size_t> last_retraction_;  // the entry, right after it
+    std::string error_;
+};
+
+}  // namespace decoupled

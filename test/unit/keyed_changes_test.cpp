@@ -1,0 +1,128 @@
+// Retractions located by the primary key (brief C14.2): the WAL gives an
+// update's and a delete's key; history gets the whole old row, found in the
+// batch or looked up once per key.
+#include <gtest/gtest.h>
+
+#include "keyed_changes.hpp"
+
+using decoupled::KeyedChanges;
+using decoupled::record_field_value;
+using decoupled::record_split;
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string_view> f;
+    EXPECT_TRUE(record_split(s, &f)) << s;
+    return {f.begin(), f.end()};
+}
+
+std::vector<std::string> rows(KeyedChanges& k) {
+    std::vector<std::string> out;
+    EXPECT_TRUE(k.rows(&out)) << k.error();
+    return out;
+}
+
+}  // namespace
+
+TEST(RecordSplit, FieldsKeepTheirQuotes) {
+    EXPECT_EQ(split("(1,abc,,\"a,b\")"), (std::vector<std::string>{"1", "abc", "", "\"a,b\""}));
+    EXPECT_EQ(split("(\"say \"\"hi\"\"\",\"x)y\")"),
+              (std::vector<std::string>{"\"say \"\"hi\"\"\"", "\"x)y\""}));
+    EXPECT_EQ(split("(\"back\\\\slash\")"), (std::vector<std::string>{"\"back\\\\slash\""}));
+    EXPECT_EQ(split("()"), (std::vector<std::string>{""}));
+}
+
+TEST(RecordSplit, MalformedLiteralsAreRefused) {
+    std::vector<std::string_view> f;
+    for (const char* bad : {"", "(", "1,2", "(1,2", "(\"open)", "(a)b)", "(a\\)"})
+        EXPECT_FALSE(record_split(bad, &f)) << bad;
+}
+
+TEST(RecordFieldValue, UndoesQuotingAndTellsNull) {
+    EXPECT_FALSE(record_field_value("").has_value());
+    EXPECT_EQ(*record_field_value("\"\""), "");
+    EXPECT_EQ(*record_field_value("\"a,b\""), "a,b");
+    EXPECT_EQ(*record_field_value("\"say \"\"hi\"\"\""), "say \"hi\"");
+    EXPECT_EQ(*record_field_value("\"back\\\\slash\""), "back\\slash");
+    EXPECT_EQ(*record_field_value("plain"), "plain");
+}
+
+TEST(KeyedChanges, InsertsPassThrough) {
+    KeyedChanges k({1});
+    ASSERT_TRUE(k.insert("(1,7,x)"));
+    ASSERT_TRUE(k.insert("(1,8,y)"));
+    EXPECT_TRUE(k.lookups().empty());
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(1,7,x)", "(1,8,y)"}));
+}
+
+TEST(KeyedChanges, ARowInsertedInTheBatchIsRetractedFromMemory) {
+    KeyedChanges k({1});
+    ASSERT_TRUE(k.insert("(1,7,x)"));
+    ASSERT_TRUE(k.retract_key("(7)"));  // update of 7
+    ASSERT_TRUE(k.insert("(1,7,y)"));
+    ASSERT_TRUE(k.retract_key("(7)"));  // delete of 7
+    EXPECT_TRUE(k.lookups().empty());
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(1,7,x)", "(-1,7,x)", "(1,7,y)", "(-1,7,y)"}));
+}
+
+TEST(KeyedChanges, AnOlderRowIsLookedUpOncePerKey) {
+    KeyedChanges k({2, 1});  // key columns in the table's order: a composite key
+    ASSERT_TRUE(k.retract_key("(\"a b\",3)"));
+    ASSERT_TRUE(k.insert("(1,3,\"a b\",new)"));
+    ASSERT_TRUE(k.retract_key("(\"a b\",3)"));
+    ASSERT_TRUE(k.insert("(1,3,\"a b\",newer)"));
+    ASSERT_EQ(k.lookups().size(), 1u);
+    EXPECT_EQ(k.lookups()[0], (std::vector<std::string>{"a b", "3"}));
+    ASSERT_TRUE(k.resolve(0, "(3,\"a b\",old)"));
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(-1,3,\"a b\",old)", "(1,3,\"a b\",new)",
+                                                 "(-1,3,\"a b\",new)", "(1,3,\"a b\",newer)"}));
+}
+
+TEST(KeyedChanges, UnchangedToastedValuesComeFromTheOldRow) {
+    KeyedChanges k({1});
+    ASSERT_TRUE(k.retract_key("(5)"));
+    ASSERT_TRUE(k.insert("(1,5,2,)", {3}));  // field 3 was not in the WAL
+    ASSERT_TRUE(k.retract_key("(5)"));
+    ASSERT_TRUE(k.insert("(1,5,3,)", {3}));
+    ASSERT_TRUE(k.resolve(0, "(5,1,\"long text\")"));
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(-1,5,1,\"long text\")", "(1,5,2,\"long text\")",
+                                                 "(-1,5,2,\"long text\")",
+                                                 "(1,5,3,\"long text\")"}));
+}
+
+TEST(KeyedChanges, AKeyChangeTakesTheOldKeysRow) {
+    KeyedChanges k({1});
+    ASSERT_TRUE(k.insert("(1,1,big)"));
+    ASSERT_TRUE(k.retract_key("(1)"));
+    ASSERT_TRUE(k.insert("(1,2,)", {2}));  // UPDATE SET id = 2, value unchanged
+    ASSERT_TRUE(k.retract_key("(2)"));
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(1,1,big)", "(-1,1,big)", "(1,2,big)",
+                                                 "(-1,2,big)"}));
+}
+
+TEST(KeyedChanges, FullRowRetractionsMixIn) {
+    KeyedChanges k({1});
+    ASSERT_TRUE(k.retract_row("(-1,4,a)"));
+    ASSERT_TRUE(k.insert("(1,4,b)"));
+    ASSERT_TRUE(k.retract_key("(4)"));
+    EXPECT_TRUE(k.lookups().empty());
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(-1,4,a)", "(1,4,b)", "(-1,4,b)"}));
+}
+
+TEST(KeyedChanges, MissingOrDoubledRowsAreErrors) {
+    KeyedChanges k({1});
+    ASSERT_TRUE(k.retract_key("(9)"));
+    std::vector<std::string> out;
+    EXPECT_FALSE(k.rows(&out));
+    EXPECT_NE(k.error().find("(9)"), std::string::npos) << k.error();
+    ASSERT_TRUE(k.resolve(0, "(9,x)"));
+    EXPECT_FALSE(k.resolve(0, "(9,y)"));
+    EXPECT_FALSE(k.retract_key("(9)"));  // already gone
+    EXPECT_FALSE(k.retract_key("(1,2)"));    // one key column
+    EXPECT_FALSE(k.retract_key("()"));       // a NULL key
+    k.clear();
+    EXPECT_TRUE(k.retract_key("(9)"));
+    KeyedChanges fresh({1});
+    EXPECT_FALSE(fresh.insert("(1,10,)", {2}));  // masked without a retraction before it
+}
