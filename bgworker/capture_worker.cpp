@@ -379,6 +379,34 @@ void keyed_rows(Target* t) {
     if (problem) keyed_failed(t, problem);
 }
 
+// The live rows the worker's own writes left keyed tables (KeyedChanges)
+// hold only while nothing else changed them and those writes committed:
+// they are forgotten after a failed pass, a truncation and whatever this
+// worker switched or resynchronised (changed_here).
+void forget_known_rows() {
+    if (targets == nullptr) return;
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, targets);
+    while (Target* t = static_cast<Target*>(hash_seq_search(&seq)))
+        if (t->keyed != nullptr) t->keyed->forget_known();
+}
+
+// The extension was dropped: what the worker kept for its collections goes
+// (a new one numbers its collections from 1 again).
+void forget_targets() {
+    if (targets == nullptr) return;
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, targets);
+    while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) {
+        if (t->parse != nullptr) SPI_freeplan(t->parse);
+        if (t->insert != nullptr) SPI_freeplan(t->insert);
+        if (t->lookup != nullptr) SPI_freeplan(t->lookup);
+        delete t->keyed;
+        int64 id = t->lifetime_id;
+        hash_search(targets, &id, HASH_REMOVE, nullptr);
+    }
+}
+
 Target* target(int64 id) {
     bool found = false;
     auto* t = static_cast<Target*>(hash_search(targets, &id, HASH_ENTER, &found));
@@ -532,6 +560,7 @@ void add_keyed_line(Target* t, char* line) {
 
 void truncated(Target* t) {
     flush(t);
+    if (t->keyed != nullptr) t->keyed->forget_known();
     if (!t->live) return;
     Datum arg = Int64GetDatum(t->lifetime_id);
     Oid type = INT8OID;
@@ -598,6 +627,7 @@ bool seen_valid = false;  // situation(): what look() saw still holds
 void changed_here() {
     seen_valid = false;
     last_catalog_change = GetXLogInsertRecPtr();
+    forget_known_rows();
 }
 
 void clear_caches_if_changed(XLogRecPtr start) {
@@ -924,6 +954,7 @@ Situation situation() {
 bool pass() {
     Situation now = situation();
     if (!now.extension) {
+        forget_targets();
         if (now.slot) drop_slot();
         return false;
     }

@@ -105,11 +105,15 @@ bool KeyedChanges::retract_key(const std::string& key_literal) {
         return fail("malformed captured key: " + key_literal);
     std::string key(key_literal.substr(1, key_literal.size() - 2));
     auto it = keys_.find(key);
+    auto known = known_.find(key);
     if (it != keys_.end()) {
         if (!it->second.present)
             return fail("a change retracts key " + key_literal + ", which is already gone");
         entries_.push_back(Entry{Kind::kRetractEntry, {}, it->second.entry, {}});
         it->second.present = false;
+    } else if (known != known_.end()) {
+        entries_.push_back(Entry{Kind::kRow, with_diff(known->second, "-1"), 0, {}});
+        keys_.emplace(std::move(key), KeyState{false, 0});
     } else {
         std::vector<std::string> values;
         for (std::string_view f : fields) {
@@ -184,7 +188,24 @@ bool KeyedChanges::rows(std::vector<std::string>* out) {
             }
         }
     }
+    for (const auto& [key, state] : keys_) {
+        auto it = known_.find(key);
+        if (it != known_.end()) {
+            known_bytes_ -= it->first.size() + it->second.size();
+            known_.erase(it);
+        }
+        if (!state.present) continue;
+        const std::string& row = (*out)[state.entry];
+        known_bytes_ += key.size() + row.size();
+        known_.emplace(key, row);
+    }
+    if (known_bytes_ > known_bytes_limit_) forget_known();
     return true;
+}
+
+void KeyedChanges::forget_known() {
+    known_.clear();
+    known_bytes_ = 0;
 }
 
 void KeyedChanges::clear() {

@@ -50,12 +50,24 @@ public:
     bool resolve(std::size_t i, const std::string& row);
 
     // The rows to write, as record literals of the pending table, in order.
-    // False (with error()) when a lookup found no row.
+    // False (with error()) when a lookup found no row.  The batch's keys
+    // then become known with the rows it left them.
     bool rows(std::vector<std::string>* out);
 
     std::size_t size() const { return entries_.size(); }
     const std::string& error() const { return error_; }
+    // Ends the batch (after rows()); what it left live stays known.
     void clear();
+
+    // The live rows the batches left their keys are kept (up to
+    // `known_bytes_limit` of text, then dropped all at once) and retracted
+    // without a lookup.  That holds while nothing but these batches changes
+    // which row a key has: the caller forgets them when something else may
+    // have (a truncation, a switch of capture) and when a batch's writes
+    // did not commit.
+    void forget_known();
+    std::size_t known() const { return known_.size(); }
+    void set_known_bytes_limit(std::size_t bytes) { known_bytes_limit_ = bytes; }
 
 private:
     enum class Kind { kRow, kRetractLookup, kRetractEntry, kMaskedInsert };
@@ -78,6 +90,9 @@ private:
     std::vector<std::vector<std::string>> lookups_;
     std::vector<std::optional<std::string>> resolved_;
     std::unordered_map<std::string, KeyState> keys_;
+    std::unordered_map<std::string, std::string> known_;  // key -> its live row
+    std::size_t known_bytes_ = 0;
+    std::size_t known_bytes_limit_ = 16 * 1024 * 1024;
     std::optional<std::size_t> last_retraction_;  // the entry, right after it
     std::string error_;
 };

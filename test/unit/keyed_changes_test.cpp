@@ -126,3 +126,54 @@ TEST(KeyedChanges, MissingOrDoubledRowsAreErrors) {
     KeyedChanges fresh({1});
     EXPECT_FALSE(fresh.insert("(1,10,)", {2}));  // masked without a retraction before it
 }
+
+TEST(KeyedChanges, RowsLeftByEarlierBatchesRetractWithoutALookup) {
+    KeyedChanges k({1});
+    ASSERT_TRUE(k.retract_key("(1)"));
+    ASSERT_TRUE(k.insert("(1,1,b)"));
+    ASSERT_TRUE(k.insert("(1,2,x)"));
+    ASSERT_TRUE(k.retract_key("(3)"));  // a delete: key 3 is gone
+    ASSERT_TRUE(k.resolve(0, "(1,a)"));
+    ASSERT_TRUE(k.resolve(1, "(3,z)"));
+    rows(k);
+    k.clear();
+    EXPECT_EQ(k.known(), 2u);  // 1 and 2; 3 was deleted
+    ASSERT_TRUE(k.retract_key("(1)"));
+    ASSERT_TRUE(k.insert("(1,1,)", {2}));  // its unchanged value from the known row
+    ASSERT_TRUE(k.retract_key("(2)"));
+    EXPECT_TRUE(k.lookups().empty());
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(-1,1,b)", "(1,1,b)", "(-1,2,x)"}));
+    k.clear();
+    EXPECT_EQ(k.known(), 1u);  // 2 is gone
+    ASSERT_TRUE(k.retract_key("(1)"));
+    EXPECT_TRUE(k.lookups().empty());
+}
+
+TEST(KeyedChanges, ForgottenOrFailedBatchesLookUpAgain) {
+    KeyedChanges k({1});
+    ASSERT_TRUE(k.insert("(1,1,a)"));
+    rows(k);
+    k.clear();
+    k.forget_known();  // e.g. the table was truncated, or the pass failed
+    ASSERT_TRUE(k.retract_key("(1)"));
+    EXPECT_EQ(k.lookups().size(), 1u);
+    std::vector<std::string> out;
+    EXPECT_FALSE(k.rows(&out));  // unresolved: nothing becomes known
+    k.clear();
+    EXPECT_EQ(k.known(), 0u);
+}
+
+TEST(KeyedChanges, KnownRowsAreDroppedPastTheirLimit) {
+    KeyedChanges k({1});
+    k.set_known_bytes_limit(20);
+    ASSERT_TRUE(k.insert("(1,1,short)"));
+    rows(k);
+    k.clear();
+    EXPECT_EQ(k.known(), 1u);
+    ASSERT_TRUE(k.insert("(1,2,\"a much longer row\")"));
+    rows(k);
+    k.clear();
+    EXPECT_EQ(k.known(), 0u);  // over the limit: all dropped at once
+    ASSERT_TRUE(k.retract_key("(1)"));
+    EXPECT_EQ(k.lookups().size(), 1u);
+}
