@@ -66,6 +66,26 @@ SELECT c.relname ~ '_(cur|pending)$' AS storage, pg_get_indexdef(x.indexrelid) ~
  WHERE o.name = 'wc_keyed' AND o.dropped_at IS NULL
    AND pg_get_indexdef(x.indexrelid) ~ '\(a, b\)$'
  ORDER BY c.relname;
+-- The lookup of old rows probes both by key, whatever the statistics: its
+-- plan is generic and kept for the capture worker's life.
+CREATE FUNCTION wc_lookup_plan() RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    line text;
+BEGIN
+    EXECUTE 'PREPARE wc_lookup(text[], text[]) AS '
+            || (SELECT l.statement FROM decoupled.catalog_objects o,
+                       decoupled._capture_key_lookup(o.lifetime_id) l
+                 WHERE o.name = 'wc_keyed' AND o.dropped_at IS NULL);
+    FOR line IN EXECUTE $q$EXPLAIN (COSTS OFF) EXECUTE wc_lookup('{1}', '{k1}')$q$ LOOP
+        RETURN NEXT regexp_replace(line, 'c[0-9]+_', 'c<id>_', 'g');
+    END LOOP;
+    DEALLOCATE wc_lookup;
+END
+$$;
+SET plan_cache_mode = force_generic_plan;
+SELECT * FROM wc_lookup_plan() p WHERE p ~ 'Scan';
+RESET plan_cache_mode;
+DROP FUNCTION wc_lookup_plan();
 CREATE FUNCTION wc_keyed_digest() RETURNS text LANGUAGE sql AS
   $$ SELECT md5(coalesce(string_agg(v::text, ' ' ORDER BY v.a, v.b), '')) FROM wc_keyed v $$;
 CREATE FUNCTION wc_keyed_history_digest(t bigint) RETURNS text LANGUAGE plpgsql AS $$
