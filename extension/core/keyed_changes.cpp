@@ -82,20 +82,33 @@ bool KeyedChanges::key_of(const std::string& row, std::string* key) {
     return true;
 }
 
+// A plain insertion is only queued: most batches insert and never retract,
+// and reading each row's key would be most of their cost.  The keys of the
+// queued insertions are read, in order, when the next line needs them.
 bool KeyedChanges::insert(const std::string& row, const std::vector<int>& masked) {
-    std::string key;
-    if (!key_of(row, &key)) return false;
-    Entry e{Kind::kRow, row, 0, {}};
-    if (!masked.empty()) {
-        if (!last_retraction_)
-            return fail("an update's unchanged values come without its old row: " + row);
-        e.kind = Kind::kMaskedInsert;
-        e.source = *last_retraction_;
-        e.masked = masked;
+    if (masked.empty()) {
+        last_retraction_.reset();
+        entries_.push_back(Entry{Kind::kRow, row, 0, {}});
+        return true;
     }
+    if (!last_retraction_)
+        return fail("an update's unchanged values come without its old row: " + row);
+    std::size_t source = *last_retraction_;
     last_retraction_.reset();
-    entries_.push_back(std::move(e));
+    std::string key;
+    if (!catch_up() || !key_of(row, &key)) return false;
+    entries_.push_back(Entry{Kind::kMaskedInsert, row, source, masked});
     keys_[key] = KeyState{true, entries_.size() - 1};
+    indexed_ = entries_.size();
+    return true;
+}
+
+bool KeyedChanges::catch_up() {
+    std::string key;
+    for (; indexed_ < entries_.size(); ++indexed_) {
+        if (!key_of(entries_[indexed_].text, &key)) return false;
+        keys_[key] = KeyState{true, indexed_};
+    }
     return true;
 }
 
@@ -103,6 +116,7 @@ bool KeyedChanges::retract_key(const std::string& key_literal) {
     std::vector<std::string_view> fields;
     if (!record_split(key_literal, &fields) || fields.size() != key_fields_.size())
         return fail("malformed captured key: " + key_literal);
+    if (!catch_up()) return false;
     std::string key(key_literal.substr(1, key_literal.size() - 2));
     auto it = keys_.find(key);
     auto known = known_.find(key);
@@ -126,15 +140,17 @@ bool KeyedChanges::retract_key(const std::string& key_literal) {
         entries_.push_back(Entry{Kind::kRetractLookup, {}, lookups_.size() - 1, {}});
         keys_.emplace(std::move(key), KeyState{false, 0});
     }
+    indexed_ = entries_.size();
     last_retraction_ = entries_.size() - 1;
     return true;
 }
 
 bool KeyedChanges::retract_row(const std::string& row) {
     std::string key;
-    if (!key_of(row, &key)) return false;
+    if (!catch_up() || !key_of(row, &key)) return false;
     entries_.push_back(Entry{Kind::kRow, row, 0, {}});
     keys_[key] = KeyState{false, 0};
+    indexed_ = entries_.size();
     last_retraction_ = entries_.size() - 1;
     return true;
 }
@@ -209,6 +225,7 @@ void KeyedChanges::forget_known() {
 }
 
 void KeyedChanges::clear() {
+    indexed_ = 0;
     entries_.clear();
     lookups_.clear();
     resolved_.clear();

@@ -50,8 +50,9 @@ public:
     bool resolve(std::size_t i, const std::string& row);
 
     // The rows to write, as record literals of the pending table, in order.
-    // False (with error()) when a lookup found no row.  The batch's keys
-    // then become known with the rows it left them.
+    // False (with error()) when a lookup found no row.  The keys the batch
+    // retracted or updated then become known with the rows it left them (a
+    // batch that only inserted reads no keys).
     bool rows(std::vector<std::string>* out);
 
     std::size_t size() const { return entries_.size(); }
@@ -83,13 +84,17 @@ private:
     };
 
     bool key_of(const std::string& row, std::string* key);
+    bool catch_up();
     bool fail(std::string message);
 
     std::vector<int> key_fields_;
     std::vector<Entry> entries_;
     std::vector<std::vector<std::string>> lookups_;
     std::vector<std::optional<std::string>> resolved_;
+    // The keys of the batch's rows; the plain insertions from indexed_ on
+    // are not in it yet (catch_up).
     std::unordered_map<std::string, KeyState> keys_;
+    std::size_t indexed_ = 0;
     std::unordered_map<std::string, std::string> known_;  // key -> its live row
     std::size_t known_bytes_ = 0;
     std::size_t known_bytes_limit_ = 16 * 1024 * 1024;

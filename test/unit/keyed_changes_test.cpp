@@ -167,13 +167,35 @@ TEST(KeyedChanges, KnownRowsAreDroppedPastTheirLimit) {
     KeyedChanges k({1});
     k.set_known_bytes_limit(20);
     ASSERT_TRUE(k.insert("(1,1,short)"));
+    ASSERT_TRUE(k.retract_key("(0)"));
+    ASSERT_TRUE(k.resolve(0, "(0,z)"));
     rows(k);
     k.clear();
     EXPECT_EQ(k.known(), 1u);
     ASSERT_TRUE(k.insert("(1,2,\"a much longer row\")"));
+    ASSERT_TRUE(k.retract_key("(1)"));
+    EXPECT_TRUE(k.lookups().empty());
     rows(k);
     k.clear();
     EXPECT_EQ(k.known(), 0u);  // over the limit: all dropped at once
-    ASSERT_TRUE(k.retract_key("(1)"));
+    ASSERT_TRUE(k.retract_key("(2)"));
     EXPECT_EQ(k.lookups().size(), 1u);
+}
+
+TEST(KeyedChanges, BatchesThatOnlyInsertReadNoKeys) {
+    KeyedChanges k({1});
+    ASSERT_TRUE(k.insert("(1,1,a)"));
+    ASSERT_TRUE(k.insert("not a row"));  // not even parsed
+    std::vector<std::string> out;
+    ASSERT_TRUE(k.rows(&out));
+    EXPECT_EQ(out, (std::vector<std::string>{"(1,1,a)", "not a row"}));
+    k.clear();
+    EXPECT_EQ(k.known(), 0u);
+    ASSERT_TRUE(k.insert("(1,2,b)"));
+    ASSERT_TRUE(k.insert("(1,3,c)"));
+    ASSERT_TRUE(k.retract_key("(2)"));  // reads the keys queued before it
+    EXPECT_TRUE(k.lookups().empty());
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(1,2,b)", "(1,3,c)", "(-1,2,b)"}));
+    ASSERT_TRUE(k.insert("bad"));
+    EXPECT_FALSE(k.retract_key("(3)"));  // the queued row is read now, and refused
 }
