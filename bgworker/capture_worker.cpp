@@ -54,8 +54,6 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
-#include <new>
-
 #include "../extension/capture.hpp"
 #include "../extension/core/keyed_changes.hpp"
 #include "../extension/gucs.hpp"
@@ -320,9 +318,8 @@ void keyed_add(Target* t, KeyedOp op, const char* text, const char* masked) {
 
 // The batch's old rows that were not in it, from storage: one statement.
 void keyed_lookups(Target* t) {
-    int nlookups = 0;
     const std::vector<std::vector<std::string>>* lookups = &t->keyed->lookups();
-    nlookups = (int)lookups->size();
+    int nlookups = (int)lookups->size();
     if (nlookups == 0) return;
     Datum args[INDEX_MAX_KEYS];
     Datum* values = (Datum*)palloc(sizeof(Datum) * nlookups);

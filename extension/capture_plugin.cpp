@@ -286,6 +286,7 @@ void append_row(StringInfo out, int diff, TupleDesc desc, FmgrInfo* outputs,
             if (fallback != nullptr) {
                 value = heap_getattr(fallback, i + 1, desc, &isnull);
             } else if (masked != nullptr) {
+                if (masked->data == nullptr) initStringInfo(masked);  // rare: made when needed
                 appendStringInfo(masked, "%s%d", masked->len > 0 ? "," : "", field);
                 continue;
             } else {
@@ -326,17 +327,23 @@ void emit_key(LogicalDecodingContext* ctx, int64 id, CaptureEntry* entry, TupleD
 
 // An UPDATE's new row after its key: "<id> (1,...)", or "<id> U <f>,...
 // (1,...)" when values were left out.
+// The row is written in place; the rare mask goes in front of it after.
 void emit_new_row(LogicalDecodingContext* ctx, int64 id, TupleDesc desc, FmgrInfo* outputs,
                   HeapTuple tuple) {
-    StringInfoData row, masked;
-    initStringInfo(&row);
-    initStringInfo(&masked);
-    append_row(&row, 1, desc, outputs, tuple, nullptr, &masked);
+    StringInfoData masked;
+    masked.data = nullptr;
     OutputPluginPrepareWrite(ctx, true);
-    if (masked.len > 0)
-        appendStringInfo(ctx->out, INT64_FORMAT " U %s %s", id, masked.data, row.data);
-    else
-        appendStringInfo(ctx->out, INT64_FORMAT " %s", id, row.data);
+    appendStringInfo(ctx->out, INT64_FORMAT " ", id);
+    int at = ctx->out->len;
+    append_row(ctx->out, 1, desc, outputs, tuple, nullptr, &masked);
+    if (masked.data != nullptr) {
+        char* prefix = psprintf("U %s ", masked.data);
+        int n = (int)strlen(prefix);
+        enlargeStringInfo(ctx->out, n);
+        memmove(ctx->out->data + at + n, ctx->out->data + at, ctx->out->len - at + 1);
+        memcpy(ctx->out->data + at, prefix, n);
+        ctx->out->len += n;
+    }
     OutputPluginWrite(ctx, true);
 }
 

@@ -85,10 +85,10 @@ bool KeyedChanges::key_of(const std::string& row, std::string* key) {
 // A plain insertion is only queued: most batches insert and never retract,
 // and reading each row's key would be most of their cost.  The keys of the
 // queued insertions are read, in order, when the next line needs them.
-bool KeyedChanges::insert(const std::string& row, const std::vector<int>& masked) {
+bool KeyedChanges::insert(std::string row, const std::vector<int>& masked) {
     if (masked.empty()) {
         last_retraction_.reset();
-        entries_.push_back(Entry{Kind::kRow, row, 0, {}});
+        entries_.push_back(Entry{Kind::kRow, std::move(row), 0, {}});
         return true;
     }
     if (!last_retraction_)
@@ -97,7 +97,7 @@ bool KeyedChanges::insert(const std::string& row, const std::vector<int>& masked
     last_retraction_.reset();
     std::string key;
     if (!catch_up() || !key_of(row, &key)) return false;
-    entries_.push_back(Entry{Kind::kMaskedInsert, row, source, masked});
+    entries_.push_back(Entry{Kind::kMaskedInsert, std::move(row), source, masked});
     keys_[key] = KeyState{true, entries_.size() - 1};
     indexed_ = entries_.size();
     return true;
@@ -145,10 +145,10 @@ bool KeyedChanges::retract_key(const std::string& key_literal) {
     return true;
 }
 
-bool KeyedChanges::retract_row(const std::string& row) {
+bool KeyedChanges::retract_row(std::string row) {
     std::string key;
     if (!catch_up() || !key_of(row, &key)) return false;
-    entries_.push_back(Entry{Kind::kRow, row, 0, {}});
+    entries_.push_back(Entry{Kind::kRow, std::move(row), 0, {}});
     keys_[key] = KeyState{false, 0};
     indexed_ = entries_.size();
     last_retraction_ = entries_.size() - 1;

@@ -36,11 +36,11 @@ public:
     // "(1,v1,...)": an inserted row.  `masked`: fields the WAL did not
     // carry, taken from the row the change's retraction (the line just
     // before) removed.  False (with error()) when it cannot be taken.
-    bool insert(const std::string& row, const std::vector<int>& masked = {});
+    bool insert(std::string row, const std::vector<int>& masked = {});
     // "(k1,...)": the live row with this key is retracted.
     bool retract_key(const std::string& key);
     // "(-1,v1,...)": a retraction that carries its row.
-    bool retract_row(const std::string& row);
+    bool retract_row(std::string row);
 
     // The keys whose live row must be read from storage, each as the values
     // of its key columns; each key appears once.
