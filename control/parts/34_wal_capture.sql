@@ -196,8 +196,6 @@ BEGIN
 END
 $$;
 
--- A truncation in the WAL: every row the collection holds at that point of
--- the commit order (its current rows and what is pending) is retracted.
 -- For a table whose retractions are located by its primary key (the key
 -- is in its definition): the positions of the key's columns in a captured
 -- row (mz_diff is 0), and the statement that finds the live rows of a
@@ -253,6 +251,8 @@ BEGIN
 END
 $$;
 
+-- A truncation in the WAL: every row the collection holds at that point of
+-- the commit order (its current rows and what is pending) is retracted.
 CREATE FUNCTION decoupled._capture_truncate(id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
