@@ -331,11 +331,22 @@ void keyed_lookups(Target* t) {
         args[k] = PointerGetDatum(
             construct_array(values, nlookups, TEXTOID, -1, false, TYPALIGN_INT));
     }
+    // Each key an index probe into cur and pending, whatever their sizes
+    // were when the plan was made: the plan is kept for the worker's life
+    // (and made again at any run), and one made while pending was empty
+    // and freshly vacuumed scanned all of pending once per key — a
+    // 100,000-row UPDATE then took minutes to capture.  So the plan is
+    // made and run without sequential or bitmap scans.
+    int level = NewGUCNestLevel();
+    for (const char* setting : {"enable_seqscan", "enable_bitmapscan"})
+        (void)set_config_option(setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                                0, false);
     // Not read-only: the rows this transaction's earlier flushes wrote to
     // pending must be seen (a read-only execution keeps the snapshot of
     // before them).
     if (SPI_execute_plan(t->lookup, args, nullptr, false, 0) != SPI_OK_SELECT)
         elog(ERROR, "could not look up the old rows of collection " INT64_FORMAT, t->lifetime_id);
+    AtEOXact_GUC(true, level);
     for (uint64 r = 0; r < SPI_processed; ++r) {
         bool isnull = false;
         int64 n = DatumGetInt64(

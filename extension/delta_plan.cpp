@@ -42,10 +42,13 @@ extern "C" {
 #include "nodes/bitmapset.h"
 #include "nodes/pathnodes.h"
 #include "optimizer/optimizer.h"
+#include "parser/analyze.h"
 #include "parser/parse_func.h"
+#include "parser/parser.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteHandler.h"
 #include "rewrite/rewriteManip.h"
+#include "storage/bufmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -462,6 +465,20 @@ int read_changes(Query* q, int rti, int64 input) {
     return read_storage_view(q, rti, input, "delta", true);
 }
 
+// Whether the input has changes at decoupled.as_of: a probe of its delta
+// view (the time indexes of its storage), read as the current user like
+// the step's query, through a kept plan.
+bool input_has_changes(int64 input) {
+    char* sql = psprintf("SELECT FROM decoupled_storage.%s LIMIT 1",
+                         quote_identifier(get_rel_name(storage_view(input, "delta"))));
+    SPI_connect();
+    if (decoupled::execute_kept(sql, true, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not read the changes of collection " INT64_FORMAT, input);
+    bool found = SPI_processed > 0;
+    SPI_finish();
+    return found;
+}
+
 // The input's state just before decoupled.as_of (c<id>_before).
 void read_before(Query* q, int rti, int64 input) {
     (void)read_storage_view(q, rti, input, "before", false);
@@ -539,6 +556,133 @@ void carry_diff_up(Query* q, const Input* changed, int* rti, int* ncols) {
     }
 }
 
+// Whether each of `inputs` changed at decoupled.as_of.  A term of the sum
+// below whose input did not change is empty, but not free: its other inputs
+// are read AS OF, and a plan kept for any change (generic, the changes'
+// size unknown) may hash them whole before it finds the changes empty — a
+// join step after one changed row of its large input took 25 ms reading
+// the other term.  So terms without changes are left out.  One input
+// changed is the common case, and a single-input query has nothing to
+// leave out; when none changed (a branch of a set operation the change did
+// not reach) the first term stays, for the query's shape.
+bool* inputs_changed(List* inputs) {
+    int n = list_length(inputs);
+    auto* changed = static_cast<bool*>(palloc(sizeof(bool) * n));
+    bool any = false;
+    for (int i = 0; i < n; ++i) {
+        auto* input = static_cast<Input*>(list_nth(inputs, i));
+        changed[i] = true;
+        if (n > 1) {
+            int same = 0;  // a self-join reads one input's changes twice
+            while (static_cast<Input*>(list_nth(inputs, same))->id != input->id) ++same;
+            changed[i] = same < i ? changed[same] : input_has_changes(input->id);
+        }
+        any = any || changed[i];
+    }
+    if (!any) changed[0] = true;
+    return changed;
+}
+
+// The planner's idea of how many rows input `id` holds (its current rows).
+double input_rows(int64 id) {
+    Relation rel = table_open(storage_view(id, "cur"), AccessShareLock);
+    double rows = rel->rd_rel->reltuples;
+    if (rows < 0) rows = static_cast<double>(RelationGetNumberOfBlocks(rel)) * 50;
+    table_close(rel, AccessShareLock);
+    return rows;
+}
+
+// The inner joins' conditions of `q`: its WHERE and the ON of its inner
+// joins, as a list of their conjuncts.
+void inner_join_quals(Node* node, List** quals) {
+    if (node == nullptr) return;
+    if (IsA(node, FromExpr)) {
+        auto* from = reinterpret_cast<FromExpr*>(node);
+        ListCell* lc;
+        foreach (lc, from->fromlist) inner_join_quals(static_cast<Node*>(lfirst(lc)), quals);
+        *quals = list_concat(*quals, make_ands_implicit(reinterpret_cast<Expr*>(from->quals)));
+    } else if (IsA(node, JoinExpr)) {
+        auto* join = reinterpret_cast<JoinExpr*>(node);
+        if (join->jointype != JOIN_INNER) return;
+        inner_join_quals(join->larg, quals);
+        inner_join_quals(join->rarg, quals);
+        *quals = list_concat(*quals, make_ands_implicit(reinterpret_cast<Expr*>(join->quals)));
+    }
+}
+
+// ARRAY(SELECT column FROM the changed input's change view): the values
+// of its column `attno` in its changes at decoupled.as_of.
+SubLink* changed_values(const Input* changed, AttrNumber attno) {
+    Oid delta = storage_view(changed->id, "delta");
+    char* sql = psprintf("SELECT %s FROM decoupled_storage.%s",
+                         quote_identifier(get_attname(delta, attno, false)),
+                         quote_identifier(get_rel_name(delta)));
+    RawStmt* raw = linitial_node(RawStmt, raw_parser(sql, RAW_PARSE_DEFAULT));
+    SubLink* link = makeNode(SubLink);
+    link->subLinkType = ARRAY_SUBLINK;
+    link->subselect = reinterpret_cast<Node*>(parse_analyze_fixedparams(raw, sql, nullptr, 0, nullptr));
+    link->location = -1;
+    return link;
+}
+
+// C13.4: a term reads its other inputs AS OF, and one that meets the
+// changed input on an equality of plain columns is read for the changed
+// rows' values only — `partner.col = ANY (ARRAY(SELECT col FROM delta))`,
+// which the planner pushes into each branch of the partner's history (a
+// join key it cannot push there) and answers from the arrangement on that
+// key.  Without it, a term in which a dimension row changed read the whole
+// fact table at t.  Small partners (kSmallPartner rows or fewer) are read
+// as before: a hash of them costs less than reading the changes twice.
+void restrict_partners(Query* q, List* inputs, const Input* changed) {
+    constexpr double kSmallPartner = 5000;
+    if (changed->outer != NIL || list_length(inputs) < 2) return;
+    List* quals = NIL;
+    inner_join_quals(reinterpret_cast<Node*>(q->jointree), &quals);
+    List* restrictions = NIL;
+    ListCell* lc;
+    foreach (lc, quals) {
+        if (!IsA(lfirst(lc), OpExpr)) continue;
+        auto* op = static_cast<OpExpr*>(lfirst(lc));
+        if (list_length(op->args) != 2 || !IsA(linitial(op->args), Var) ||
+            !IsA(lsecond(op->args), Var))
+            continue;
+        auto* left = static_cast<Var*>(linitial(op->args));
+        auto* right = static_cast<Var*>(lsecond(op->args));
+        if (left->varlevelsup != 0 || right->varlevelsup != 0) continue;
+        // Oriented as partner op changed.
+        Var* partner_var = left;
+        Var* changed_var = right;
+        Oid opno = op->opno;
+        if (left->varno == changed->rti) {
+            partner_var = right;
+            changed_var = left;
+            opno = get_commutator(op->opno);
+        }
+        if (changed_var->varno != changed->rti ||
+            partner_var->varno == changed_var->varno || !OidIsValid(opno) ||
+            !op_mergejoinable(opno, exprType(reinterpret_cast<Node*>(partner_var))))
+            continue;
+        const Input* partner = nullptr;
+        ListCell* li;
+        foreach (li, inputs) {
+            auto* in = static_cast<Input*>(lfirst(li));
+            if (in->outer == NIL && in->rti == partner_var->varno) partner = in;
+        }
+        if (partner == nullptr || input_rows(partner->id) <= kSmallPartner) continue;
+        ScalarArrayOpExpr* any = makeNode(ScalarArrayOpExpr);
+        any->opno = opno;
+        any->opfuncid = get_opcode(opno);
+        any->useOr = true;
+        any->inputcollid = op->inputcollid;
+        any->args = list_make2(copyObjectImpl(partner_var), changed_values(changed, changed_var->varattno));
+        any->location = -1;
+        restrictions = lappend(restrictions, any);
+    }
+    if (restrictions != NIL)
+        q->jointree->quals = make_and_qual(q->jointree->quals,
+                                           reinterpret_cast<Node*>(make_ands_explicit(restrictions)));
+}
+
 // The view's changes at decoupled.as_of as one query: the sum (UNION ALL)
 // over its inputs i of the plan with input i replaced by its changes, the
 // inputs before i read at as_of and those after it just before (C13.1 —
@@ -561,9 +705,11 @@ char* changes_union(Query* base, SelectList select_list, void* arg) {
         return sql.data;
     }
     List* inputs = inputs_of(base);
+    bool* changed_at = inputs_changed(inputs);
     StringInfoData sql;
     initStringInfo(&sql);
     for (int i = 0; i < list_length(inputs); ++i) {
+        if (!changed_at[i]) continue;
         Query* q = static_cast<Query*>(copyObjectImpl(base));
         int changed_ncols = 0;
         auto* changed = static_cast<Input*>(list_nth(inputs, i));
@@ -572,10 +718,11 @@ char* changes_union(Query* base, SelectList select_list, void* arg) {
             if (j == i) changed_ncols = read_changes(query_at(q, input, -1), input->rti, input->id);
             if (j > i) read_before(query_at(q, input, -1), input->rti, input->id);
         }
+        restrict_partners(q, inputs, changed);
         int changed_rti = changed->rti;
         carry_diff_up(q, changed, &changed_rti, &changed_ncols);
         select_list(q, changed_rti, changed_ncols, arg);
-        appendStringInfo(&sql, "%s(%s)", i > 0 ? " UNION ALL " : "", pg_get_querydef(q, false));
+        appendStringInfo(&sql, "%s(%s)", sql.len ? " UNION ALL " : "", pg_get_querydef(q, false));
     }
     return sql.data;
 }

@@ -105,9 +105,20 @@ SELECT inc_caught_up(name) FROM decoupled.objects WHERE kind = 'materialized vie
 -- between groups, deletes emptying a group; every view verified at every
 -- step, against the recomputation.
 CREATE TABLE inc_failures (step int, name text);
-CREATE PROCEDURE inc_workload(steps int) LANGUAGE plpgsql AS $$
+CREATE FUNCTION inc_verify_all(step int) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     v_name text;
+BEGIN
+    FOR v_name IN SELECT name FROM decoupled.objects
+                   WHERE kind = 'materialized view' ORDER BY name LOOP
+        PERFORM inc_caught_up(v_name);
+        IF NOT decoupled.verify(v_name) THEN
+            INSERT INTO inc_failures VALUES (step, v_name);
+        END IF;
+    END LOOP;
+END
+$$;
+CREATE PROCEDURE inc_workload(steps int) LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM setseed(0.42);
     FOR step IN 1 .. steps LOOP
@@ -133,13 +144,13 @@ BEGIN
         COMMIT;
         PERFORM decoupled.tick_tables();
         COMMIT;
-        FOR v_name IN SELECT name FROM decoupled.objects
-                       WHERE kind = 'materialized view' ORDER BY name LOOP
-            PERFORM inc_caught_up(v_name);
-            IF NOT decoupled.verify(v_name) THEN
-                INSERT INTO inc_failures VALUES (step, v_name);
-            END IF;
-        END LOOP;
+        IF step % 4 = 0 THEN  -- a time at which only inc_u changes: a join
+            UPDATE inc_u SET w = w - 1 WHERE k = step % 20;  -- step leaves
+            COMMIT;                                          -- inc_t's term out
+            PERFORM decoupled.tick_tables();
+            COMMIT;
+        END IF;
+        PERFORM inc_verify_all(step);
         COMMIT;
     END LOOP;
 END
@@ -196,9 +207,64 @@ SELECT count(*) AS g_indexes FROM pg_indexes
  WHERE schemaname = 'decoupled_storage' AND indexname LIKE :'g_arrangement' || '\_%';
 
 SELECT decoupled.drop(name) FROM decoupled.objects WHERE kind = 'materialized view' ORDER BY name;
+
+-- A star: a large fact table joined to a small dimension.  A step's term
+-- for the changed dimension reads the fact table for the changed rows'
+-- join keys only (C13.4: the arrangement on the key, not a scan); a term
+-- for the changed fact rows reads the small dimension whole; a term whose
+-- input did not change is left out.  Every step equals the recomputation:
+-- keys gained and lost, NULL keys, both sides changing at one time.
+CREATE TABLE inc_fact (id int PRIMARY KEY, k int, v int);
+CREATE TABLE inc_dim (k int, w int);
+INSERT INTO inc_fact SELECT i, CASE WHEN i % 101 = 0 THEN NULL ELSE i % 100 END, i
+  FROM generate_series(1, 30000) i;
+INSERT INTO inc_dim SELECT k, k % 7 FROM generate_series(0, 99) k;
+SELECT decoupled.register_table('inc_fact') > 0 AS registered,
+       decoupled.register_table('inc_dim') > 0 AS registered;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT decoupled.create_materialized_view('inc_star_sums',
+    'SELECT d.w, count(*) AS n, sum(f.v) AS total FROM inc_fact f JOIN inc_dim d ON d.k = f.k '
+    'GROUP BY d.w') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_star_lin',
+    'SELECT f.id, d.w FROM inc_fact f, inc_dim d WHERE f.k = d.k AND f.v % 50 = 0') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_star_self',
+    'SELECT a.k, count(*) AS n FROM inc_dim a JOIN inc_dim b ON a.w = b.w GROUP BY a.k')
+    > 0 AS created;
+CREATE PROCEDURE inc_star_workload(steps int) LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM setseed(0.17);
+    FOR step IN 1 .. steps LOOP
+        CASE step % 6
+            WHEN 0 THEN UPDATE inc_dim SET w = w + 1 WHERE k = (random() * 99)::int;
+            WHEN 1 THEN UPDATE inc_fact SET v = v + 1, k = (random() * 120)::int
+                         WHERE id = (random() * 29999)::int + 1;
+            WHEN 2 THEN INSERT INTO inc_dim VALUES ((random() * 130)::int, step), (NULL, step);
+            WHEN 3 THEN DELETE FROM inc_dim WHERE k = (random() * 130)::int;
+            WHEN 4 THEN UPDATE inc_dim SET k = k + 100 WHERE k = (random() * 99)::int;
+            ELSE UPDATE inc_dim SET w = w - 1 WHERE k % 10 = step % 10;
+                 UPDATE inc_fact SET k = k + 1 WHERE id % 1000 = step;
+        END CASE;
+        COMMIT;
+        PERFORM decoupled.tick_tables();
+        COMMIT;
+        PERFORM inc_verify_all(step);
+        COMMIT;
+    END LOOP;
+END
+$$;
+CALL inc_star_workload(36);
+SELECT * FROM inc_failures ORDER BY step, name;
+SELECT name, strategy, incremental_steps >= 25 AS stepped_incrementally
+  FROM decoupled.view_maintenance ORDER BY name;
+SELECT decoupled.drop(name) FROM decoupled.objects WHERE kind = 'materialized view' ORDER BY name;
+SELECT decoupled.unregister_table('inc_fact'), decoupled.unregister_table('inc_dim');
+DROP TABLE inc_fact, inc_dim;
+DROP PROCEDURE inc_star_workload(int);
+
 SELECT decoupled.unregister_table('inc_t'), decoupled.unregister_table('inc_u');
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
 DROP TABLE inc_t, inc_u, inc_failures;
 DROP PROCEDURE inc_workload(int);
+DROP FUNCTION inc_verify_all(int);
 DROP FUNCTION inc_caught_up(text);
 DROP FUNCTION inc_explain(text);
