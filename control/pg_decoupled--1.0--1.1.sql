@@ -1639,6 +1639,12 @@ REVOKE ALL ON FUNCTION decoupled._inputs_upper(bigint[]) FROM PUBLIC;
 CREATE FUNCTION decoupled._stage_retractions(lifetime_id bigint, ts bigint, filter text DEFAULT NULL)
     RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_retractions';
 REVOKE ALL ON FUNCTION decoupled._stage_retractions(bigint, bigint, text) FROM PUBLIC;
+-- The planner's estimate of a relation's rows, for the step-size rules
+-- (pg_class.reltuples is -1 until the first ANALYZE).
+CREATE FUNCTION decoupled._estimated_rows(rel regclass) RETURNS double precision
+    LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_estimated_rows';
+REVOKE ALL ON FUNCTION decoupled._estimated_rows(regclass) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION decoupled.replica_maintain(incarnation bigint, lifetime_id bigint,
                                            expected_upper bigint,
                                            OUT upper bigint, OUT caught_up boolean)
@@ -1741,14 +1747,14 @@ BEGIN
                 -- The touched partitions' rows at t and just before t, staged
                 -- as the view's difference; -1: recompute in full instead.
                 v_groups := decoupled._stage_partitions(v_plan, v_owner, v_t, v_stage,
-                    (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_cur));
+                    decoupled._estimated_rows(v_cur));
                 v_partial := v_groups >= 0;
             END IF;
             IF v_strategy = 'groups' AND upper > v_as_of THEN
                 SELECT g.groups, g.filter INTO v_groups, v_filter
                   FROM decoupled._touched_groups(v_plan, v_owner, v_t) g;
                 v_partial := v_groups = 0 OR NOT decoupled._recompute_in_full(v_groups,
-                    (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_cur));
+                    decoupled._estimated_rows(v_cur));
             END IF;
             IF v_partial THEN
                 v_steps_inc := v_steps_inc + 1;

@@ -59,6 +59,10 @@ CREATE FUNCTION decoupled._kept_avg(n bigint, s numeric) RETURNS numeric
     LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_kept_avg';
 CREATE FUNCTION decoupled._recompute_in_full(touched bigint, view_rows double precision)
     RETURNS boolean LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_recompute_in_full';
+-- The planner's estimate of a relation's rows (pg_class.reltuples is -1
+-- until the first ANALYZE), for the step-size rules.
+CREATE FUNCTION decoupled._estimated_rows(rel regclass) RETURNS double precision
+    LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_estimated_rows';
 
 -- Steps of each materialized view by kind (C13.3), written by the step.
 CREATE TABLE decoupled.view_steps (
@@ -651,14 +655,14 @@ BEGIN
                 -- The touched partitions' rows at t and just before t, staged
                 -- as the view's difference; -1: recompute in full instead.
                 v_groups := decoupled._stage_partitions(v_plan, v_owner, v_t, v_stage,
-                    (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_cur));
+                    decoupled._estimated_rows(v_cur));
                 v_partial := v_groups >= 0;
             END IF;
             IF v_strategy = 'groups' AND upper > v_as_of THEN
                 SELECT g.groups, g.filter INTO v_groups, v_filter
                   FROM decoupled._touched_groups(v_plan, v_owner, v_t) g;
                 v_partial := v_groups = 0 OR NOT decoupled._recompute_in_full(v_groups,
-                    (SELECT c.reltuples FROM pg_class c WHERE c.oid = v_cur));
+                    decoupled._estimated_rows(v_cur));
             END IF;
             IF v_partial THEN
                 v_steps_inc := v_steps_inc + 1;
