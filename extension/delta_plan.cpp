@@ -591,13 +591,17 @@ int64* inputs_changed(List* inputs) {
     return changes;
 }
 
-// The planner's idea of how many rows input `id` holds (its current rows).
-double input_rows(int64 id) {
-    Relation rel = table_open(storage_view(id, "cur"), AccessShareLock);
-    double rows = rel->rd_rel->reltuples;
-    if (rows < 0) rows = static_cast<double>(RelationGetNumberOfBlocks(rel)) * 50;
+// How many live rows `relid` holds: the statistics system's count (inserts
+// less deletes, kept without ANALYZE), else the planner's estimate.
+double live_rows(Oid relid) {
+    PgStat_StatTabEntry* stats = pgstat_fetch_stat_tabentry(relid);
+    if (stats != nullptr && stats->n_live_tuples > 0) return static_cast<double>(stats->n_live_tuples);
+    Relation rel = table_open(relid, AccessShareLock);
+    BlockNumber pages = 0;
+    double tuples = 0, allvisfrac = 0;
+    estimate_rel_size(rel, nullptr, &pages, &tuples, &allvisfrac);
     table_close(rel, AccessShareLock);
-    return rows;
+    return tuples;
 }
 
 // The inner joins' conditions of `q`: its WHERE and the ON of its inner
@@ -673,8 +677,12 @@ void restrict_partners(Query* q, List* inputs, const Input* changed, int64 chang
             changed_var = left;
             opno = get_commutator(op->opno);
         }
+        // Columns, not whole rows; and no arrays, which ARRAY(SELECT ...)
+        // would stack into one of a dimension more.
         if (changed_var->varno != changed->rti ||
             partner_var->varno == changed_var->varno || !OidIsValid(opno) ||
+            changed_var->varattno <= 0 || partner_var->varattno <= 0 ||
+            OidIsValid(get_element_type(changed_var->vartype)) ||
             !op_mergejoinable(opno, exprType(reinterpret_cast<Node*>(partner_var))))
             continue;
         const Input* partner = nullptr;
@@ -684,7 +692,7 @@ void restrict_partners(Query* q, List* inputs, const Input* changed, int64 chang
             if (in->outer == NIL && in->rti == partner_var->varno) partner = in;
         }
         if (partner == nullptr) continue;
-        double rows = input_rows(partner->id);
+        double rows = live_rows(storage_view(partner->id, "cur"));
         if (rows <= kSmallPartner || static_cast<double>(changes) * kRowsPerChange > rows) continue;
         ScalarArrayOpExpr* any = makeNode(ScalarArrayOpExpr);
         any->opno = opno;
@@ -1519,16 +1527,7 @@ Datum decoupled_kept_avg(PG_FUNCTION_ARGS) {
 // pages the step's own retractions left dead, three times a 1,000-row
 // view's rows after a few steps.
 Datum decoupled_estimated_rows(PG_FUNCTION_ARGS) {
-    Oid relid = PG_GETARG_OID(0);
-    PgStat_StatTabEntry* stats = pgstat_fetch_stat_tabentry(relid);
-    if (stats != nullptr && stats->n_live_tuples > 0)
-        PG_RETURN_FLOAT8(static_cast<double>(stats->n_live_tuples));
-    Relation rel = table_open(relid, AccessShareLock);
-    BlockNumber pages = 0;
-    double tuples = 0, allvisfrac = 0;
-    estimate_rel_size(rel, nullptr, &pages, &tuples, &allvisfrac);
-    table_close(rel, AccessShareLock);
-    PG_RETURN_FLOAT8(tuples);
+    PG_RETURN_FLOAT8(live_rows(PG_GETARG_OID(0)));
 }
 
 // decoupled._recompute_in_full(touched bigint, view_rows float8) -> boolean
