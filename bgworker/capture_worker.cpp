@@ -337,10 +337,8 @@ void keyed_lookups(Target* t) {
     // and freshly vacuumed scanned all of pending once per key — a
     // 100,000-row UPDATE then took minutes to capture.  So the plan is
     // made and run without sequential or bitmap scans.
-    int level = NewGUCNestLevel();
-    for (const char* setting : {"enable_seqscan", "enable_bitmapscan"})
-        (void)set_config_option(setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-                                0, false);
+    static const char* const probes_only[] = {"enable_seqscan", "enable_bitmapscan", nullptr};
+    int level = decoupled::planner_settings_off(probes_only);
     // Not read-only: the rows this transaction's earlier flushes wrote to
     // pending must be seen (a read-only execution keeps the snapshot of
     // before them).

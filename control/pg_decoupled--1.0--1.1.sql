@@ -1639,8 +1639,9 @@ REVOKE ALL ON FUNCTION decoupled._inputs_upper(bigint[]) FROM PUBLIC;
 CREATE FUNCTION decoupled._stage_retractions(lifetime_id bigint, ts bigint, filter text DEFAULT NULL)
     RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_retractions';
 REVOKE ALL ON FUNCTION decoupled._stage_retractions(bigint, bigint, text) FROM PUBLIC;
--- The planner's estimate of a relation's rows, for the step-size rules
--- (pg_class.reltuples is -1 until the first ANALYZE).
+-- A relation's live rows as the statistics system counts them, else the
+-- planner's estimate (pg_class.reltuples is -1 until the first ANALYZE),
+-- for the step-size rules.
 CREATE FUNCTION decoupled._estimated_rows(rel regclass) RETURNS double precision
     LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_estimated_rows';
 REVOKE ALL ON FUNCTION decoupled._estimated_rows(regclass) FROM PUBLIC;

@@ -75,6 +75,7 @@ extern "C" {
 #include <cstring>
 
 #include "capture.hpp"
+#include "gucs.hpp"
 #include "kept_statements.hpp"
 #include "not_decoded.hpp"
 #include "scratch.hpp"
@@ -637,10 +638,7 @@ void write_one_time(Collection* c, PlanKind probe, PlanKind scan, int64 retracti
     bool by_scan = decoupled::retract_by_scan(retractions, estimated_rows(c->cur_relid));
     static const char* const scan_off[] = {"enable_nestloop", "enable_mergejoin", nullptr};
     static const char* const probe_off[] = {"enable_bitmapscan", "enable_seqscan", nullptr};
-    int level = NewGUCNestLevel();
-    for (const char* const* setting = by_scan ? scan_off : probe_off; *setting; setting++)
-        (void)set_config_option(*setting, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-                                0, false);
+    int level = decoupled::planner_settings_off(by_scan ? scan_off : probe_off);
     run(plan(c, by_scan ? scan : probe), &arg, snapshot);
     AtEOXact_GUC(true, level);
 }

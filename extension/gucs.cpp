@@ -135,4 +135,12 @@ void define_gucs() {
     MarkGUCPrefixReserved("decoupled");
 }
 
+int planner_settings_off(const char* const* names) {
+    int level = NewGUCNestLevel();
+    for (const char* const* name = names; *name != nullptr; ++name)
+        (void)set_config_option(*name, "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                                false);
+    return level;
+}
+
 }  // namespace decoupled

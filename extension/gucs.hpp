@@ -29,4 +29,10 @@ void define_gucs();
 // decoupled.as_of (as_of.cpp): whether it holds a time.
 bool as_of_set();
 
+// Turns off the planner settings `names` (nullptr-terminated) until
+// AtEOXact_GUC(true, level) with the level returned, or the transaction's
+// abort: for kept plans whose shape must not depend on the statistics of
+// the moment they were (or will be again) made.
+int planner_settings_off(const char* const* names);
+
 }  // namespace decoupled

@@ -260,6 +260,19 @@ END
 $$;
 CALL inc_star_workload(36);
 SELECT * FROM inc_failures ORDER BY step, name;
+-- The restriction a dimension's term puts on the fact table is answered
+-- from the arrangement on the join key in both branches of its history.
+SELECT 'decoupled_storage.c' || lifetime_id || '_history' AS fact_history
+  FROM decoupled.objects WHERE name = 'inc_fact' \gset
+SELECT 'decoupled_storage.c' || lifetime_id || '_delta' AS dim_delta
+  FROM decoupled.objects WHERE name = 'inc_dim' \gset
+SELECT upper - 1 AS t FROM decoupled.frontiers WHERE name = 'inc_fact' \gset
+SET decoupled.as_of = :t;
+SET enable_seqscan = off;
+SELECT * FROM inc_explain('SELECT * FROM ' || :'fact_history' || ' WHERE k OPERATOR(pg_catalog.=) '
+                          || 'ANY (ARRAY(SELECT k FROM ' || :'dim_delta' || '))');
+RESET enable_seqscan;
+RESET decoupled.as_of;
 SELECT name, strategy, incremental_steps >= 20 AS stepped_incrementally
   FROM decoupled.view_maintenance ORDER BY name;
 SELECT decoupled.drop(name) FROM decoupled.objects WHERE kind = 'materialized view' ORDER BY name;

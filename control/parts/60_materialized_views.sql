@@ -59,8 +59,9 @@ CREATE FUNCTION decoupled._kept_avg(n bigint, s numeric) RETURNS numeric
     LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_kept_avg';
 CREATE FUNCTION decoupled._recompute_in_full(touched bigint, view_rows double precision)
     RETURNS boolean LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_recompute_in_full';
--- The planner's estimate of a relation's rows (pg_class.reltuples is -1
--- until the first ANALYZE), for the step-size rules.
+-- A relation's live rows as the statistics system counts them, else the
+-- planner's estimate (pg_class.reltuples is -1 until the first ANALYZE),
+-- for the step-size rules.
 CREATE FUNCTION decoupled._estimated_rows(rel regclass) RETURNS double precision
     LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_estimated_rows';
 
