@@ -710,7 +710,9 @@ void check_interval(int64 outside, int64 expected_upper, int64 new_upper) {
 // exception handler does): on success the subtransaction is released and
 // nullptr returned; on error it is rolled back and the error returned,
 // copied into the caller's memory context.  `body` owns nothing with a
-// destructor: an error leaves it by longjmp.
+// destructor: an error leaves it by longjmp.  A cancel or statement timeout
+// is the session's, not the body's: like PL/pgSQL's OTHERS, it is never
+// returned but raised again once the subtransaction is rolled back.
 template <typename Body>
 ErrorData* in_subtransaction(const Body& body) {
     MemoryContext caller_context = CurrentMemoryContext;
@@ -733,6 +735,7 @@ ErrorData* in_subtransaction(const Body& body) {
     PG_END_TRY();
     MemoryContextSwitchTo(caller_context);
     CurrentResourceOwner = caller_owner;
+    if (failed && failed->sqlerrcode == ERRCODE_QUERY_CANCELED) ReThrowError(failed);
     return failed;
 }
 

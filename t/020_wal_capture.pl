@@ -153,8 +153,12 @@ eval { $bg->quit };
 $node->start;
 $bg = run_workload();
 wait_progress(30);
-$node->safe_psql('postgres', q{
-    SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'CALL workload%'});
+# The workload is cancelled, and checked gone: a workload left running
+# would write under the checks below and make their truth inexact.
+$node->poll_query_until('postgres', q{
+    SELECT count(pg_cancel_backend(pid)) = 0 FROM pg_stat_activity
+     WHERE query LIKE 'CALL workload%' AND state = 'active' AND pid <> pg_backend_pid()})
+  or die 'the workload outlived its cancel';
 eval { $bg->quit };
 
 # Every tick's history is the table's contents at that tick.
@@ -210,7 +214,7 @@ is($view, 'running|pg_decoupled|t|t|t', 'decoupled.capture shows the slot, its W
 # A failing capture shows in health, and recovers.
 $node->safe_psql('postgres', q{
     ALTER TABLE decoupled_storage.c1_pending RENAME TO c1_pending_away;
-    INSERT INTO acct VALUES (4000, 1, 'waits')});
+    INSERT INTO acct VALUES (2004000, 1, 'waits')});
 DecoupledTest::wait_for($node,
     q{SELECT status || ' ' || (error IS NOT NULL) FROM decoupled.object_statuses
        WHERE name = 'acct'}, 'stalled true');
@@ -235,7 +239,7 @@ DecoupledTest::wait_for($node,
         FROM decoupled.capture}, '0 2 -');
 pass("decoupled.capture = 'trigger' releases every table to triggers and drops the slot");
 $node->safe_psql('postgres', q{
-    INSERT INTO acct VALUES (5000, 1, 'by trigger');
+    INSERT INTO acct VALUES (2005000, 1, 'by trigger');
     UPDATE acct SET balance = balance + 1000 WHERE id = 7;
     SELECT decoupled.tick_tables()});
 $node->safe_psql('postgres', q{
@@ -243,7 +247,7 @@ $node->safe_psql('postgres', q{
 DecoupledTest::wait_for($node,
     q{SELECT wal_tables || ' ' || trigger_tables || ' ' || slot_name FROM decoupled.capture},
     '2 0 pg_decoupled');
-write_and_tick(q{INSERT INTO acct VALUES (5001, 1, 'from the WAL');
+write_and_tick(q{INSERT INTO acct VALUES (2005001, 1, 'from the WAL');
                  UPDATE acct SET balance = balance + 1 WHERE id = 7});
 is($node->safe_psql('postgres', 'SELECT count(*) FROM mismatches()'), '0',
     'switching to triggers and back loses and doubles nothing');
@@ -263,10 +267,10 @@ $node->safe_psql('postgres', q{
         END LOOP;
         RAISE EXCEPTION 'the capture worker kept the slot active for 30 s';
     END $$});
-$node->safe_psql('postgres', q{INSERT INTO acct VALUES (5002, 1, 'while the slot was gone')});
+$node->safe_psql('postgres', q{INSERT INTO acct VALUES (2005002, 1, 'while the slot was gone')});
 DecoupledTest::wait_for($node,
     q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}, '1');
-write_and_tick(q{INSERT INTO acct VALUES (5003, 1, 'after')});
+write_and_tick(q{INSERT INTO acct VALUES (2005003, 1, 'after')});
 is($node->safe_psql('postgres', 'SELECT count(*) FROM mismatches()'), '0',
     'a lost slot is recreated and its tables resynchronised');
 
