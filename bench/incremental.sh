@@ -22,7 +22,7 @@
 #            LAG_SAMPLE_MS during the registered runs
 #
 #   bash bench/incremental.sh [step|writers ...]
-#   (ROWS=1000000 NGROUPS=1000 CHANGES="1 1000 100000" RUNS=5
+#   (ROWS=1000000 NGROUPS=1000 CHANGES="1 1000 100000" SHAPES="group join minmax left" RUNS=5
 #    SECONDS_PER_RUN=10 CLIENTS_LIST="2 8" TICK_INTERVAL=100ms
 #    LAG_SAMPLE_MS=50 WAL_LEVEL=logical)
 #
@@ -46,6 +46,7 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 ROWS=${ROWS:-1000000}
 NGROUPS=${NGROUPS:-1000}
 CHANGES=${CHANGES:-1 1000 100000}
+SHAPES=${SHAPES:-group join minmax left}
 RUNS=${RUNS:-5}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 CLIENTS_LIST=${CLIENTS_LIST:-2 8}
@@ -164,6 +165,7 @@ SQL
     local shape name tmpl key q_reg q_plain q_ivm
     for shape in "${shapes[@]}"; do
         IFS='|' read -r name tmpl key <<<"$shape"
+        [[ " $SHAPES " == *" $name "* ]] || continue
         q_reg=${tmpl//\{T\}/t}; q_reg=${q_reg//\{D\}/d}
         q_plain=${tmpl//\{T\}/plain_t}; q_plain=${q_plain//\{D\}/plain_d}
         q_ivm=${tmpl//\{T\}/ivm_t}; q_ivm=${q_ivm//\{D\}/ivm_d}

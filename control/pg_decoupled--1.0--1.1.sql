@@ -32,6 +32,10 @@
 --     table's primary key where it has one (REPLICA IDENTITY DEFAULT; an
 --     index on the key of cur and pending): _capture_key,
 --     _capture_key_lookup and register_table.
+--   * Kept min/max (C13.2): a GROUP BY view whose aggregates are counts,
+--     sums of integers and min/max of built-in types keeps them per group
+--     (_stage_sums's filter, _merge_sums's replace and unknown); views
+--     created before keep the strategy they were created with.
 --   * A hot standby refuses catalog changes, appends, holds, subscriptions
 --     and verify() with a clear error and hint; debug wait points for tests
 --     (decoupled.wait_points, arm_wait_point, release_wait_point).
@@ -1645,6 +1649,21 @@ REVOKE ALL ON FUNCTION decoupled._stage_retractions(bigint, bigint, text) FROM P
 CREATE FUNCTION decoupled._estimated_rows(rel regclass) RETURNS double precision
     LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_estimated_rows';
 REVOKE ALL ON FUNCTION decoupled._estimated_rows(regclass) FROM PUBLIC;
+-- Kept min/max (C13.2): a sums view's state keeps a group's extremes; the
+-- groups whose extreme a retraction reached are computed afresh (a filter
+-- for _stage_sums) and replace their state rows (_merge_sums's `replace`,
+-- its `unknown` names them).
+DROP FUNCTION decoupled._stage_sums(regclass, oid, bigint, regclass, boolean);
+CREATE FUNCTION decoupled._stage_sums(plan regclass, owner oid, ts bigint, target regclass,
+                                     initial boolean, filter text DEFAULT NULL)
+    RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_sums';
+REVOKE ALL ON FUNCTION decoupled._stage_sums(regclass, oid, bigint, regclass, boolean, text) FROM PUBLIC;
+DROP FUNCTION decoupled._merge_sums(regclass, regclass, regclass);
+CREATE FUNCTION decoupled._merge_sums(plan regclass, state regclass, dstate regclass,
+                                     replace text DEFAULT NULL,
+                                     OUT groups bigint, OUT filter text, OUT unknown text)
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_merge_sums';
+REVOKE ALL ON FUNCTION decoupled._merge_sums(regclass, regclass, regclass, text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION decoupled.replica_maintain(incarnation bigint, lifetime_id bigint,
                                            expected_upper bigint,
@@ -1675,6 +1694,7 @@ DECLARE
     v_partial   boolean;
     v_groups    bigint;
     v_filter    text;
+    v_unknown   text;
     v_steps_inc integer := 0;
     v_steps_rec integer := 0;
 BEGIN
@@ -1729,8 +1749,14 @@ BEGIN
             -- The changes' counts and sums added to the kept state; the
             -- touched groups' rows, from the state, replace the view's.
             PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_dstate, false);
-            SELECT g.groups, g.filter INTO v_groups, v_filter
+            SELECT g.groups, g.filter, g.unknown INTO v_groups, v_filter, v_unknown
               FROM decoupled._merge_sums(v_plan, v_state, v_dstate) g;
+            IF v_unknown IS NOT NULL THEN
+                -- A retraction reached a kept min or max: those groups'
+                -- state, computed afresh at t, replaces theirs.
+                PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_dstate, true, v_unknown);
+                PERFORM decoupled._merge_sums(v_plan, v_state, v_dstate, v_unknown);
+            END IF;
             IF v_groups > 0 THEN
                 PERFORM decoupled._stage_kept(v_plan, v_owner, v_t, v_state, v_stage, v_filter);
                 PERFORM decoupled._stage_retractions(id, v_t, v_filter);

@@ -26,6 +26,7 @@ extern "C" {
 
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/transam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
 #include "catalog/pg_class.h"
@@ -222,6 +223,7 @@ Oid operator_namespace(Oid op) {
 }  // namespace decoupled::delta
 
 bool kept_sums_suffice(Query* q);
+bool kept_extremes(Query* q);
 
 namespace decoupled::delta {
 
@@ -780,6 +782,11 @@ char* typed_literal(const char* value, Oid type) {
     return psprintf("%s::%s", quote_literal_cstr(value), format_type_be_qualified(type));
 }
 
+// Whether a filter names particular groups by literals (typed_literal's
+// quotes): its text is new at every step, and a plan kept for it would be
+// used once.  One without (`true`, a subquery) recurs.
+bool names_literals(const char* filter) { return strchr(filter, '\'') != nullptr; }
+
 }  // namespace decoupled::delta
 
 namespace decoupled::delta {
@@ -861,13 +868,18 @@ void collect_join_quals(Node* node, List* inputs, List** out) {
 //                        OUT arrangement_inputs bigint[], OUT arrangement_keys text[])
 // How the view is maintained ('linear', 'sums', 'groups' or 'recompute'),
 // why not incrementally, and the arrangements its steps probe: the join
-// keys of every input, and for 'groups' over one input its GROUP BY keys.
+// keys of every input, and for 'groups' over one input its GROUP BY keys
+// (for 'sums' too where it keeps a min or max: its groups whose extreme
+// became unknown are computed afresh by them).
 Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
     Oid plan = PG_GETARG_OID(0);
     Query* q = plan_query(plan);
     List* inputs;
     decoupled::QueryShape shape = describe(q, &inputs);
     decoupled::Strategy strategy = decoupled::classify(shape);
+    bool by_group_keys =
+        strategy.kind == decoupled::StrategyKind::Groups ||
+        (strategy.kind == decoupled::StrategyKind::Sums && kept_extremes(q));
     if (int sub = grouped_subquery(q)) {
         // Its subquery's arrangements: the groups are computed through it.
         q = rt_fetch(sub, q->rtable)->subquery;
@@ -887,8 +899,7 @@ Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
         bool only_top = list_length(top) == list_length(inputs);
         inputs = top;
         collect_join_quals(reinterpret_cast<Node*>(q->jointree), inputs, &arrangements);
-        if (strategy.kind == decoupled::StrategyKind::Groups && list_length(inputs) == 1 &&
-            only_top) {
+        if (by_group_keys && list_length(inputs) == 1 && only_top) {
             auto* in = static_cast<Input*>(linitial(inputs));
             StringInfoData keys;
             initStringInfo(&keys);
@@ -1020,25 +1031,24 @@ void ungroup(Query* q, List* target_list) {
 // matches NULL).  Non-null single keys become one `= ANY (array)` (an index
 // probe); other tuples are compared column by column.  Built-in equality
 // only (OPERATOR(pg_catalog.=)), literals cast to the keys' types.
-char* groups_filter(SPITupleTable* rows, uint64 count, const Keys& keys) {
+char* groups_filter(HeapTuple* rows, TupleDesc desc, uint64 count, const Keys& keys) {
     StringInfoData tuples, filter;
     Datum* any = static_cast<Datum*>(palloc(sizeof(Datum) * Max(count, 1)));
     int nany = 0;
     initStringInfo(&tuples);
     initStringInfo(&filter);
     for (uint64 r = 0; r < count; ++r) {
-        HeapTuple tuple = rows->vals[r];
+        HeapTuple tuple = rows[r];
         bool has_null = false;
-        for (int c = 0; c < keys.n; ++c)
-            has_null |= SPI_getvalue(tuple, rows->tupdesc, c + 1) == nullptr;
+        for (int c = 0; c < keys.n; ++c) has_null |= SPI_getvalue(tuple, desc, c + 1) == nullptr;
         // An array-typed key compares as a whole: no ANY over it.
         if (!has_null && keys.n == 1 && !OidIsValid(get_element_type(keys.types[0]))) {
-            any[nany++] = CStringGetTextDatum(SPI_getvalue(tuple, rows->tupdesc, 1));
+            any[nany++] = CStringGetTextDatum(SPI_getvalue(tuple, desc, 1));
             continue;
         }
         appendStringInfoString(&tuples, tuples.len ? " OR (" : "(");
         for (int c = 0; c < keys.n; ++c) {
-            char* value = SPI_getvalue(tuple, rows->tupdesc, c + 1);
+            char* value = SPI_getvalue(tuple, desc, c + 1);
             if (c > 0) appendStringInfoString(&tuples, " AND ");
             if (value == nullptr)
                 appendStringInfo(&tuples, "%s IS NULL", keys.names[c]);
@@ -1061,11 +1071,15 @@ char* groups_filter(SPITupleTable* rows, uint64 count, const Keys& keys) {
     return filter.len > 0 ? psprintf("(%s)", filter.data) : nullptr;
 }
 
-Datum groups_result(FunctionCallInfo fcinfo, int64 groups, const char* filter) {
-    Datum values[2] = {Int64GetDatum(groups), filter ? CStringGetTextDatum(filter) : 0};
-    bool isnull[2] = {false, filter == nullptr};
+// (groups, filter) — and `unknown` where the declaration has a third
+// column (1.1's _merge_sums; 1.0's has two).
+Datum groups_result(FunctionCallInfo fcinfo, int64 groups, const char* filter,
+                    const char* unknown = nullptr) {
+    Datum values[3] = {Int64GetDatum(groups), filter ? CStringGetTextDatum(filter) : 0,
+                       unknown ? CStringGetTextDatum(unknown) : 0};
+    bool isnull[3] = {false, filter == nullptr, unknown == nullptr};
     TupleDesc desc;
-    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE || desc->natts > 3)
         elog(ERROR, "function returning the touched groups must return a composite type");
     return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, isnull));
 }
@@ -1115,7 +1129,7 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
         elog(ERROR, "could not read the touched groups");
     uint64 groups = SPI_processed;
     MemoryContext spi = MemoryContextSwitchTo(caller);
-    char* filter = groups_filter(SPI_tuptable, groups, keys);
+    char* filter = groups_filter(SPI_tuptable->vals, SPI_tuptable->tupdesc, groups, keys);
     MemoryContextSwitchTo(spi);
     SPI_finish();
     decoupled::leave_owner(&scope);
@@ -1126,24 +1140,65 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
 // Kept counts and sums ('sums' views)
 //
 // State c<view>_state: the key columns (named as in the view), mz_n (the
-// group's rows), and per distinct aggregated expression j: mz_nn_j (its
-// non-null values) and mz_s_j (their sum, numeric).  mz_* names are
-// reserved in a view's columns, so they never clash with a key.  A step aggregates the
-// changes at t into c<view>_dstate (as the owner), adds them to the state
-// (_merge_sums, as the extension: arithmetic only), and computes the
-// touched groups' rows from the state (as the owner).
+// group's rows), per distinct aggregated expression j of count/sum/avg:
+// mz_nn_j (its non-null values) and mz_s_j (their sum, numeric), and per
+// distinct expression e of min/max: mz_lo_e and mz_hi_e (its extremes) and
+// mz_rlo_e, mz_rhi_e (the extremes of a step's retracted values; NULL in
+// the state).  mz_* names are reserved in a view's columns, so they never
+// clash with a key.  A step aggregates the changes at t into
+// c<view>_dstate (as the owner), adds them to the state (_merge_sums, as
+// the extension: arithmetic and built-in comparisons only), and computes
+// the touched groups' rows from the state (as the owner).
+//
+// An inserted value moves an extreme by comparison alone; a retracted one
+// that reaches the kept extreme leaves the group's extreme unknown.  Those
+// groups — few: a retraction must hit the group's minimum or maximum — are
+// computed again at t from the input (_stage_sums with a filter, through
+// the arrangement) and replace their state rows (_merge_sums with
+// `replace`).
 // ---------------------------------------------------------------------------
 
 namespace {
 
 struct SumsContext {
     List* keys;  // key expressions, in GROUP BY order
-    List* args;  // distinct aggregated expressions
+    List* args;  // distinct aggregated expressions of count/sum/avg
     List* summable;  // per arg: is it an exact number (int2/4/8, numeric)?
-    bool ok;     // only count/sum/avg of exact numbers, no other input column
+    List* extremes;  // distinct aggregated expressions of min/max
+    bool ok;     // only count, sum/avg of exact numbers, min/max of built-in
+                 // types; no other input column
     bool mutate;
+    bool allow_extremes;  // the catalog's SQL recomputes unknown extremes
+    int final_args;       // with mutate: how many args the walk will find
     Oid kept_sum_int8, kept_sum_numeric, kept_avg;
 };
+
+// min/max of `arg` can be kept: a built-in base type (no domain, no
+// user-defined comparison: _merge_sums compares as the extension) whose
+// ordering is the btree one min and max follow, aggregated with its own
+// collation into a value of its own type.
+bool keepable_extreme(Node* arg, Aggref* agg) {
+    Oid type = exprType(arg);
+    if (type >= FirstNormalObjectId || get_typtype(type) != TYPTYPE_BASE ||
+        agg->aggtype != type || agg->inputcollid != exprCollation(arg))
+        return false;
+    TypeCacheEntry* entry =
+        lookup_type_cache(type, TYPECACHE_LT_OPR | TYPECACHE_GT_OPR | TYPECACHE_CMP_PROC);
+    return OidIsValid(entry->lt_opr) && OidIsValid(entry->gt_opr) &&
+           OidIsValid(entry->cmp_proc) && operator_namespace(entry->lt_opr) == PG_CATALOG_NAMESPACE &&
+           operator_namespace(entry->gt_opr) == PG_CATALOG_NAMESPACE;
+}
+
+int extreme_index(SumsContext* c, Node* arg) {
+    int e = 0;
+    ListCell* lc;
+    foreach (lc, c->extremes) {
+        if (equal(lfirst(lc), arg)) return e;
+        e++;
+    }
+    c->extremes = lappend(c->extremes, arg);
+    return e;
+}
 
 // Integers only: a numeric sum kept across retractions keeps the largest
 // scale it ever saw, and its text would differ from the recomputation's.
@@ -1202,6 +1257,18 @@ Node* to_state(Node* node, SumsContext* c) {
             return node;
         }
         Node* arg = reinterpret_cast<Node*>(linitial_node(TargetEntry, agg->args)->expr);
+        bool min = strcmp(name, "min") == 0, max = strcmp(name, "max") == 0;
+        if (min || max) {
+            if (!c->allow_extremes || !keepable_extreme(arg, agg)) {
+                c->ok = false;
+                return node;
+            }
+            int e = extreme_index(c, arg);
+            if (!c->mutate) return node;
+            int attno = nkeys + 2 + 2 * c->final_args + 4 * e + (min ? 0 : 1);
+            return reinterpret_cast<Node*>(
+                makeVar(1, attno, exprType(arg), -1, exprCollation(arg), 0));
+        }
         bool sum = strcmp(name, "sum") == 0, avg = strcmp(name, "avg") == 0;
         if (!(strcmp(name, "count") == 0 || ((sum || avg) && exact_number(exprType(arg))))) {
             c->ok = false;
@@ -1240,9 +1307,16 @@ Oid kept_function(const char* name) {
 }
 
 // Walks (or, with `mutate`, rewrites) the select list and HAVING of a
-// grouped query over the state.
-SumsContext sums_of(Query* q, bool mutate) {
-    SumsContext c{NIL, NIL, NIL, true, mutate, InvalidOid, InvalidOid, InvalidOid};
+// grouped query over the state.  `allow_extremes` false: min/max are not
+// kept (a 1.0 catalog cannot recompute an unknown extreme).
+SumsContext sums_of(Query* q, bool mutate, bool allow_extremes = true) {
+    SumsContext c{NIL, NIL, NIL, NIL, true, mutate, allow_extremes, 0, InvalidOid, InvalidOid,
+                  InvalidOid};
+    // The extremes' columns follow every arg's: their positions need the
+    // number of args, which a walk without rewriting finds first.
+    if (mutate)
+        c.final_args =
+            list_length(sums_of(static_cast<Query*>(copyObjectImpl(q)), false, allow_extremes).args);
     ListCell* lc;
     foreach (lc, q->groupClause)
         c.keys = lappend(c.keys, get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc),
@@ -1265,8 +1339,23 @@ SumsContext sums_of(Query* q, bool mutate) {
 
 }  // namespace
 
+// Whether this catalog's replica_maintain recomputes the groups whose kept
+// extreme became unknown: its _merge_sums takes `replace` (1.1 on).  A 1.0
+// catalog served by this library keeps min/max views recomputing groups.
+bool catalog_keeps_extremes() {
+    Oid args[4] = {REGCLASSOID, REGCLASSOID, REGCLASSOID, TEXTOID};
+    return OidIsValid(LookupFuncName(
+        list_make2(makeString(pstrdup("decoupled")), makeString(pstrdup("_merge_sums"))), 4, args,
+        true));
+}
+
 bool kept_sums_suffice(Query* q) {
-    return sums_of(static_cast<Query*>(copyObjectImpl(q)), false).ok;
+    return sums_of(static_cast<Query*>(copyObjectImpl(q)), false, catalog_keeps_extremes()).ok;
+}
+
+// Whether a 'sums' view keeps a min or max.
+bool kept_extremes(Query* q) {
+    return sums_of(static_cast<Query*>(copyObjectImpl(q)), false).extremes != NIL;
 }
 
 // decoupled._mv_kept_state(plan regclass, OUT columns text, OUT keys text)
@@ -1298,6 +1387,20 @@ Datum decoupled_mv_kept_state(PG_FUNCTION_ARGS) {
     appendStringInfoString(&columns, "mz_n bigint NOT NULL");
     for (int j = 0; j < list_length(c.args); ++j)
         appendStringInfo(&columns, ", mz_nn_%d bigint NOT NULL, mz_s_%d numeric NOT NULL", j + 1, j + 1);
+    int e = 1;
+    foreach (lc, c.extremes) {
+        Node* arg = static_cast<Node*>(lfirst(lc));
+        Oid type = exprType(arg), collation = exprCollation(arg);
+        char* column_type = psprintf(
+            "%s%s%s", format_type_extended(type, -1, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY),
+            OidIsValid(collation) && collation != get_typcollation(type) ? " COLLATE " : "",
+            OidIsValid(collation) && collation != get_typcollation(type)
+                ? generate_collation_name(collation)
+                : "");
+        for (const char* part : {"lo", "hi", "rlo", "rhi"})
+            appendStringInfo(&columns, ", mz_%s_%d %s", part, e, column_type);
+        e++;
+    }
     Datum values[2] = {CStringGetTextDatum(columns.data), CStringGetTextDatum(key_list.data)};
     bool nulls[2] = {false, false};
     TupleDesc desc;
@@ -1308,7 +1411,9 @@ Datum decoupled_mv_kept_state(PG_FUNCTION_ARGS) {
 
 namespace {
 
-// Keys, then mz_diff (changes only), then the aggregated expressions.
+// Keys, then mz_diff (changes only), then the aggregated expressions of
+// count/sum/avg and of min/max.  Theirs are mz_ names: a filter on the
+// keys' names reads these rows too.
 List* sums_select_list(Query* q, TargetEntry* diff) {
     Keys keys = group_keys(q);
     SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
@@ -1318,9 +1423,9 @@ List* sums_select_list(Query* q, TargetEntry* diff) {
         tlist = lappend(tlist, diff);
     }
     ListCell* lc;
-    foreach (lc, c.args)
+    foreach (lc, list_concat_copy(c.args, c.extremes))
         tlist = lappend(tlist, makeTargetEntry(static_cast<Expr*>(lfirst(lc)), list_length(tlist) + 1,
-                                               psprintf("a%d", list_length(tlist) + 1), false));
+                                               psprintf("mz_a%d", list_length(tlist) + 1), false));
     return tlist;
 }
 
@@ -1331,21 +1436,25 @@ void sums_changes_select_list(Query* q, int changed_rti, int changed_ncols, void
 }  // namespace
 
 // decoupled._stage_sums(plan regclass, owner oid, ts bigint, target regclass,
-//                       initial boolean) -> bigint
+//                       initial boolean, filter text DEFAULT NULL) -> bigint
 // Per group: the count of rows and, per aggregated expression, of its
-// non-null values and their sum — of the inputs' changes at ts (counted
-// with their signs), or with `initial` of the view's rows at ts — as the
-// owner, into target (the view's dstate).
+// non-null values and their sum, or its extremes — of the inputs' changes
+// at ts (counted with their signs; the extremes of the inserted and of the
+// retracted values apart), or with `initial` of the view's rows at ts (with
+// `filter`, of the groups it selects only) — as the owner, into target
+// (the view's dstate).
 Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     Prepared p = prepared_args(fcinfo);
     if (PG_ARGISNULL(3) || PG_ARGISNULL(4)) elog(ERROR, "target and initial must not be null");
     Oid target_oid = PG_GETARG_OID(3);
     bool initial = PG_GETARG_BOOL(4);
+    char* filter = PG_NARGS() > 5 && !PG_ARGISNULL(5) ? text_to_cstring(PG_GETARG_TEXT_PP(5)) : nullptr;
+    if (filter && !initial) elog(ERROR, "_stage_sums: a filter needs initial");
 
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
     decoupled::enter_owner(p.owner, p.ts, &scope);
-    if (!initial) decoupled::serial_only();
+    if (!initial || filter) decoupled::serial_only();
     Query* q = plan_query(p.plan);
     Keys keys = group_keys(q);
     SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
@@ -1353,6 +1462,8 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     if (initial) {
         ungroup(q, sums_select_list(q, nullptr));
         rows_sql = pg_get_querydef(q, false);
+        // Pushed down to the input, where the arrangement answers it.
+        if (filter) rows_sql = psprintf("SELECT * FROM (%s) r WHERE %s", rows_sql, filter);
     } else {
         rows_sql = changes_union(q, sums_changes_select_list, nullptr);
     }
@@ -1385,36 +1496,87 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
                                       : "0::pg_catalog.numeric");
         j++;
     }
+    int e = 1;
+    foreach (lc, c.extremes) {
+        char* type = format_type_extended(exprType(static_cast<Node*>(lfirst(lc))), -1,
+                                          FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
+        appendStringInfo(&names, ", e%d", e);
+        if (initial)
+            appendStringInfo(&sql, ", min(x.e%d), max(x.e%d), NULL::%s, NULL::%s", e, e, type, type);
+        else
+            appendStringInfo(&sql,
+                             ", min(x.e%d) FILTER (WHERE x.d OPERATOR(pg_catalog.>) 0)"
+                             ", max(x.e%d) FILTER (WHERE x.d OPERATOR(pg_catalog.>) 0)"
+                             ", min(x.e%d) FILTER (WHERE x.d OPERATOR(pg_catalog.<) 0)"
+                             ", max(x.e%d) FILTER (WHERE x.d OPERATOR(pg_catalog.<) 0)",
+                             e, e, e, e);
+        e++;
+    }
     appendStringInfo(&sql, " FROM (%s) x(%s) GROUP BY ", rows_sql, names.data);
     for (int k = 1; k <= keys.n; ++k) appendStringInfo(&sql, "%sx.k%d", k > 1 ? ", " : "", k);
-    // The first computation runs once: only the steps keep their plan.
-    uint64 rows = decoupled::stage_rows(target, sql.data, p.ts, !initial);
+    // The first computation runs once, and a filter with literals names
+    // this step's groups: their plans are not kept.
+    uint64 rows = decoupled::stage_rows(target, sql.data, p.ts,
+                                        !initial || (filter && !names_literals(filter)));
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
     PG_RETURN_INT64(static_cast<int64>(rows));
 }
 
 // decoupled._merge_sums(plan regclass, state regclass, dstate regclass,
-//                       OUT groups bigint, OUT filter text)
+//                       replace text DEFAULT NULL,
+//                       OUT groups bigint, OUT filter text, OUT unknown text)
 // Adds the aggregated changes in dstate to the state (a group whose count
 // reaches 0 goes) and returns the touched groups as a condition on the key
-// columns.  Arithmetic on counts and numerics only: run as the extension.
+// columns, and those whose kept extreme a retraction reached (`unknown`,
+// NULL if none; `true` if so many that computing every group is cheaper)
+// as another.  With `replace`, the groups it selects are
+// replaced by dstate's rows instead (computed afresh).  Arithmetic and
+// built-in comparisons only: run as the extension.
 Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
+    for (int i = 0; i < 3; ++i)
+        if (PG_ARGISNULL(i)) elog(ERROR, "_merge_sums: argument %d must not be null", i + 1);
     Query* q = plan_query(PG_GETARG_OID(0));
     char* state = decoupled::locked_relation_name(PG_GETARG_OID(1));
     Oid dstate_relid = PG_GETARG_OID(2);
+    char* replace = PG_NARGS() > 3 && !PG_ARGISNULL(3) ? text_to_cstring(PG_GETARG_TEXT_PP(3)) : nullptr;
     // The aggregated changes are a scratch in memory (scratch.hpp).
     char* dstate = decoupled::scratch_name(dstate_relid);
     Keys keys = group_keys(q);
     SumsContext c = sums_of(q, false);
     MemoryContext caller = CurrentMemoryContext;
 
+    SPI_connect();
+    decoupled::expose_scratch(dstate_relid);
+    if (replace) {
+        char* remove = psprintf("DELETE FROM %s WHERE %s", state, replace);
+        decoupled::not_decoded([&] {
+            if ((names_literals(replace) ? SPI_execute(remove, false, 0)
+                                         : decoupled::execute_kept(remove, false, 0)) !=
+                    SPI_OK_DELETE ||
+                decoupled::execute_kept(psprintf("INSERT INTO %s SELECT * FROM %s", state, dstate),
+                                        false, 0) != SPI_OK_INSERT)
+                elog(ERROR, "could not replace the groups of %s", state);
+        });
+        decoupled::clear_scratch(dstate_relid);
+        SPI_finish();
+        PG_RETURN_DATUM(groups_result(fcinfo, 0, nullptr, nullptr));
+    }
+
     // The state's unique index on the keys (NULLS NOT DISTINCT) finds each
     // group; a group whose count reaches 0 is deleted through a partial
-    // index on n = 0.
-    StringInfoData set, key_list;
+    // index on n = 0.  A kept extreme takes the inserted values'; the
+    // retracted values' extreme stays in mz_rlo/mz_rhi only where it
+    // reaches the kept one and no inserted value lies strictly beyond it
+    // (then the extreme is unknown: RETURNING shows it, and the state keeps
+    // the mark until the group's row is replaced).  Strictly: a join's
+    // changes may insert and retract one value at once, which cancels; a
+    // value beyond every retracted one was not retracted.
+    StringInfoData set, key_list, unknown, unknown_marked;
     initStringInfo(&set);
     initStringInfo(&key_list);
+    initStringInfo(&unknown);
+    initStringInfo(&unknown_marked);
     for (int k = 0; k < keys.n; ++k)
         appendStringInfo(&key_list, "%s%s", k > 0 ? ", " : "", keys.names[k]);
     appendStringInfoString(&set, "mz_n = s.mz_n OPERATOR(pg_catalog.+) EXCLUDED.mz_n");
@@ -1423,29 +1585,81 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
                          ", mz_nn_%d = s.mz_nn_%d OPERATOR(pg_catalog.+) EXCLUDED.mz_nn_%d"
                          ", mz_s_%d = s.mz_s_%d OPERATOR(pg_catalog.+) EXCLUDED.mz_s_%d",
                          j, j, j, j, j, j);
+    for (int e = 1; e <= list_length(c.extremes); ++e) {
+        appendStringInfo(&set,
+                         ", mz_lo_%d = LEAST(s.mz_lo_%d, EXCLUDED.mz_lo_%d)"
+                         ", mz_hi_%d = GREATEST(s.mz_hi_%d, EXCLUDED.mz_hi_%d)"
+                         ", mz_rlo_%d = CASE WHEN EXCLUDED.mz_rlo_%d OPERATOR(pg_catalog.>) s.mz_lo_%d"
+                         " OR EXCLUDED.mz_lo_%d OPERATOR(pg_catalog.<) EXCLUDED.mz_rlo_%d"
+                         " THEN NULL ELSE EXCLUDED.mz_rlo_%d END"
+                         ", mz_rhi_%d = CASE WHEN EXCLUDED.mz_rhi_%d OPERATOR(pg_catalog.<) s.mz_hi_%d"
+                         " OR EXCLUDED.mz_hi_%d OPERATOR(pg_catalog.>) EXCLUDED.mz_rhi_%d"
+                         " THEN NULL ELSE EXCLUDED.mz_rhi_%d END",
+                         e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e);
+        appendStringInfo(&unknown, "%smz_rlo_%d IS NOT NULL OR mz_rhi_%d IS NOT NULL",
+                         e > 1 ? " OR " : "", e, e);
+        appendStringInfo(&unknown_marked, "%su.mz_rlo_%d IS NOT NULL OR u.mz_rhi_%d IS NOT NULL",
+                         e > 1 ? " OR " : "", e, e);
+    }
 
-    SPI_connect();
-    decoupled::expose_scratch(dstate_relid);
     if (decoupled::execute_kept(psprintf("SELECT %s FROM %s", key_list.data, dstate), true, 0) !=
         SPI_OK_SELECT)
         elog(ERROR, "could not read the aggregated changes");
     uint64 groups = SPI_processed;
     MemoryContext spi = MemoryContextSwitchTo(caller);
-    char* filter = groups_filter(SPI_tuptable, groups, keys);
+    char* filter = groups_filter(SPI_tuptable->vals, SPI_tuptable->tupdesc, groups, keys);
     MemoryContextSwitchTo(spi);
+    char* unknown_filter = nullptr;
     if (groups > 0) decoupled::not_decoded([&] {
-        if (decoupled::execute_kept(psprintf("INSERT INTO %s AS s SELECT * FROM %s "
-                                             "ON CONFLICT (%s) DO UPDATE SET %s",
-                                             state, dstate, key_list.data, set.data),
-                                    false, 0) != SPI_OK_INSERT ||
-            decoupled::execute_kept(
+        char* returning = unknown.len > 0 ? psprintf(" RETURNING %s, %s", key_list.data, unknown.data)
+                                          : pstrdup("");
+        int merged = decoupled::execute_kept(psprintf("INSERT INTO %s AS s SELECT * FROM %s "
+                                                      "ON CONFLICT (%s) DO UPDATE SET %s%s",
+                                                      state, dstate, key_list.data, set.data,
+                                                      returning),
+                                             false, 0);
+        if (merged != (unknown.len > 0 ? SPI_OK_INSERT_RETURNING : SPI_OK_INSERT))
+            elog(ERROR, "could not add the aggregated changes to %s", state);
+        if (unknown.len > 0) {
+            HeapTuple* unknown_rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * SPI_processed));
+            uint64 nunknown = 0;
+            for (uint64 r = 0; r < SPI_processed; ++r) {
+                bool isnull;
+                Datum flag = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, keys.n + 1,
+                                           &isnull);
+                if (!isnull && DatumGetBool(flag)) unknown_rows[nunknown++] = SPI_tuptable->vals[r];
+            }
+            MemoryContext spi_context = MemoryContextSwitchTo(caller);
+            // Many unknown groups: one pass over the input is cheaper than
+            // a probe per group (the step-size rule of 'groups' views).
+            bool null_key = false;
+            for (uint64 r = 0; r < nunknown; ++r)
+                for (int k = 0; k < keys.n; ++k)
+                    null_key |= SPI_getvalue(unknown_rows[r], SPI_tuptable->tupdesc, k + 1) == nullptr;
+            if (nunknown == 0)
+                unknown_filter = nullptr;
+            else if (decoupled::recompute_touched_groups_in_full(static_cast<int64>(nunknown),
+                                                                 live_rows(PG_GETARG_OID(1))))
+                unknown_filter = pstrdup("true");
+            else if (keys.n == 1 && !OidIsValid(get_element_type(keys.types[0])) && !null_key)
+                // The state marks them: a text without literals, whose plans
+                // are kept (an ANY over a subquery's array is pushed down to
+                // the arrangement, as in restrict_partners).
+                unknown_filter = psprintf(
+                    "%s OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT u.%s FROM %s u WHERE %s))",
+                    keys.names[0], keys.names[0], state, unknown_marked.data);
+            else
+                unknown_filter = groups_filter(unknown_rows, SPI_tuptable->tupdesc, nunknown, keys);
+            MemoryContextSwitchTo(spi_context);
+        }
+        if (decoupled::execute_kept(
                 psprintf("DELETE FROM %s WHERE mz_n OPERATOR(pg_catalog.=) 0", state), false, 0) !=
-                SPI_OK_DELETE)
+            SPI_OK_DELETE)
             elog(ERROR, "could not add the aggregated changes to %s", state);
     });
     decoupled::clear_scratch(dstate_relid);
     SPI_finish();
-    PG_RETURN_DATUM(groups_result(fcinfo, static_cast<int64>(groups), filter));
+    PG_RETURN_DATUM(groups_result(fcinfo, static_cast<int64>(groups), filter, unknown_filter));
 }
 
 // decoupled._stage_kept(plan regclass, owner oid, ts bigint, state regclass,

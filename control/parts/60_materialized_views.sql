@@ -35,11 +35,12 @@ CREATE FUNCTION decoupled._stage_partitions(plan regclass, owner oid, ts bigint,
 CREATE FUNCTION decoupled._mv_kept_state(plan regclass, OUT columns text, OUT keys text)
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_kept_state';
 CREATE FUNCTION decoupled._stage_sums(plan regclass, owner oid, ts bigint, target regclass,
-                                     initial boolean)
+                                     initial boolean, filter text DEFAULT NULL)
     RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_sums';
 CREATE FUNCTION decoupled._merge_sums(plan regclass, state regclass, dstate regclass,
-                                     OUT groups bigint, OUT filter text)
-    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_merge_sums';
+                                     replace text DEFAULT NULL,
+                                     OUT groups bigint, OUT filter text, OUT unknown text)
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_merge_sums';
 CREATE FUNCTION decoupled._stage_kept(plan regclass, owner oid, ts bigint, state regclass,
                                      target regclass, filter text)
     RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_kept';
@@ -583,6 +584,7 @@ DECLARE
     v_partial   boolean;
     v_groups    bigint;
     v_filter    text;
+    v_unknown   text;
     v_steps_inc integer := 0;
     v_steps_rec integer := 0;
 BEGIN
@@ -637,8 +639,14 @@ BEGIN
             -- The changes' counts and sums added to the kept state; the
             -- touched groups' rows, from the state, replace the view's.
             PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_dstate, false);
-            SELECT g.groups, g.filter INTO v_groups, v_filter
+            SELECT g.groups, g.filter, g.unknown INTO v_groups, v_filter, v_unknown
               FROM decoupled._merge_sums(v_plan, v_state, v_dstate) g;
+            IF v_unknown IS NOT NULL THEN
+                -- A retraction reached a kept min or max: those groups'
+                -- state, computed afresh at t, replaces theirs.
+                PERFORM decoupled._stage_sums(v_plan, v_owner, v_t, v_dstate, true, v_unknown);
+                PERFORM decoupled._merge_sums(v_plan, v_state, v_dstate, v_unknown);
+            END IF;
             IF v_groups > 0 THEN
                 PERFORM decoupled._stage_kept(v_plan, v_owner, v_t, v_state, v_stage, v_filter);
                 PERFORM decoupled._stage_retractions(id, v_t, v_filter);

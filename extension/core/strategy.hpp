@@ -9,10 +9,12 @@
 //              with input i replaced by its changes at t, the inputs before
 //              i read at t and those after it at t - 1.
 //   sums       the same, GROUP BY whose keys are all output columns, and
-//              only count(*), count(x), sum(x) and avg(x) of integers or
-//              numerics: per group counts and sums are kept, the changes
-//              at t are aggregated and added, and the touched groups' rows
-//              are computed from the kept state.
+//              only count(*), count(x), sum(x) and avg(x) of integers, and
+//              min(x) and max(x) of built-in types: per group counts, sums
+//              and extremes are kept, the changes at t are aggregated and
+//              added, and the touched groups' rows are computed from the
+//              kept state (a group whose kept extreme a retraction reached
+//              is computed again at t first).
 //   groups     the same, GROUP BY whose keys are all output columns, any
 //              aggregates and HAVING; or SELECT DISTINCT (each distinct row
 //              a group); or UNION, INTERSECT, EXCEPT (with or without ALL)
