@@ -1189,15 +1189,18 @@ bool keepable_extreme(Node* arg, Aggref* agg) {
            operator_namespace(entry->gt_opr) == PG_CATALOG_NAMESPACE;
 }
 
-int extreme_index(SumsContext* c, Node* arg) {
-    int e = 0;
+// The position of `arg` among the distinct expressions in `*list`,
+// appended if new (*added tells).
+int distinct_index(List** list, Node* arg, bool* added) {
+    int i = 0;
     ListCell* lc;
-    foreach (lc, c->extremes) {
-        if (equal(lfirst(lc), arg)) return e;
-        e++;
+    foreach (lc, *list) {
+        if (equal(lfirst(lc), arg)) return i;
+        i++;
     }
-    c->extremes = lappend(c->extremes, arg);
-    return e;
+    *list = lappend(*list, arg);
+    *added = true;
+    return i;
 }
 
 // Integers only: a numeric sum kept across retractions keeps the largest
@@ -1205,14 +1208,9 @@ int extreme_index(SumsContext* c, Node* arg) {
 bool exact_number(Oid type) { return type == INT2OID || type == INT4OID || type == INT8OID; }
 
 int arg_index(SumsContext* c, Node* arg) {
-    int j = 0;
-    ListCell* lc;
-    foreach (lc, c->args) {
-        if (equal(lfirst(lc), arg)) return j;
-        j++;
-    }
-    c->args = lappend(c->args, arg);
-    c->summable = lappend_int(c->summable, exact_number(exprType(arg)) ? 1 : 0);
+    bool added = false;
+    int j = distinct_index(&c->args, arg, &added);
+    if (added) c->summable = lappend_int(c->summable, exact_number(exprType(arg)) ? 1 : 0);
     return j;
 }
 
@@ -1263,7 +1261,8 @@ Node* to_state(Node* node, SumsContext* c) {
                 c->ok = false;
                 return node;
             }
-            int e = extreme_index(c, arg);
+            bool added = false;
+            int e = distinct_index(&c->extremes, arg, &added);
             if (!c->mutate) return node;
             int attno = nkeys + 2 + 2 * c->final_args + 4 * e + (min ? 0 : 1);
             return reinterpret_cast<Node*>(

@@ -54,6 +54,9 @@ $node->safe_psql('postgres', q{
     SELECT decoupled.create_materialized_view('owner_range',
         'SELECT owner, min(balance) AS low, max(balance) AS high FROM accounts
           GROUP BY owner HAVING count(*) > 1', retain_history => '1 hour');
+    SELECT decoupled.create_materialized_view('owner_kinds',
+        'SELECT owner, count(DISTINCT balance % 7) AS kinds FROM accounts GROUP BY owner',
+        retain_history => '1 hour');
     SELECT decoupled.create_materialized_view('region_summary',
         'SELECT count(*) AS regions, sum(total) AS total FROM by_region',
         retain_history => '1 hour');
@@ -70,8 +73,8 @@ $node->safe_psql('postgres', q{
                                    retain_history => '1 hour');
     SELECT decoupled.create_sink('feed_sink', 'feed', 'feed_changes');
 });
-my @views = qw(by_region rich_owners even_accounts per_owner owner_range region_summary
-  owner_accounts outside_west);
+my @views = qw(by_region rich_owners even_accounts per_owner owner_range owner_kinds
+  region_summary owner_accounts outside_west);
 # The outer join and the subquery are maintained by key partitions.
 is($node->safe_psql('postgres', q{
     SELECT string_agg(name || ':' || method, ' ' ORDER BY name) FROM decoupled.view_maintenance
@@ -186,12 +189,14 @@ for my $view (@views) {
 }
 
 # The single-input views stepped incrementally — through the replica kills
-# and crash restarts — and each of their steps verified above.
+# and crash restarts — and each of their steps verified above: kept counts
+# and sums, kept extremes (owner_range: `sums` with min and max), touched
+# groups computed again (owner_kinds: count(DISTINCT) is `groups`).
 is($node->safe_psql('postgres', q{
     SELECT string_agg(name || ':' || method || ':' || (incremental_steps > 0), ' ' ORDER BY name)
       FROM decoupled.view_maintenance
-     WHERE name IN ('even_accounts', 'per_owner', 'owner_range')}),
-    'even_accounts:linear:true owner_range:groups:true per_owner:sums:true',
+     WHERE name IN ('even_accounts', 'per_owner', 'owner_range', 'owner_kinds')}),
+    'even_accounts:linear:true owner_kinds:groups:true owner_range:sums:true per_owner:sums:true',
     'incremental views stepped incrementally');
 
 # The sink adds up to the table at the end, and wrote each change once.
