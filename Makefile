@@ -59,6 +59,7 @@ OBJS = \
 	extension/written_plan.o \
 	extension/delta_plan.o \
 	extension/partition_plan.o \
+	extension/outer_join_terms.o \
 	extension/sessions.o \
 	extension/subscribe.o \
 	extension/capture_functions.o \

@@ -421,6 +421,7 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
             s.keys_comparable = false;
     }
     s.sums_only = s.group_by && s.aggregates && s.keys_are_outputs && kept_sums_suffice(q);
+    s.keyed_outer_join = s.outer_joins && is_keyed_outer_join(q, *inputs);
     if ((s.outer_joins || s.sublinks) && !s.set_operations)
         decoupled::describe_partitions(q, &s, nullptr);
     return s;
@@ -716,8 +717,6 @@ void restrict_partners(Query* q, List* inputs, const Input* changed, int64 chang
 // a self-join is two inputs).  `select_list` shapes each term's output
 // from the term's query, the changed input's range table index and its
 // column count (mz_diff is the column after them).
-using SelectList = void (*)(Query* q, int changed_rti, int changed_ncols, void* arg);
-
 char* changes_union(Query* base, SelectList select_list, void* arg) {
     if (base->setOperations != nullptr) {
         // A set operation: the changes of each branch, in turn (for UNION
@@ -732,6 +731,7 @@ char* changes_union(Query* base, SelectList select_list, void* arg) {
         return sql.data;
     }
     List* inputs = inputs_of(base);
+    if (is_keyed_outer_join(base, inputs)) return outer_join_changes(base, inputs, select_list, arg);
     int64* changes = inputs_changed(inputs);
     StringInfoData sql;
     initStringInfo(&sql);
@@ -764,9 +764,6 @@ TargetEntry* diff_entry(Query* q, int rti, int ncols) {
 // evaluate built-in functions.
 bool not_builtin(Oid func, void*) { return get_func_namespace(func) != PG_CATALOG_NAMESPACE; }
 
-// PostgreSQL's walkers take an untyped function pointer; going through
-// void (*)() keeps the cast explicit without a function-type warning.
-using Walker = bool (*)();
 Walker as_walker(bool (*fn)(Node*, void*)) {
     return reinterpret_cast<Walker>(reinterpret_cast<void (*)()>(fn));
 }

@@ -58,6 +58,24 @@ int output_columns(Query* q);
 char* positional_names(int n, const char* prefix);
 
 bool calls_other_than_builtins(Node* node, void* context);
+// PostgreSQL's walkers take an untyped function pointer; going through
+// void (*)() keeps the cast explicit without a function-type warning.
+using Walker = bool (*)();
+Walker as_walker(bool (*fn)(Node*, void*));
+
+// The view's changes at decoupled.as_of as one query (delta_plan.cpp): the
+// sum over its inputs i of the query with input i replaced by its changes.
+// `select_list` shapes each term's output from the term's query, the changed
+// input's range table index and its column count (mz_diff is the column
+// after them).
+using SelectList = void (*)(Query* q, int changed_rti, int changed_ncols, void* arg);
+char* changes_union(Query* base, SelectList select_list, void* arg);
+
+// Keyed outer joins (outer_join_terms.cpp): whether the query's FROM is one
+// outer join of two inputs on an equality of their columns, and its
+// changes: the inner join's terms and those of the null-extended rows.
+bool is_keyed_outer_join(Query* q, List* inputs);
+char* outer_join_changes(Query* base, List* inputs, SelectList select_list, void* arg);
 // A SQL literal of `value` as a value of `type`.
 char* typed_literal(const char* value, Oid type);
 // `expr` over `in`'s columns, deparsed over its storage's columns, or

@@ -12,7 +12,7 @@
 -- Everything above the line "-- end of corpus setup" is also run by
 -- t/012_mv_corpus_seeds.pl, which calls corpus_run() with more seeds.
 --
--- Cost: 90 views x 120 steps is 10,800 view steps and as many verify()
+-- Cost: 96 views x 120 steps is 11,520 view steps and as many verify()
 -- calls; at today's fixed cost of each (a recomputation step or a verify()
 -- takes several milliseconds even over a few dozen rows) this suite takes
 -- about 3 to 5 minutes on 2 cores.
@@ -192,7 +192,20 @@ INSERT INTO corpus_shapes (name, query) VALUES
 ('mv89_star_comma', 'SELECT a.k, a.v, b.w, c.name FROM ca a, cb b, cc c
   WHERE b.k = a.k AND c.g = a.g AND NOT EXISTS (SELECT 1 FROM cb d WHERE d.k = a.g)'),
 ('mv90_selection_over_grouped_cte', 'WITH totals AS (SELECT k, count(*) AS n, sum(v) AS sv FROM ca GROUP BY k)
-  SELECT k, n, sv * 2 AS sv2 FROM totals WHERE n > 1');
+  SELECT k, n, sv * 2 AS sv2 FROM totals WHERE n > 1'),
+-- kept sums over a keyed outer join: null-extended rows coming and going
+('mv91_right_grouped_extremes', 'SELECT b.k, count(a.v) AS n, min(a.v) AS lo, max(a.v) AS hi
+  FROM ca a RIGHT JOIN cb b ON b.k = a.k GROUP BY b.k'),
+('mv92_left_by_nullable_key', 'SELECT a.g, count(*) AS n, sum(c.lim) AS sl
+  FROM cc c LEFT JOIN ca a ON a.g = c.g GROUP BY a.g'),
+('mv93_self_left', 'SELECT a.k, count(b.v) AS n, sum(b.v) AS s
+  FROM ca a LEFT JOIN ca b ON b.g = a.k GROUP BY a.k'),
+('mv94_left_where_nullable', 'SELECT c.g, count(*) AS n, max(a.s) AS top
+  FROM cc c LEFT JOIN ca a ON a.g = c.g WHERE a.v IS NULL OR a.v > 50 GROUP BY c.g'),
+('mv95_full_having', 'SELECT coalesce(a.k, b.k) AS k, sum(a.v) AS sv, sum(b.w) AS sw
+  FROM ca a FULL JOIN cb b ON a.k = b.k GROUP BY 1 HAVING count(*) > 1'),
+('mv96_selection_over_left_group', 'SELECT g, n FROM (SELECT c.g, count(a.k) AS n, sum(a.v) AS sv
+  FROM cc c LEFT JOIN ca a ON a.g = c.g GROUP BY c.g) s WHERE n <> 1 OR sv IS NULL');
 -- what stays recomputation
 INSERT INTO corpus_shapes (name, recompute, query) VALUES
 ('mv71_window_rank', true, 'SELECT g, v, rank() OVER (PARTITION BY g ORDER BY v) AS rk FROM ca'),

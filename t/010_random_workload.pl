@@ -75,11 +75,13 @@ $node->safe_psql('postgres', q{
 });
 my @views = qw(by_region rich_owners even_accounts per_owner owner_range owner_kinds
   region_summary owner_accounts outside_west);
-# The outer join and the subquery are maintained by key partitions.
+# The keyed outer joins keep sums (their null-extended rows' changes found
+# by probes on the key); the subquery is maintained by key partitions.
 is($node->safe_psql('postgres', q{
     SELECT string_agg(name || ':' || method, ' ' ORDER BY name) FROM decoupled.view_maintenance
-     WHERE name IN ('owner_accounts', 'outside_west')}),
-   'outside_west:partitions owner_accounts:partitions', 'outer join and NOT EXISTS are partitions');
+     WHERE name IN ('owner_accounts', 'rich_owners', 'outside_west')}),
+   'outside_west:partitions owner_accounts:sums rich_owners:sums',
+   'keyed outer joins keep sums, NOT EXISTS is partitions');
 
 my ($ticks, $kills, $crashes, $adapter_stops, $promotions, $holds, $holds_refused) =
     (0, 0, 0, 0, 0, 0, 0);

@@ -18,6 +18,16 @@ Strategy classify(const QueryShape& s) {
     }
     if (s.set_operations)
         return recompute("it uses UNION, INTERSECT or EXCEPT of branches that are not all linear");
+    if (s.keyed_outer_join && s.sums_only) {
+        // Kept sums over the join: its changes are the inner join's and
+        // those of its null-extended rows, both derived from the inputs'.
+        QueryShape inner = s;
+        inner.outer_joins = inner.keyed_outer_join = false;
+        inner.partitions = false;
+        inner.partition_problem = nullptr;
+        Strategy sums = classify(inner);
+        if (sums.kind == StrategyKind::Sums) return sums;
+    }
     if (s.partitions) return {StrategyKind::Partitions, ""};
     if (s.grouped_subquery) {
         if (!s.keys_comparable) return recompute("a GROUP BY key's type has no built-in equality");

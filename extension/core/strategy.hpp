@@ -8,7 +8,10 @@
 //              view's difference at t is the sum over inputs i of the query
 //              with input i replaced by its changes at t, the inputs before
 //              i read at t and those after it at t - 1.
-//   sums       the same, GROUP BY whose keys are all output columns, and
+//   sums       the same, or one outer join of two inputs on an equality
+//              of a column of each (its null-extended rows' changes found
+//              by probes on the key, extension/outer_join_terms.cpp);
+//              GROUP BY whose keys are all output columns, and
 //              only count(*), count(x), sum(x) and avg(x) of integers, and
 //              min(x) and max(x) of built-in types: per group counts, sums
 //              and extremes are kept, the changes at t are aggregated and
@@ -60,6 +63,7 @@ struct QueryShape {
     bool sums_only = false;         // every aggregate is count, or sum/avg of an exact number
     bool setop_of_linear = false;   // UNION/INTERSECT/EXCEPT whose branches are each linear
     bool grouped_subquery = false;  // selection over a sums/groups subquery, its keys output
+    bool keyed_outer_join = false;  // FROM is one outer join of two inputs on one equality
     bool partitions = false;        // outer joins / subqueries over inputs sharing one key
     const char* partition_problem = nullptr;  // else why not (outer joins or subqueries)
 };

@@ -106,6 +106,24 @@ TEST(Strategy, OuterJoinsAndSubqueriesOnOneKeyArePartitions) {
     EXPECT_STREQ(decoupled::strategy_name(StrategyKind::Partitions), "incremental");
 }
 
+TEST(Strategy, KeyedOuterJoinsKeepSums) {
+    QueryShape s;
+    s.inputs = 2;
+    s.outer_joins = s.partitions = s.keyed_outer_join = true;
+    // Without kept sums (no GROUP BY, or another aggregate): partitions.
+    EXPECT_EQ(classify(s).kind, StrategyKind::Partitions);
+    s.aggregates = s.group_by = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Partitions);
+    s.sums_only = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Sums);
+    // What stops sums over an inner join stops it here too.
+    s.window_functions = true;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Partitions);
+    s.window_functions = false;
+    s.keyed_outer_join = false;
+    EXPECT_EQ(classify(s).kind, StrategyKind::Partitions);
+}
+
 TEST(Strategy, OuterJoinsOnDifferentKeysSayWhy) {
     QueryShape s;
     s.inputs = 3;
