@@ -466,6 +466,27 @@ int read_storage_view(Query* q, int rti, int64 input, const char* part, bool wit
     return ncols;
 }
 
+// Replaces an entry by the subquery `sql` (parsed here, over storage the
+// step's user may read), keeping the entry's column names.
+void read_subquery_text(RangeTblEntry* rte, const char* sql) {
+    RawStmt* raw = linitial_node(RawStmt, raw_parser(sql, RAW_PARSE_DEFAULT));
+    rte->rtekind = RTE_SUBQUERY;
+    rte->subquery = parse_analyze_fixedparams(raw, sql, nullptr, 0, nullptr);
+    rte->relid = InvalidOid;
+    rte->relkind = 0;
+    rte->rellockmode = NoLock;
+    rte->tablesample = nullptr;
+    rte->security_barrier = false;
+    rte->lateral = false;
+    rte->inh = false;
+    rte->requiredPerms = 0;
+    rte->checkAsUser = InvalidOid;
+    rte->selectedCols = nullptr;
+    rte->insertedCols = nullptr;
+    rte->updatedCols = nullptr;
+    rte->extraUpdatedCols = nullptr;
+}
+
 // The input's changes at decoupled.as_of (c<id>_delta), with mz_diff.
 int read_changes(Query* q, int rti, int64 input) {
     return read_storage_view(q, rti, input, "delta", true);

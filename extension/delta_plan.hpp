@@ -52,6 +52,9 @@ Oid storage_view(int64 input, const char* part);
 // Replaces range table entry `rti` of `q` by that view; returns the
 // number of the input's own columns.
 int read_storage_view(Query* q, int rti, int64 input, const char* part, bool with_diff);
+// Replaces a range table entry by the subquery `sql`, keeping its column
+// names (eref).
+void read_subquery_text(RangeTblEntry* rte, const char* sql);
 
 // The number of the plan's output columns; "x1, ..., xn" with a prefix.
 int output_columns(Query* q);

@@ -34,8 +34,6 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
-#include "parser/analyze.h"
-#include "parser/parser.h"
 #include "parser/parsetree.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -128,22 +126,7 @@ void read_subquery(Query* q, const Side& side, const char* sql, bool with_diff) 
     RangeTblEntry* rte = rt_fetch(side.input->rti, q->rtable);
     List* colnames = list_copy(rte->eref->colnames);
     if (with_diff) colnames = lappend(colnames, makeString(pstrdup("mz_diff")));
-    RawStmt* raw = linitial_node(RawStmt, raw_parser(sql, RAW_PARSE_DEFAULT));
-    rte->rtekind = RTE_SUBQUERY;
-    rte->subquery = parse_analyze_fixedparams(raw, sql, nullptr, 0, nullptr);
-    rte->relid = InvalidOid;
-    rte->relkind = 0;
-    rte->rellockmode = NoLock;
-    rte->tablesample = nullptr;
-    rte->security_barrier = false;
-    rte->lateral = false;
-    rte->inh = false;
-    rte->requiredPerms = 0;
-    rte->checkAsUser = InvalidOid;
-    rte->selectedCols = nullptr;
-    rte->insertedCols = nullptr;
-    rte->updatedCols = nullptr;
-    rte->extraUpdatedCols = nullptr;
+    read_subquery_text(rte, sql);
     rte->eref = makeAlias(rte->eref->aliasname, colnames);
 }
 

@@ -792,25 +792,7 @@ void read_part(Slot* slot, const char* part, const char* condition) {
     }
     char* sql = psprintf("SELECT * FROM decoupled_storage.c" INT64_FORMAT "_%s WHERE %s", slot->id,
                          part, condition);
-    RawStmt* raw = linitial_node(RawStmt, raw_parser(sql, RAW_PARSE_DEFAULT));
-    Query* filtered = parse_analyze_fixedparams(raw, sql, nullptr, 0, nullptr);
-
-    RangeTblEntry* rte = rt_fetch(slot->rti, slot->query->rtable);
-    rte->rtekind = RTE_SUBQUERY;
-    rte->subquery = filtered;
-    rte->relid = InvalidOid;
-    rte->relkind = 0;
-    rte->rellockmode = NoLock;
-    rte->tablesample = nullptr;
-    rte->security_barrier = false;
-    rte->lateral = false;
-    rte->inh = false;
-    rte->requiredPerms = 0;
-    rte->checkAsUser = InvalidOid;
-    rte->selectedCols = nullptr;
-    rte->insertedCols = nullptr;
-    rte->updatedCols = nullptr;
-    rte->extraUpdatedCols = nullptr;
+    read_subquery_text(rt_fetch(slot->rti, slot->query->rtable), sql);
 }
 
 // The plan at `part` for what the changes touched.
