@@ -738,7 +738,7 @@ void restrict_partners(Query* q, List* inputs, const Input* changed, int64 chang
 // a self-join is two inputs).  `select_list` shapes each term's output
 // from the term's query, the changed input's range table index and its
 // column count (mz_diff is the column after them).
-char* changes_union(Query* base, SelectList select_list, void* arg) {
+char* changes_union(Query* base, SelectList select_list, void* arg, bool* probes) {
     if (base->setOperations != nullptr) {
         // A set operation: the changes of each branch, in turn (for UNION
         // ALL, the view's changes; for the others, the rows they touch).
@@ -748,11 +748,13 @@ char* changes_union(Query* base, SelectList select_list, void* arg) {
         ListCell* lc;
         foreach (lc, setop_branches(base, base->setOperations, false))
             appendStringInfo(&sql, "%s%s", sql.len ? " UNION ALL " : "",
-                             changes_union(static_cast<Query*>(lfirst(lc)), select_list, arg));
+                             changes_union(static_cast<Query*>(lfirst(lc)), select_list, arg,
+                                           probes));
         return sql.data;
     }
     List* inputs = inputs_of(base);
-    if (is_keyed_outer_join(base, inputs)) return outer_join_changes(base, inputs, select_list, arg);
+    if (is_keyed_outer_join(base, inputs))
+        return outer_join_changes(base, inputs, select_list, arg, probes);
     int64* changes = inputs_changed(inputs);
     StringInfoData sql;
     initStringInfo(&sql);
@@ -992,11 +994,14 @@ Datum decoupled_stage_delta(PG_FUNCTION_ARGS) {
     // the pinned search_path the query then runs with.
     Query* q = plan_query(p.plan);
     int nout = output_columns(q);
-    char* changes = changes_union(q, linear_select_list, nullptr);
+    bool probes = false;
+    char* changes = changes_union(q, linear_select_list, nullptr, &probes);
     char* sql = decoupled::staging_sql(
         "d.mz_diff", positional_names(nout, "d."),
         psprintf("(%s) d(%s, mz_diff)", changes, positional_names(nout, "")));
+    int level = partner_probe_settings(probes);
     uint64 rows = decoupled::stage_rows(target, sql, p.ts, true);
+    if (level >= 0) AtEOXact_GUC(true, level);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
     PG_RETURN_INT64(static_cast<int64>(rows));
@@ -1138,13 +1143,16 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
     Keys keys = group_keys(q);
     // Over a grouped subquery, its groups are the view's.
     int sub = grouped_subquery(q);
+    bool probes = false;
     char* sql = psprintf("SELECT DISTINCT * FROM (%s) k",
                          changes_union(sub ? rt_fetch(sub, q->rtable)->subquery : q,
-                                       keys_select_list, nullptr));
+                                       keys_select_list, nullptr, &probes));
 
     SPI_connect();
+    int level = partner_probe_settings(probes);
     if (decoupled::execute_kept(sql, true, 0) != SPI_OK_SELECT)
         elog(ERROR, "could not read the touched groups");
+    if (level >= 0) AtEOXact_GUC(true, level);
     uint64 groups = SPI_processed;
     MemoryContext spi = MemoryContextSwitchTo(caller);
     char* filter = groups_filter(SPI_tuptable->vals, SPI_tuptable->tupdesc, groups, keys);
@@ -1476,13 +1484,14 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     Keys keys = group_keys(q);
     SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
     char* rows_sql;
+    bool probes = false;
     if (initial) {
         ungroup(q, sums_select_list(q, nullptr));
         rows_sql = pg_get_querydef(q, false);
         // Pushed down to the input, where the arrangement answers it.
         if (filter) rows_sql = psprintf("SELECT * FROM (%s) r WHERE %s", rows_sql, filter);
     } else {
-        rows_sql = changes_union(q, sums_changes_select_list, nullptr);
+        rows_sql = changes_union(q, sums_changes_select_list, nullptr, &probes);
     }
     ListCell* lc;
 
@@ -1533,8 +1542,10 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     for (int k = 1; k <= keys.n; ++k) appendStringInfo(&sql, "%sx.k%d", k > 1 ? ", " : "", k);
     // The first computation runs once, and a filter with literals names
     // this step's groups: their plans are not kept.
+    int level = partner_probe_settings(probes);
     uint64 rows = decoupled::stage_rows(target, sql.data, p.ts,
                                         !initial || (filter && !names_literals(filter)));
+    if (level >= 0) AtEOXact_GUC(true, level);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
     PG_RETURN_INT64(static_cast<int64>(rows));

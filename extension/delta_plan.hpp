@@ -71,14 +71,21 @@ Walker as_walker(bool (*fn)(Node*, void*));
 // `select_list` shapes each term's output from the term's query, the changed
 // input's range table index and its column count (mz_diff is the column
 // after them).
+// `*probes` (if given) is set when the text probes an input once per row
+// and must be planned and run with partner_probe_settings().
 using SelectList = void (*)(Query* q, int changed_rti, int changed_ncols, void* arg);
-char* changes_union(Query* base, SelectList select_list, void* arg);
+char* changes_union(Query* base, SelectList select_list, void* arg, bool* probes = nullptr);
+// Planner settings for a statement that probes (above): returns the GUC
+// nest level to restore with AtEOXact_GUC(true, level), or -1 if `probes`
+// is false.
+int partner_probe_settings(bool probes);
 
 // Keyed outer joins (outer_join_terms.cpp): whether the query's FROM is one
 // outer join of two inputs on an equality of their columns, and its
 // changes: the inner join's terms and those of the null-extended rows.
 bool is_keyed_outer_join(Query* q, List* inputs);
-char* outer_join_changes(Query* base, List* inputs, SelectList select_list, void* arg);
+char* outer_join_changes(Query* base, List* inputs, SelectList select_list, void* arg,
+                         bool* probes);
 // A SQL literal of `value` as a value of `type`.
 char* typed_literal(const char* value, Oid type);
 // `expr` over `in`'s columns, deparsed over its storage's columns, or

@@ -707,7 +707,14 @@ Keys changed_keys(Slot* slot, Node* key) {
 char* key_condition(const char* expr, Oid type, List* literals, bool null) {
     StringInfoData buf;
     initStringInfo(&buf);
-    if (literals != NIL) {
+    if (literals != NIL && type_is_array_domain(type)) {
+        // An array key: ARRAY[...] of arrays is one array of a dimension
+        // more, which ANY would compare element by element.
+        ListCell* lc;
+        foreach (lc, literals)
+            appendStringInfo(&buf, "%s%s OPERATOR(pg_catalog.=) %s", buf.len ? " OR " : "", expr,
+                             static_cast<char*>(lfirst(lc)));
+    } else if (literals != NIL) {
         appendStringInfo(&buf, "%s OPERATOR(pg_catalog.=) ANY (ARRAY[", expr);
         ListCell* lc;
         foreach (lc, literals)

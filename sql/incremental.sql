@@ -384,10 +384,10 @@ DROP FUNCTION inc_ext_verified();
 -- without one just before t — so a step reads no partition again.  Every
 -- step equals the recomputation: partners arriving and leaving, NULL keys
 -- on both sides, rows moving between keys, duplicates.
-CREATE TABLE inc_dim (g int, name text);
-CREATE TABLE inc_fact (id int, k int, tag text, v int);
-INSERT INTO inc_dim SELECT i, 'd' || i FROM generate_series(1, 8) i;
-INSERT INTO inc_fact SELECT i, i % 5, 'd' || (i % 6), i FROM generate_series(1, 40) i;
+CREATE TABLE inc_dim (g int, name text, ks int[]);
+CREATE TABLE inc_fact (id int, k int, tag text, v int, ks int[]);
+INSERT INTO inc_dim SELECT i, 'd' || i, ARRAY[i % 3] FROM generate_series(1, 8) i;
+INSERT INTO inc_fact SELECT i, i % 5, 'd' || (i % 6), i, ARRAY[i % 4] FROM generate_series(1, 40) i;
 SELECT decoupled.register_table('inc_dim') > 0 AND decoupled.register_table('inc_fact') > 0
     AS registered;
 SELECT decoupled.tick_tables() > 0 AS ticked;
@@ -401,17 +401,32 @@ SELECT decoupled.create_materialized_view('inc_oj_full',
 SELECT decoupled.create_materialized_view('inc_oj_right_text',
     'SELECT d.name, count(f.id) AS n, min(f.v) AS lo
        FROM inc_fact f RIGHT JOIN inc_dim d ON d.name = f.tag GROUP BY d.name') > 0 AS created;
--- Not keyed (the ON has a second condition): partitions, as before.
+-- Owned by a role that is no superuser: the step reads the inputs' storage
+-- with that role's rights (the probes go through the storage views).
+CREATE ROLE inc_oj_owner IN ROLE decoupled_admin;
+GRANT SELECT ON inc_dim, inc_fact TO inc_oj_owner;
+GRANT CREATE ON SCHEMA public TO inc_oj_owner;
+SET ROLE inc_oj_owner;
+SELECT decoupled.create_materialized_view('inc_oj_owned',
+    'SELECT f.k, count(*) AS n, count(d.g) AS matched
+       FROM inc_fact f LEFT JOIN inc_dim d ON d.g = f.k GROUP BY f.k') > 0 AS created;
+RESET ROLE;
+-- Not keyed (the ON has a second condition; the key is an array): as
+-- before.
 SELECT decoupled.create_materialized_view('inc_oj_on_filter',
     'SELECT d.g, count(f.id) AS n FROM inc_dim d LEFT JOIN inc_fact f
          ON f.k = d.g AND f.v > 10 GROUP BY d.g') > 0 AS created;
+SELECT decoupled.create_materialized_view('inc_oj_arrays',
+    'SELECT d.ks, count(f.id) AS n FROM inc_dim d LEFT JOIN inc_fact f ON f.ks = d.ks
+      GROUP BY d.ks') > 0 AS created;
 SELECT name, method FROM decoupled.view_maintenance WHERE name LIKE 'inc_oj%' ORDER BY name;
 CREATE FUNCTION inc_oj_verified() RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     ok boolean := true;
     v text;
 BEGIN
-    FOREACH v IN ARRAY ARRAY['inc_oj_left', 'inc_oj_full', 'inc_oj_right_text', 'inc_oj_on_filter'] LOOP
+    FOREACH v IN ARRAY ARRAY['inc_oj_left', 'inc_oj_full', 'inc_oj_right_text', 'inc_oj_on_filter',
+                             'inc_oj_arrays', 'inc_oj_owned'] LOOP
         PERFORM inc_caught_up(v);
         ok := ok AND decoupled.verify(v);
     END LOOP;
@@ -430,7 +445,7 @@ SELECT inc_oj_verified() AS verified;
 -- from key 2 to key 7 (which had none), a dimension with facts goes.
 BEGIN;
 DELETE FROM inc_fact WHERE k = 1;
-UPDATE inc_fact SET k = 7, tag = 'd9' WHERE k = 2;
+UPDATE inc_fact SET k = 7, tag = 'd9', ks = ARRAY[2] WHERE k = 2;
 DELETE FROM inc_dim WHERE g = 3;
 COMMIT;
 SELECT decoupled.tick_tables() > 0 AS ticked;
@@ -448,7 +463,7 @@ DELETE FROM inc_dim WHERE g > 4 OR g IS NULL;
 COMMIT;
 SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT inc_oj_verified() AS verified;
-INSERT INTO inc_fact SELECT i, i % 7, 'd' || (i % 4), -i FROM generate_series(1, 30) i;
+INSERT INTO inc_fact SELECT i, i % 7, 'd' || (i % 4), -i, ARRAY[i % 2] FROM generate_series(1, 30) i;
 SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT inc_oj_verified() AS verified;
 SELECT name, method, incremental_steps > 0 AS stepped_incrementally
@@ -456,9 +471,12 @@ SELECT name, method, incremental_steps > 0 AS stepped_incrementally
 SELECT * FROM inc_oj_left ORDER BY g;
 SELECT decoupled.drop('inc_oj_left'), decoupled.drop('inc_oj_full'),
        decoupled.drop('inc_oj_right_text'), decoupled.drop('inc_oj_on_filter'),
+       decoupled.drop('inc_oj_arrays'), decoupled.drop('inc_oj_owned'),
        decoupled.unregister_table('inc_dim'), decoupled.unregister_table('inc_fact');
 DROP TABLE inc_dim, inc_fact;
 DROP FUNCTION inc_oj_verified();
+DROP OWNED BY inc_oj_owner;
+DROP ROLE inc_oj_owner;
 
 SELECT decoupled.unregister_table('inc_t'), decoupled.unregister_table('inc_u');
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
