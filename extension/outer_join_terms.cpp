@@ -159,7 +159,8 @@ char* no_partner(int64 nullable, const char* part, const char* nk, const char* p
                     nullable, part, nk, pk);
 }
 
-// The three terms of preserved's null-extended rows (see the top).
+// The three terms of preserved's null-extended rows (see the top): the
+// first two read as one subquery, which finds the touched keys once.
 void null_extended_terms(Query* base, const Side& preserved, const Side& nullable,
                          SelectList select_list, void* arg, StringInfo sql) {
     char* pk = key_column(preserved);
