@@ -524,9 +524,18 @@ PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_optio
     PlannedReads reads;
     if ((cursor_options & kCursorOptions) == 0) find_planned_reads(parse, &reads);
     PlanInvalItem* marker = nullptr;
+    // A view's step plans its statements as the owner, in a
+    // security-restricted operation, always AS OF its time; their plans are
+    // kept for the next step.  The as-of marker would have each plan made
+    // again at the next step: the replica leaves as_of unset between steps,
+    // which invalidates plans made while it was set (a third of a replica's
+    // CPU went to planning single-row steps again).  An as-of plan is right
+    // without as_of too (its gates choose at execution), so those plans do
+    // without the marker.
     if (reads.entries != NIL) {
         bool latest = !decoupled::as_of_set();
-        marker = marker_dependency(latest ? kPlannedLatest : kPlannedAsOf);
+        if (latest || !InSecurityRestrictedOperation())
+            marker = marker_dependency(latest ? kPlannedLatest : kPlannedAsOf);
         if (latest && marker != nullptr) {
             // The planner scribbles on its input anyway: callers that keep
             // the tree (the plan cache) hand it a copy.
