@@ -68,6 +68,7 @@ extern "C" {
 
 #include "core/strategy.hpp"
 #include "delta_plan.hpp"
+#include "read_rewrite.hpp"
 #include "kept_statements.hpp"
 #include "scratch.hpp"
 #include "not_decoded.hpp"
@@ -470,21 +471,7 @@ int read_storage_view(Query* q, int rti, int64 input, const char* part, bool wit
 // step's user may read), keeping the entry's column names.
 void read_subquery_text(RangeTblEntry* rte, const char* sql) {
     RawStmt* raw = linitial_node(RawStmt, raw_parser(sql, RAW_PARSE_DEFAULT));
-    rte->rtekind = RTE_SUBQUERY;
-    rte->subquery = parse_analyze_fixedparams(raw, sql, nullptr, 0, nullptr);
-    rte->relid = InvalidOid;
-    rte->relkind = 0;
-    rte->rellockmode = NoLock;
-    rte->tablesample = nullptr;
-    rte->security_barrier = false;
-    rte->lateral = false;
-    rte->inh = false;
-    rte->requiredPerms = 0;
-    rte->checkAsUser = InvalidOid;
-    rte->selectedCols = nullptr;
-    rte->insertedCols = nullptr;
-    rte->updatedCols = nullptr;
-    rte->extraUpdatedCols = nullptr;
+    decoupled::read_entry_through(rte, parse_analyze_fixedparams(raw, sql, nullptr, 0, nullptr));
 }
 
 // The input's changes at decoupled.as_of (c<id>_delta), with mz_diff.
@@ -753,8 +740,7 @@ char* changes_union(Query* base, SelectList select_list, void* arg, bool* probes
         return sql.data;
     }
     List* inputs = inputs_of(base);
-    if (is_keyed_outer_join(base, inputs))
-        return outer_join_changes(base, inputs, select_list, arg, probes);
+    if (char* outer = outer_join_changes(base, inputs, select_list, arg, probes)) return outer;
     int64* changes = inputs_changed(inputs);
     StringInfoData sql;
     initStringInfo(&sql);

@@ -82,7 +82,8 @@ int partner_probe_settings(bool probes);
 
 // Keyed outer joins (outer_join_terms.cpp): whether the query's FROM is one
 // outer join of two inputs on an equality of their columns, and its
-// changes: the inner join's terms and those of the null-extended rows.
+// changes: the inner join's terms and those of the null-extended rows
+// (nullptr when the query is no keyed outer join).
 bool is_keyed_outer_join(Query* q, List* inputs);
 char* outer_join_changes(Query* base, List* inputs, SelectList select_list, void* arg,
                          bool* probes);

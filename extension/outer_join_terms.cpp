@@ -213,7 +213,7 @@ int partner_probe_settings(bool probes) {
 char* outer_join_changes(Query* base, List* inputs, SelectList select_list, void* arg,
                          bool* probes) {
     KeyedJoin kj;
-    if (!keyed_join(base, inputs, &kj)) elog(ERROR, "the written plan's outer join is no longer keyed");
+    if (!keyed_join(base, inputs, &kj)) return nullptr;
     // The inner join's changes: the linear terms.
     Query* inner = static_cast<Query*>(copyObjectImpl(base));
     auto* join = linitial_node(JoinExpr, inner->jointree->fromlist);

@@ -323,19 +323,7 @@ void rewrite_query(Query* q) {
         if (!sql) continue;
         Query* sub = analyze_replacement(sql);
         // The subquery checks SELECT on the table itself, as the reader.
-        rte->rtekind = RTE_SUBQUERY;
-        rte->subquery = sub;
-        rte->relid = InvalidOid;
-        rte->relkind = 0;
-        rte->rellockmode = 0;
-        rte->inh = false;
-        rte->requiredPerms = 0;
-        rte->checkAsUser = InvalidOid;
-        rte->selectedCols = nullptr;
-        rte->insertedCols = nullptr;
-        rte->updatedCols = nullptr;
-        rte->extraUpdatedCols = nullptr;
-        rte->security_barrier = false;
+        decoupled::read_entry_through(rte, sub);
     }
     // Sub-selects anywhere else: targets, quals, CTEs, and range-table
     // expressions (function arguments, VALUES).  Subquery entries were
@@ -596,6 +584,24 @@ void install_read_rewrite() {
     prev_executor_run_hook = ExecutorRun_hook;
     ExecutorRun_hook = run_reads;
     RegisterXactCallback(forget_on_abort, nullptr);
+}
+
+void read_entry_through(RangeTblEntry* rte, Query* sub) {
+    rte->rtekind = RTE_SUBQUERY;
+    rte->subquery = sub;
+    rte->relid = InvalidOid;
+    rte->relkind = 0;
+    rte->rellockmode = NoLock;
+    rte->tablesample = nullptr;
+    rte->security_barrier = false;
+    rte->lateral = false;
+    rte->inh = false;
+    rte->requiredPerms = 0;
+    rte->checkAsUser = InvalidOid;
+    rte->selectedCols = nullptr;
+    rte->insertedCols = nullptr;
+    rte->updatedCols = nullptr;
+    rte->extraUpdatedCols = nullptr;
 }
 
 void as_of_mode_changed(bool now_set) {

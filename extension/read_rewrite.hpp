@@ -2,6 +2,9 @@
 // the plan-time choice of its branch, and the plans that choice invalidates.
 #pragma once
 
+struct Query;
+struct RangeTblEntry;
+
 namespace decoupled {
 
 void install_read_rewrite();
@@ -9,5 +12,9 @@ void install_read_rewrite();
 // decoupled.as_of changed between set and unset: the cached plans made for
 // the other state are planned again at their next use.
 void as_of_mode_changed(bool now_set);
+
+// Turns a relation's (or view's) range table entry into a read of `sub`,
+// keeping its alias and column names; permissions are `sub`'s own.
+void read_entry_through(RangeTblEntry* rte, Query* sub);
 
 }  // namespace decoupled
