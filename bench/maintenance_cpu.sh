@@ -14,6 +14,8 @@
 #
 #   bash bench/maintenance_cpu.sh   (ROWS=1000000 RATE=800 CLIENTS=2 DURATION=20)
 #   PG_CONFIG=/other/pg_config bash bench/maintenance_cpu.sh   (another build)
+#   PERF_OUT=/tmp/replica.perf bash bench/maintenance_cpu.sh   (also records
+#       a perf profile of the replica backend during the registered run)
 ROWS=${ROWS:-1000000}
 RATE=${RATE:-800}
 CLIENTS=${CLIENTS:-2}
@@ -54,9 +56,15 @@ pct() { awk -v d="$1" -v hz="$hz" -v s="$SECONDS_PER_RUN" 'BEGIN {printf "%.0f%%
 printf '%-32s %8s %16s %15s %11s %14s\n' "writers into" "tps" "replica backend" "capture worker" "controller" "whole machine"
 for table in plain_w w; do
     r0=$(ticks "$replica"); c0=$(ticks "$capture"); o0=$(ticks "$controller"); m0=$(machine)
+    perf_pid=
+    if [ "$table" = w ] && [ -n "${PERF_OUT:-}" ]; then
+        perf record -q --call-graph "${PERF_CALL_GRAPH:-dwarf,32768}" -p "$replica" -o "$PERF_OUT" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 &
+        perf_pid=$!
+    fi
     tps=$(bench_pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER_RUN" -R "$RATE" \
         -f "$BENCH_DIR/$table.sql" 2>/dev/null | sed -nE 's/^tps = ([0-9.]+) .*/\1/p')
     r1=$(ticks "$replica"); c1=$(ticks "$capture"); o1=$(ticks "$controller"); m1=$(machine)
+    if [ -n "$perf_pid" ]; then wait "$perf_pid"; fi
     label=$([ "$table" = w ] && echo "registered table, 10 views" || echo "plain table (views idle)")
     printf '%-32s %8.0f %16s %15s %11s %14s\n' "$label" "$tps" "$(pct $((r1 - r0)))" \
         "$(pct $((c1 - c0)))" "$(pct $((o1 - o0)))" "$(pct $((m1 - m0)))"

@@ -43,6 +43,7 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/relation.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -62,6 +63,7 @@ extern "C" {
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "storage/bufmgr.h"
+#include "storage/lmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
@@ -465,7 +467,7 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                                  "               row_number() OVER (PARTITION BY r.mz_key "
                                  "                   ORDER BY c.mz_ts, c.mz_rowid) AS k "
                                  "          FROM r JOIN %s c ON c.mz_hash = r.mz_hash "
-                                 "                          AND ROW(%s)::text = r.mz_key) x "
+                                 "                          AND (ROW(%s)::text = r.mz_key) IS TRUE) x "
                                  " WHERE x.k <= x.n AND x.mz_ts < $1",
                                  cur, c_row);
             return psprintf(
@@ -921,7 +923,7 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
 // Whether `relid` holds a row visible to `snapshot`: a scan that stops at
 // the first one.  A relation that cannot be opened counts as busy, so that
 // its tick fails (and says why) in its own subtransaction.
-bool has_visible_rows(Oid relid, Snapshot snapshot) {
+bool has_visible_rows(Oid relid, Snapshot snapshot, BlockNumber* blocks = nullptr) {
     if (!OidIsValid(relid)) return true;
     Relation rel = try_relation_open(relid, AccessShareLock);
     if (!rel) return true;
@@ -930,6 +932,8 @@ bool has_visible_rows(Oid relid, Snapshot snapshot) {
         return true;
     }
     TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+    // Its size, as the scan read it (no second look at the file).
+    if (blocks) *blocks = reinterpret_cast<HeapScanDesc>(scan)->rs_nblocks;
     TupleTableSlot* slot = table_slot_create(rel, nullptr);
     bool any = table_scan_getnextslot(scan, ForwardScanDirection, slot);
     ExecDropSingleTupleTableSlot(slot);
@@ -937,6 +941,42 @@ bool has_visible_rows(Oid relid, Snapshot snapshot) {
     // Nothing was written: the lock need not outlive the look.
     relation_close(rel, AccessShareLock);
     return any;
+}
+
+// The pages of `relid` (a pending relation the tick holds a lock on).
+BlockNumber relation_blocks(Oid relid) {
+    Relation rel = try_relation_open(relid, AccessShareLock);
+    if (!rel) return 0;
+    BlockNumber blocks = RelationGetNumberOfBlocks(rel);
+    relation_close(rel, AccessShareLock);
+    return blocks;
+}
+
+// Gives pending relation `relid`, which this tick left empty, a new and
+// empty file (decoupled::compacts_pending says when and why).  Only if no
+// other transaction holds any lock on it — never waited for, so a tick
+// cannot deadlock or wait here — and the latest snapshot sees no row:
+// with that lock no writer is in progress, and every insert that committed
+// is visible to it, so the TRUNCATE loses nothing.  TRUNCATE is
+// transactional: a tick that aborts keeps the old file and its rows.
+// Whatever fails leaves pending as it was (the next tick tries again).
+void compact_pending(int64 id, Oid relid) {
+    ErrorData* failed = in_subtransaction([&] {
+        if (!ConditionalLockRelationOid(relid, AccessExclusiveLock)) return;
+        if (has_visible_rows(relid, GetLatestSnapshot())) {
+            UnlockRelationOid(relid, AccessExclusiveLock);
+            return;
+        }
+        decoupled::not_decoded([&] {
+            if (SPI_execute(psprintf("TRUNCATE ONLY %s", decoupled::storage_name(id, "pending")),
+                            false, 0) != SPI_OK_UTILITY)
+                elog(ERROR, "could not truncate the pending changes of collection " INT64_FORMAT,
+                     id);
+        });
+    });
+    if (failed)
+        ereport(DEBUG1, (errmsg("pending changes of collection " INT64_FORMAT " not compacted: %s",
+                                id, failed->message)));
 }
 
 void table_health(int64 id, const char* status, const char* error) {
@@ -1145,15 +1185,29 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
     int64* ticked = (int64*)palloc(sizeof(int64) * n);
     int nticked = 0;
+    // Tables whose pending relation the tick leaves empty but large.
+    int64* large = (int64*)palloc(sizeof(int64) * n);
+    Oid* large_relids = (Oid*)palloc(sizeof(Oid) * n);
+    int nlarge = 0;
     for (int i = 0; i < n; i++) {
-        if (!has_visible_rows(storage_relid(ids[i], "pending"), snapshot)) {
+        Oid pending = storage_relid(ids[i], "pending");
+        BlockNumber blocks = 0;
+        if (!has_visible_rows(pending, snapshot, &blocks)) {
             ticked[nticked++] = ids[i];
+            if (decoupled::compacts_pending(blocks)) {
+                large[nlarge] = ids[i];
+                large_relids[nlarge++] = pending;
+            }
             continue;
         }
         int64 id = ids[i];
         ErrorData* failed = in_subtransaction([&] { tick_busy(id, ts, snapshot); });
         if (!failed) {
             ticked[nticked++] = ids[i];
+            if (decoupled::compacts_pending(relation_blocks(pending))) {
+                large[nlarge] = ids[i];
+                large_relids[nlarge++] = pending;
+            }
             continue;
         }
         // Its captured changes stay pending and its upper stays; the
@@ -1172,6 +1226,9 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     advance(ticked, nticked, ts + 1);
     for (int i = 0; i < nticked; i++)
         if (was_stalled(ticked[i])) table_health(ticked[i], "running", nullptr);
+    // Last, holding nothing more to wait for: whoever waits for a pending
+    // relation compacted here waits only for this tick's commit.
+    for (int i = 0; i < nlarge; i++) compact_pending(large[i], large_relids[i]);
     SPI_finish();
     PG_RETURN_INT32(nticked);
 }

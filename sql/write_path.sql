@@ -12,7 +12,9 @@
 --      several times in one append (the general pairing), and a tick's
 --      insert and delete of one row cancelling out;
 --   4. more busy collections in one tick than plans are kept for (128 plans,
---      two or three a table here).
+--      two or three a table here);
+--   5. a burst's pending relation, emptied by a tick, gets a new file (a
+--      small one keeps its page).
 \set SHOW_CONTEXT never
 
 -- Table `tbl` as text rows in order: its history as of its latest tick
@@ -261,3 +263,29 @@ BEGIN
     END LOOP;
 END
 $$;
+
+------------------------------------------------------------------------------
+-- 5. A burst's pending relation gets a new file once a tick empties it
+------------------------------------------------------------------------------
+-- Pending is a queue that every tick empties; kept, the pages a burst grew
+-- it to would be read by every later tick.
+CREATE TABLE wb (k int PRIMARY KEY, v text);
+SELECT decoupled.register_table('wb', retain_history => '1 hour') > 0 AS registered;
+INSERT INTO wb SELECT g, 'v' || g FROM generate_series(1, 30000) g;
+SELECT decoupled.wait_for_capture('60s') AS captured;
+SELECT pg_relation_size(wp_storage('wb', 'pending')) >= 128 * 8192 AS burst_grew_pending;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT pg_relation_size(wp_storage('wb', 'pending')) AS pending_bytes;
+SELECT wp_agrees('wb') AS agrees, wp_count('wb', 'cur') AS cur_rows;
+-- Captured and ticked into the new file as before.
+UPDATE wb SET v = v || '!' WHERE k <= 10;
+DELETE FROM wb WHERE k BETWEEN 11 AND 15;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_agrees('wb') AS agrees, wp_count('wb', 'cur') AS cur_rows,
+       wp_count('wb', 'dead') AS dead_rows;
+-- A small pending keeps its page: no new file at every tick.
+INSERT INTO wb VALUES (30001, 'x');
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT pg_relation_size(wp_storage('wb', 'pending')) > 0 AS small_pending_kept;
+SELECT wp_agrees('wb') AS agrees;
+DROP TABLE wb;

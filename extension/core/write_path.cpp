@@ -17,6 +17,8 @@ bool writes_directly(const WriteShape& shape) noexcept {
     return shape.min_diff && *shape.min_diff > 0;
 }
 
+bool compacts_pending(int64_t blocks) noexcept { return blocks >= kCompactPendingBlocks; }
+
 bool retract_by_scan(int64_t retractions, double cur_rows) noexcept {
     return retractions > kScanRetractions && static_cast<double>(retractions) * 30 > cur_rows;
 }

@@ -57,4 +57,15 @@ bool writes_directly(const WriteShape& shape) noexcept;
 constexpr int64_t kScanRetractions = 10000;
 bool retract_by_scan(int64_t retractions, double cur_rows) noexcept;
 
+// Whether a tick that left a registered table's pending relation empty
+// should give it a new, empty file (TRUNCATE) rather than keep its
+// `blocks` pages.  Pending is a queue: every tick deletes what it holds,
+// and the pages a burst grew it to (a bulk UPDATE captured, a backlog) stay
+// until a VACUUM truncates them, which under steady writes never happens
+// (the tail always holds the newest rows).  Every later tick reads them
+// all.  Below kCompactPendingBlocks (1 MB) reading them costs less than a
+// new file (a catalog update and an invalidation for every session).
+constexpr int64_t kCompactPendingBlocks = 128;
+bool compacts_pending(int64_t blocks) noexcept;
+
 }  // namespace decoupled

@@ -63,3 +63,12 @@ TEST(WritePath, RetractionsFoundByScanOnlyWhenMany) {
     // An empty table: the number alone decides.
     EXPECT_TRUE(decoupled::retract_by_scan(20000, 0));
 }
+
+TEST(WritePath, PendingCompactedOnlyOnceLarge) {
+    // A few pages cost a tick less than a new file.
+    EXPECT_FALSE(decoupled::compacts_pending(0));
+    EXPECT_FALSE(decoupled::compacts_pending(decoupled::kCompactPendingBlocks - 1));
+    // What a burst leaves (11,000 pages after a 100,000-row UPDATE).
+    EXPECT_TRUE(decoupled::compacts_pending(decoupled::kCompactPendingBlocks));
+    EXPECT_TRUE(decoupled::compacts_pending(11000));
+}
