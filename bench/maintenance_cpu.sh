@@ -15,7 +15,8 @@
 #   bash bench/maintenance_cpu.sh   (ROWS=1000000 RATE=800 CLIENTS=2 DURATION=20)
 #   PG_CONFIG=/other/pg_config bash bench/maintenance_cpu.sh   (another build)
 #   PERF_OUT=/tmp/replica.perf bash bench/maintenance_cpu.sh   (also records
-#       a perf profile of the replica backend during the registered run)
+#       a perf profile of the replica backend during the registered run;
+#       needs perf, Debian package linux-perf)
 ROWS=${ROWS:-1000000}
 RATE=${RATE:-800}
 CLIENTS=${CLIENTS:-2}
@@ -64,7 +65,7 @@ for table in plain_w w; do
     tps=$(bench_pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER_RUN" -R "$RATE" \
         -f "$BENCH_DIR/$table.sql" 2>/dev/null | sed -nE 's/^tps = ([0-9.]+) .*/\1/p')
     r1=$(ticks "$replica"); c1=$(ticks "$capture"); o1=$(ticks "$controller"); m1=$(machine)
-    if [ -n "$perf_pid" ]; then wait "$perf_pid"; fi
+    if [ -n "$perf_pid" ]; then wait "$perf_pid" || echo "# perf record failed (is linux-perf installed?)"; fi
     label=$([ "$table" = w ] && echo "registered table, 10 views" || echo "plain table (views idle)")
     printf '%-32s %8.0f %16s %15s %11s %14s\n' "$label" "$tps" "$(pct $((r1 - r0)))" \
         "$(pct $((c1 - c0)))" "$(pct $((o1 - o0)))" "$(pct $((m1 - m0)))"
