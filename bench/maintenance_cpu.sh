@@ -17,11 +17,16 @@
 #   PERF_OUT=/tmp/replica.perf bash bench/maintenance_cpu.sh   (also records
 #       a perf profile of the replica backend during the registered run;
 #       needs perf, Debian package linux-perf)
+#   FUNCTIONS=1 bash bench/maintenance_cpu.sh   (also prints the mean time
+#       per call of the step's functions during the registered run, from
+#       pg_stat_user_functions: track_functions = all, which costs a clock
+#       reading per call)
 ROWS=${ROWS:-1000000}
 RATE=${RATE:-800}
 CLIENTS=${CLIENTS:-2}
 SECONDS_PER_RUN=${DURATION:-20}
 BENCH_CONF=$'wal_level = logical\ndecoupled.table_tick_interval = \'100ms\''
+if [ "${FUNCTIONS:-0}" = 1 ]; then BENCH_CONF+=$'\ntrack_functions = all'; fi
 source "$(dirname "$0")/lib.sh"
 print_run_header "ROWS=$ROWS RATE=$RATE CLIENTS=$CLIENTS DURATION=$SECONDS_PER_RUN bash bench/maintenance_cpu.sh"
 
@@ -56,6 +61,9 @@ pct() { awk -v d="$1" -v hz="$hz" -v s="$SECONDS_PER_RUN" 'BEGIN {printf "%.0f%%
 
 printf '%-32s %8s %16s %15s %11s %14s\n' "writers into" "tps" "replica backend" "capture worker" "controller" "whole machine"
 for table in plain_w w; do
+    if [ "$table" = w ] && [ "${FUNCTIONS:-0}" = 1 ]; then
+        bench_psql -c "SELECT pg_stat_reset()" >/dev/null
+    fi
     r0=$(ticks "$replica"); c0=$(ticks "$capture"); o0=$(ticks "$controller"); m0=$(machine)
     perf_pid=
     if [ "$table" = w ] && [ -n "${PERF_OUT:-}" ]; then
@@ -71,3 +79,14 @@ for table in plain_w w; do
         "$(pct $((c1 - c0)))" "$(pct $((o1 - o0)))" "$(pct $((m1 - m0)))"
 done
 echo "# CPU in % of one core over ${SECONDS_PER_RUN}s (the whole machine's includes the writers)"
+if [ "${FUNCTIONS:-0}" = 1 ]; then
+    sleep 1  # the replica reports its function counts at its next transaction's end
+    echo "# the step's functions during the registered run: calls, mean ms per call"
+    bench_psql -F ' ' -c "SELECT funcname, calls, round((total_time / calls)::numeric, 3)
+                            FROM pg_stat_user_functions
+                           WHERE schemaname = 'decoupled' AND calls > 0
+                             AND funcname IN ('replica_maintain', '_stage_sums', '_merge_sums',
+                                              '_stage_kept', '_stage_retractions',
+                                              '_append_staged', '_change_times')
+                           ORDER BY funcname" | sed 's/^/#   /'
+fi

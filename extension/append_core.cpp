@@ -1047,8 +1047,14 @@ Datum decoupled_stage_retractions(PG_FUNCTION_ARGS) {
     Relation stage = relation_open(c->stage_relid, RowExclusiveLock);
     unpin(c);
     SPI_finish();
-    // A filter names this step's touched groups: a new text every time.
-    uint64 rows = decoupled::stage_rows(stage, sql, ts, filter == nullptr);
+    // A filter with literals names this step's touched groups (a new text
+    // every time); one without may read them from a `sums` view's dstate.
+    bool literals = filter != nullptr && decoupled::names_literals(filter);
+    Oid dstate = filter != nullptr && !literals ? storage_relid(id, "dstate") : InvalidOid;
+    uint64 rows = decoupled::stage_rows(stage, sql, ts, !literals,
+                                        OidIsValid(dstate) && decoupled::is_scratch(dstate)
+                                            ? dstate
+                                            : InvalidOid);
     relation_close(stage, NoLock);
     PG_RETURN_INT64(static_cast<int64>(rows));
 }

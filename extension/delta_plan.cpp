@@ -788,11 +788,6 @@ char* typed_literal(const char* value, Oid type) {
     return psprintf("%s::%s", quote_literal_cstr(value), format_type_be_qualified(type));
 }
 
-// Whether a filter names particular groups by literals (typed_literal's
-// quotes): its text is new at every step, and a plan kept for it would be
-// used once.  One without (`true`, a subquery) recurs.
-bool names_literals(const char* filter) { return strchr(filter, '\'') != nullptr; }
-
 }  // namespace decoupled::delta
 
 namespace decoupled::delta {
@@ -1078,6 +1073,33 @@ char* groups_filter(HeapTuple* rows, TupleDesc desc, uint64 count, const Keys& k
                          format_type_be_qualified(keys.types[0]));
     if (tuples.len > 0) appendStringInfo(&filter, "%s%s", filter.len ? " OR " : "", tuples.data);
     return filter.len > 0 ? psprintf("(%s)", filter.data) : nullptr;
+}
+
+// The same groups as groups_filter, read from scratch `scratch` (the
+// view's dstate, which holds one row per touched group): one text at every
+// step, so the statements carrying it keep their plans (planning them
+// again at every step was 7% of the replica's time under writers).  A
+// semi-join, whatever the number of groups; only where no touched key is
+// NULL (no `=` matches NULL).  mz_ names are reserved in views: the alias
+// shadows no key.
+char* scratch_groups_filter(const Keys& keys, const char* scratch) {
+    StringInfoData outer, inner;
+    initStringInfo(&outer);
+    initStringInfo(&inner);
+    for (int k = 0; k < keys.n; ++k) {
+        appendStringInfo(&outer, "%s%s", k > 0 ? ", " : "", keys.names[k]);
+        appendStringInfo(&inner, "%smz_d.%s", k > 0 ? ", " : "", keys.names[k]);
+    }
+    return psprintf("((%s) OPERATOR(pg_catalog.=) ANY (SELECT %s FROM %s mz_d))", outer.data,
+                    inner.data, scratch);
+}
+
+// Whether a key of rows[0..count) (the first keys.n columns) is NULL.
+bool any_null_key(HeapTuple* rows, TupleDesc desc, uint64 count, const Keys& keys) {
+    for (uint64 r = 0; r < count; ++r)
+        for (int c = 0; c < keys.n; ++c)
+            if (SPI_getvalue(rows[r], desc, c + 1) == nullptr) return true;
+    return false;
 }
 
 // (groups, filter) — and `unknown` where the declaration has a third
@@ -1463,6 +1485,8 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     if (filter && !initial) elog(ERROR, "_stage_sums: a filter needs initial");
 
     Relation target = table_open(target_oid, RowExclusiveLock);
+    // What the last step's _merge_sums left there (its touched groups).
+    if (decoupled::is_scratch(target_oid)) decoupled::clear_scratch(target_oid);
     decoupled::OwnerScope scope;
     decoupled::enter_owner(p.owner, p.ts, &scope);
     if (!initial || filter) decoupled::serial_only();
@@ -1530,7 +1554,7 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     // this step's groups: their plans are not kept.
     int level = partner_probe_settings(probes);
     uint64 rows = decoupled::stage_rows(target, sql.data, p.ts,
-                                        !initial || (filter && !names_literals(filter)));
+                                        !initial || (filter && !decoupled::names_literals(filter)));
     if (level >= 0) AtEOXact_GUC(true, level);
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
@@ -1565,7 +1589,7 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
     if (replace) {
         char* remove = psprintf("DELETE FROM %s WHERE %s", state, replace);
         decoupled::not_decoded([&] {
-            if ((names_literals(replace) ? SPI_execute(remove, false, 0)
+            if ((decoupled::names_literals(replace) ? SPI_execute(remove, false, 0)
                                          : decoupled::execute_kept(remove, false, 0)) !=
                     SPI_OK_DELETE ||
                 decoupled::execute_kept(psprintf("INSERT INTO %s SELECT * FROM %s", state, dstate),
@@ -1620,9 +1644,8 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
         SPI_OK_SELECT)
         elog(ERROR, "could not read the aggregated changes");
     uint64 groups = SPI_processed;
-    MemoryContext spi = MemoryContextSwitchTo(caller);
-    char* filter = groups_filter(SPI_tuptable->vals, SPI_tuptable->tupdesc, groups, keys);
-    MemoryContextSwitchTo(spi);
+    SPITupleTable* touched = SPI_tuptable;  // until SPI_finish
+    char* filter = nullptr;
     char* unknown_filter = nullptr;
     if (groups > 0) decoupled::not_decoded([&] {
         char* returning = unknown.len > 0 ? psprintf(" RETURNING %s, %s", key_list.data, unknown.data)
@@ -1671,9 +1694,39 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
             SPI_OK_DELETE)
             elog(ERROR, "could not add the aggregated changes to %s", state);
     });
-    decoupled::clear_scratch(dstate_relid);
+    // The touched groups: where the step goes on with them (1.1's step, no
+    // group to compute again, no NULL key), as dstate's rows, which stay
+    // for _stage_kept and _stage_retractions (the next _stage_sums clears
+    // them); otherwise by literals.
+    bool by_scratch = false;
+    if (groups > 0) {
+        TupleDesc declared;
+        by_scratch = unknown_filter == nullptr &&
+                     get_call_result_type(fcinfo, nullptr, &declared) == TYPEFUNC_COMPOSITE &&
+                     declared->natts == 3 &&
+                     !any_null_key(touched->vals, touched->tupdesc, groups, keys);
+        MemoryContext spi = MemoryContextSwitchTo(caller);
+        filter = by_scratch ? scratch_groups_filter(keys, dstate)
+                            : groups_filter(touched->vals, touched->tupdesc, groups, keys);
+        MemoryContextSwitchTo(spi);
+    }
+    if (!by_scratch) decoupled::clear_scratch(dstate_relid);
     SPI_finish();
     PG_RETURN_DATUM(groups_result(fcinfo, static_cast<int64>(groups), filter, unknown_filter));
+}
+
+// The dstate scratch of the view whose state is `state` (c<id>_dstate
+// beside c<id>_state).
+Oid dstate_of(Oid state) {
+    char* name = get_rel_name(state);
+    size_t len = name ? strlen(name) : 0;
+    if (len < 6 || strcmp(name + len - 6, "_state") != 0)
+        elog(ERROR, "relation %u is not a view's kept state", state);
+    name[len - 6] = '\0';
+    Oid relid = get_relname_relid(psprintf("%s_dstate", name), get_rel_namespace(state));
+    if (!OidIsValid(relid) || !decoupled::is_scratch(relid))
+        elog(ERROR, "the kept state %u has no aggregated changes", state);
+    return relid;
 }
 
 // decoupled._stage_kept(plan regclass, owner oid, ts bigint, state regclass,
@@ -1718,8 +1771,11 @@ Datum decoupled_stage_kept(PG_FUNCTION_ARGS) {
                  select.data,
                  decoupled::locked_relation_name(state),
                  having, filter, positional_names(nout, "")));
-    // The filter names this step's touched groups: a new text every time.
-    uint64 rows = decoupled::stage_rows(target, sql, ts, false);
+    // A filter with literals names this step's touched groups (a new text
+    // every time); one without reads them from the view's dstate.
+    bool literals = decoupled::names_literals(filter);
+    uint64 rows = decoupled::stage_rows(target, sql, ts, !literals,
+                                        literals ? InvalidOid : dstate_of(state));
     decoupled::leave_owner(&scope);
     table_close(target, NoLock);
     PG_RETURN_INT64(static_cast<int64>(rows));

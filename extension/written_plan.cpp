@@ -302,7 +302,10 @@ void decoupled::leave_owner(const OwnerScope* scope) {
 // needs no right on it.  With `keep`, from a plan kept for the text
 // (kept_statements.hpp): only for texts a view runs at every step, never
 // for one naming this step's touched groups.
-uint64 decoupled::stage_rows(Relation target, const char* sql, int64 ts, bool keep) {
+bool decoupled::names_literals(const char* filter) { return strchr(filter, '\'') != nullptr; }
+
+uint64 decoupled::stage_rows(Relation target, const char* sql, int64 ts, bool keep,
+                             Oid read_scratch) {
     uint64 rows = 0;
     StageReceiver table;
     DestReceiver* dest;
@@ -327,6 +330,7 @@ uint64 decoupled::stage_rows(Relation target, const char* sql, int64 ts, bool ke
     }
 
     SPI_connect();
+    if (OidIsValid(read_scratch)) decoupled::expose_scratch(read_scratch);
     Oid types[1] = {INT8OID};
     Datum time = Int64GetDatum(ts);
     int rc = decoupled::execute_into(decoupled::statement_plan(sql, 1, types, keep), &time, INT8OID,

@@ -45,7 +45,14 @@ char* locked_relation_name(Oid relid);
 // Runs `sql` through SPI with $1 = ts and adds every row to `target` (a
 // scratch relation's rows live in memory: scratch.hpp),
 // whose row type must match; returns the number of rows.  With `keep`, from
-// a plan kept for the text (only for texts the same at every step).
-uint64 stage_rows(Relation target, const char* sql, int64 ts, bool keep);
+// a plan kept for the text (only for texts the same at every step).  With
+// `read_scratch`, `sql` may read that scratch too.
+uint64 stage_rows(Relation target, const char* sql, int64 ts, bool keep,
+                  Oid read_scratch = InvalidOid);
+
+// Whether a filter of touched groups names them by literals: its text is
+// new at every step, and a plan kept for it would be used once.  One
+// without (`true`, a subquery, a read of the view's dstate) recurs.
+bool names_literals(const char* filter);
 
 }  // namespace decoupled

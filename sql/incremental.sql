@@ -40,6 +40,11 @@ SELECT decoupled.create_materialized_view('inc_sums',
 -- The same keys again: the arrangement is shared.
 SELECT decoupled.create_materialized_view('inc_grp2',
     'SELECT g, string_agg(s, '','' ORDER BY s, k) AS ss FROM inc_t GROUP BY g') > 0 AS created;
+-- Kept sums over two keys named as SQL would not name them: the step
+-- reads its touched groups from its aggregated changes (no key is NULL).
+SELECT decoupled.create_materialized_view('inc_keys',
+    'SELECT g AS d, k % 3 AS "Select", count(*) AS n, sum(v) AS total FROM inc_t '
+    'WHERE g IS NOT NULL AND k IS NOT NULL GROUP BY 1, 2') > 0 AS created;
 -- A view over an incremental view steps incrementally too.
 SELECT decoupled.create_materialized_view('inc_over',
     'SELECT n, count(*) AS groups FROM inc_grp GROUP BY n') > 0 AS created;
