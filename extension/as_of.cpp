@@ -11,15 +11,22 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
 
@@ -27,8 +34,6 @@ extern "C" {
 #include <cstdlib>
 
 #include "core/frontier.hpp"
-#include "catalog_access.hpp"
-#include "kept_statements.hpp"
 #include "gucs.hpp"
 #include "read_rewrite.hpp"
 
@@ -105,50 +110,99 @@ Datum decoupled_history_gate_before(PG_FUNCTION_ARGS) {
     PG_RETURN_BOOL(history_gate(PG_GETARG_INT64(0), decoupled::as_of_value - 1));
 }
 
-static bool history_gate(int64 lifetime_id, int64 t) {
+namespace {
 
-    MemoryContext caller = CurrentMemoryContext;
-    decoupled::SavedUser saved = decoupled::become_catalog_reader();
-    SPI_connect();
-    Oid argtypes[1] = {INT8OID};
-    Datum args[1] = {Int64GetDatum(lifetime_id)};
-    // Read-only: the frontiers come from the statement's own snapshot, the
-    // same one its data scans use, so the check and the read agree.
-    // A kept plan: every AS OF read, and every step of a view over views,
-    // passes here once per collection it reads.
-    SPIPlanPtr plan = decoupled::statement_plan(
-        "SELECT f.since, f.upper, o.name::pg_catalog.text, o.kind, o.relation, "
-        "       o.dropped_at IS NOT NULL "
-        "  FROM decoupled.catalog_objects o "
-        "  LEFT JOIN decoupled.catalog_frontiers f "
-        "         ON f.lifetime_id OPERATOR(pg_catalog.=) o.lifetime_id "
-        " WHERE o.lifetime_id OPERATOR(pg_catalog.=) $1",
-        1, argtypes);
-    int rc = SPI_execute_plan(plan, args, nullptr, true, 1);
-    if (rc != SPI_OK_SELECT) elog(ERROR, "could not read frontiers");
-    if (SPI_processed == 0)
+// What a gate reads of collection `lifetime_id`: its catalog row and
+// frontiers.
+struct GateRow {
+    bool since_null, upper_null, rel_null, dropped;
+    int64 since, upper;
+    Oid relation;
+    char* name;
+    char* kind;
+};
+
+// The row of `lifetime_id` in decoupled's catalog table `table`, through
+// its primary key `pkey`, as `snapshot` sees it; nullptr if there is none.
+// Read directly, not through SPI: no privilege is checked (the reader need
+// not be able to read the catalog) and no statement is run — a gate runs
+// once per branch of every read of history, and a query as the catalog
+// reader (a user switch, a pinned search_path, an executor) was most of
+// what a view's read of its changes cost.  The caller closes `*rel` after
+// using the tuple.
+HeapTuple catalog_row(const char* table, const char* pkey, int64 lifetime_id, Snapshot snapshot,
+                      Relation* rel) {
+    Oid nsp = get_namespace_oid("decoupled", false);
+    Oid relid = get_relname_relid(table, nsp);
+    Oid index = get_relname_relid(pkey, nsp);
+    if (!OidIsValid(relid) || !OidIsValid(index))
+        elog(ERROR, "catalog table decoupled.%s or its key is missing", table);
+    *rel = table_open(relid, AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, get_attnum(relid, "lifetime_id"), BTEqualStrategyNumber, F_INT8EQ,
+                Int64GetDatum(lifetime_id));
+    SysScanDesc scan = systable_beginscan(*rel, index, true, snapshot, 1, &key);
+    HeapTuple found = systable_getnext(scan);
+    HeapTuple row = found ? heap_copytuple(found) : nullptr;
+    systable_endscan(scan);
+    return row;
+}
+
+Datum column(Relation rel, HeapTuple row, const char* name, bool* isnull) {
+    AttrNumber attnum = get_attnum(RelationGetRelid(rel), name);
+    if (attnum == InvalidAttrNumber)
+        elog(ERROR, "catalog table %s has no column %s", RelationGetRelationName(rel), name);
+    return heap_getattr(row, attnum, RelationGetDescr(rel), isnull);
+}
+
+// Read-only: the frontiers come from the statement's own snapshot, the
+// same one its data scans use, so the check and the read agree.
+GateRow read_gate_row(int64 lifetime_id) {
+    Snapshot snapshot = GetActiveSnapshot();
+    Relation objects;
+    HeapTuple o = catalog_row("catalog_objects", "catalog_objects_pkey", lifetime_id, snapshot,
+                              &objects);
+    if (o == nullptr)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("collection with lifetime id " INT64_FORMAT " does not exist",
                                lifetime_id)));
-    HeapTuple tup = SPI_tuptable->vals[0];
-    TupleDesc desc = SPI_tuptable->tupdesc;
-    bool since_null, upper_null, rel_null, isnull;
-    int64 since = DatumGetInt64(SPI_getbinval(tup, desc, 1, &since_null));
-    int64 upper = DatumGetInt64(SPI_getbinval(tup, desc, 2, &upper_null));
-    char* name = MemoryContextStrdup(caller, SPI_getvalue(tup, desc, 3));
-    char* kind = MemoryContextStrdup(caller, SPI_getvalue(tup, desc, 4));
-    Oid relation = DatumGetObjectId(SPI_getbinval(tup, desc, 5, &rel_null));
-    bool dropped = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
-    SPI_finish();
-    decoupled::restore_user(saved);
+    GateRow g;
+    bool isnull;
+    g.name = TextDatumGetCString(column(objects, o, "name", &isnull));
+    g.kind = TextDatumGetCString(column(objects, o, "kind", &isnull));
+    g.relation = DatumGetObjectId(column(objects, o, "relation", &g.rel_null));
+    (void)column(objects, o, "dropped_at", &isnull);
+    g.dropped = !isnull;
+    table_close(objects, AccessShareLock);
 
-    if (dropped || since_null || upper_null)
+    Relation frontiers;
+    HeapTuple f = catalog_row("catalog_frontiers", "catalog_frontiers_pkey", lifetime_id,
+                              snapshot, &frontiers);
+    g.since_null = g.upper_null = true;
+    g.since = g.upper = 0;
+    if (f != nullptr) {
+        g.since = DatumGetInt64(column(frontiers, f, "since", &g.since_null));
+        g.upper = DatumGetInt64(column(frontiers, f, "upper", &g.upper_null));
+    }
+    table_close(frontiers, AccessShareLock);
+    return g;
+}
+
+}  // namespace
+
+static bool history_gate(int64 lifetime_id, int64 t) {
+    GateRow g = read_gate_row(lifetime_id);
+    const char* name = g.name;
+    const char* kind = g.kind;
+    Oid relation = g.relation;
+    int64 since = g.since, upper = g.upper;
+    if (g.dropped || g.since_null || g.upper_null)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("%s \"%s\" was dropped", kind, name)));
     // History is read with the extension's rights: the reader — the
     // effective user, as whom this function runs — must be allowed to read
     // the collection's own relation, which gates every path to its history.
-    if (rel_null || !OidIsValid(relation) ||
+    if (g.rel_null || !OidIsValid(relation) ||
         !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relation)) ||
         pg_class_aclcheck(relation, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
         aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, name);

@@ -312,6 +312,25 @@ SELECT count(*) > 0 AS as_of_read FROM closed_counter;
 SELECT count(*) > 0 AS history_read FROM :h_counter;
 RESET decoupled.as_of;
 RESET ROLE;
+-- A gate that passed is remembered for the snapshot it was checked in (the
+-- branches of one statement, the statements of a repeatable-read
+-- transaction), never for another reader or across a change of privilege:
+-- within one snapshot the owner reads the history, sec_user does not, a
+-- grant lets sec_user read it and a revoke stops the next read.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SET LOCAL decoupled.as_of = :t_secret;
+SELECT count(*) >= 0 AS owner_history_read FROM :h_secret;
+SET LOCAL ROLE sec_user;
+SELECT regress_try('SELECT count(*) FROM ' || :'h_secret') AS other_reader;
+RESET ROLE;
+GRANT SELECT ON secret TO sec_user;
+SET LOCAL ROLE sec_user;
+SELECT count(*) >= 0 AS granted_read FROM :h_secret;
+RESET ROLE;
+REVOKE SELECT ON secret FROM sec_user;
+SET LOCAL ROLE sec_user;
+SELECT regress_try('SELECT count(*) FROM ' || :'h_secret') AS revoked_read;
+COMMIT;
 
 -- Clean up.
 SELECT decoupled.drop('sec_sink'), decoupled.drop('sec_peeker'), decoupled.drop('sec_meddler'),
