@@ -135,6 +135,8 @@ struct Collection {
     int ncols;
     char** names;        // column names, in order
     char** quoted;       // the same, quoted as identifiers
+    bool* is_key;        // whether each column is in the table's primary key
+    int nkeys;           // how many are: a registered table with a key pairs by it
     Datum column_names;  // text[] of the names, for _update_problem
     SPIPlanPtr plans[kPlanKinds];
     uint64 last_used;    // a tick of use_clock
@@ -202,6 +204,7 @@ void forget(Collection* c) {
     }
     if (c->names) pfree(c->names);
     if (c->quoted) pfree(c->quoted);
+    if (c->is_key) pfree(c->is_key);
     if (c->column_names) pfree(DatumGetPointer(c->column_names));
     int64 key = c->lifetime_id;
     hash_search(collections, &key, HASH_REMOVE, nullptr);
@@ -297,6 +300,28 @@ char* column_list(const Collection* c, const char* prefix, bool leading) {
     return s.data;
 }
 
+// ", p.a" (leading) or "p.a": the key columns, each with `prefix`.
+char* key_list(const Collection* c, const char* prefix, bool leading) {
+    StringInfoData s;
+    initStringInfo(&s);
+    for (int i = 0, n = 0; i < c->ncols; i++)
+        if (c->is_key[i])
+            appendStringInfo(&s, "%s%s%s", (leading || n++ > 0) ? ", " : "", prefix, c->quoted[i]);
+    return s.data;
+}
+
+// "c.a = r.a AND c.b = r.b": the key columns of `left` and `right` equal
+// (a primary key's columns are never null).
+char* key_equal(const Collection* c, const char* left, const char* right) {
+    StringInfoData s;
+    initStringInfo(&s);
+    for (int i = 0; i < c->ncols; i++)
+        if (c->is_key[i])
+            appendStringInfo(&s, "%s%s.%s = %s.%s", s.len ? " AND " : "", left, c->quoted[i],
+                             right, c->quoted[i]);
+    return s.data;
+}
+
 // The collection's entry, pinned: built (columns from the catalog) if this
 // backend has none, or none for the storage that now has this id.
 Collection* collection(int64 id) {
@@ -323,7 +348,10 @@ Collection* collection(int64 id) {
 
     // Everything that can fail comes before the entry exists.
     run_for_id(&columns_plan,
-               "SELECT o.name::text, c->>'name' FROM decoupled.catalog_objects o "
+               "SELECT o.name::text, c->>'name', "
+               "       coalesce(c->>'name' = ANY (ARRAY(SELECT jsonb_array_elements_text( "
+               "                                            o.definition->'key'))), false) "
+               "  FROM decoupled.catalog_objects o "
                "  LEFT JOIN LATERAL jsonb_array_elements(o.definition->'columns') "
                "       WITH ORDINALITY AS x(c, ord) ON true "
                " WHERE o.lifetime_id = $1 ORDER BY x.ord",
@@ -338,12 +366,18 @@ Collection* collection(int64 id) {
     int ncols = 0;
     char** raw = (char**)MemoryContextAllocZero(cache_context, sizeof(char*) * rows);
     char** quoted = (char**)MemoryContextAllocZero(cache_context, sizeof(char*) * rows);
+    bool* is_key = (bool*)MemoryContextAllocZero(cache_context, sizeof(bool) * rows);
+    int nkeys = 0;
     Datum* texts = (Datum*)palloc0(sizeof(Datum) * rows);
     for (uint64 r = 0; r < rows; r++) {
         char* col = get_text(r, 2);
         if (!col) continue;  // no columns at all
         raw[ncols] = MemoryContextStrdup(cache_context, col);
         quoted[ncols] = MemoryContextStrdup(cache_context, quote_identifier(col));
+        bool isnull = false;
+        is_key[ncols] = DatumGetBool(
+            SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3, &isnull));
+        if (is_key[ncols]) nkeys++;
         texts[ncols] = CStringGetTextDatum(col);
         ncols++;
     }
@@ -359,6 +393,8 @@ Collection* collection(int64 id) {
     c->ncols = ncols;
     c->names = raw;
     c->quoted = quoted;
+    c->is_key = is_key;
+    c->nkeys = nkeys;
     c->column_names = PointerGetDatum(array);
     for (int k = 0; k < kPlanKinds; k++) c->plans[k] = nullptr;
     c->last_used = ++use_clock;
@@ -391,6 +427,18 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
         "SELECT c.ctid, c.mz_ts, c.mz_rowid FROM %s c "
         " WHERE c.mz_hash = r.mz_hash AND ROW(%s)::text = r.mz_key OFFSET 0",
         cur, c_row);
+    // A registered table with a primary key finds them through the index
+    // on its key instead (r carries the key columns): its cur has no row
+    // hash index, which cost an insert into cur 40% more than the key and
+    // time indexes together (hashes are random, so every insert lands on
+    // another leaf page; register_table drops it).
+    bool keyed = c->nkeys > 0;
+    const char* r_keys = keyed ? key_list(c, "", true) : "";
+    if (keyed)
+        copies = psprintf(
+            "SELECT c.ctid, c.mz_ts, c.mz_rowid FROM %s c "
+            " WHERE %s AND ROW(%s)::text = r.mz_key OFFSET 0",
+            cur, key_equal(c, "c", "r"), c_row);
     *nargs = 0;
     switch (kind) {
         case kStageShape:
@@ -466,10 +514,11 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                                  "       (SELECT c.ctid, c.mz_ts, r.n, "
                                  "               row_number() OVER (PARTITION BY r.mz_key "
                                  "                   ORDER BY c.mz_ts, c.mz_rowid) AS k "
-                                 "          FROM r JOIN %s c ON c.mz_hash = r.mz_hash "
+                                 "          FROM r JOIN %s c ON %s "
                                  "                          AND (ROW(%s)::text = r.mz_key) IS TRUE) x "
                                  " WHERE x.k <= x.n AND x.mz_ts < $1",
-                                 cur, c_row);
+                                 cur, keyed ? key_equal(c, "c", "r") : "c.mz_hash = r.mz_hash",
+                                 c_row);
             return psprintf(
                 "WITH %3$s"
                 "     net AS MATERIALIZED ( "
@@ -480,7 +529,7 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "                  SELECT nextval('decoupled.rowid_seq'), $1, s.mz_hash%6$s "
                 "                    FROM net s, generate_series(1, s.mz_net) "
                 "                   WHERE s.mz_net > 0), "
-                "     r AS (SELECT mz_key, mz_hash, (-mz_net)::bigint AS n FROM net "
+                "     r AS (SELECT mz_key, mz_hash%7$s, (-mz_net)::bigint AS n FROM net "
                 "            WHERE mz_net < 0), "
                 "     moved AS (DELETE FROM %1$s c WHERE c.ctid = ANY (ARRAY(%4$s)) "
                 "               RETURNING c.*), "
@@ -488,17 +537,18 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "                 SELECT mz_rowid, mz_ts, $1%5$s FROM moved RETURNING 1) "
                 "SELECT (SELECT coalesce(sum(n), 0) FROM r)::bigint, "
                 "       (SELECT count(*) FROM written)",
-                cur, dead, source, pairs, cols, s_cols);
+                cur, dead, source, pairs, cols, s_cols, r_keys);
         }
         case kRetractGeneral:
             // The k-th retraction of a row (by time) pairs with its k-th
             // oldest copy, which must be older than the retraction.
             return psprintf(
-                "WITH net AS (SELECT mz_ts, mz_key COLLATE \"C\" AS mz_key, mz_hash, "
+                "WITH net AS (SELECT mz_ts, mz_key COLLATE \"C\" AS mz_key, mz_hash%6$s, "
                 "                    sum(mz_diff) AS mz_net "
-                "               FROM %3$s GROUP BY 1, 2, 3 HAVING sum(mz_diff) < 0), "
-                "     keys AS (SELECT mz_key, mz_hash, (-sum(mz_net))::bigint AS n "
-                "                FROM net GROUP BY 1, 2), "
+                "               FROM %3$s GROUP BY mz_ts, 2, mz_hash%6$s "
+                "             HAVING sum(mz_diff) < 0), "
+                "     keys AS (SELECT mz_key, mz_hash%6$s, (-sum(mz_net))::bigint AS n "
+                "                FROM net GROUP BY mz_key, mz_hash%6$s), "
                 "     del AS (SELECT n.mz_ts, n.mz_key, "
                 "                    row_number() OVER (PARTITION BY n.mz_key "
                 "                                       ORDER BY n.mz_ts) AS k "
@@ -518,7 +568,7 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "                 SELECT mz_rowid, mz_ts, valid_to%5$s FROM moved RETURNING 1) "
                 "SELECT (SELECT coalesce(sum(n), 0) FROM keys)::bigint, "
                 "       (SELECT count(*) FROM written)",
-                cur, dead, stage, copies, cols);
+                cur, dead, stage, copies, cols, r_keys);
         case kDrainStageTable:
             return psprintf("DELETE FROM %s RETURNING *", decoupled::storage_name(id, "stage"));
         case kJsonToCur:

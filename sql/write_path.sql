@@ -14,7 +14,9 @@
 --   4. more busy collections in one tick than plans are kept for (128 plans,
 --      two or three a table here);
 --   5. a burst's pending relation, emptied by a tick, gets a new file (a
---      small one keeps its page).
+--      small one keeps its page);
+--   6. a table with a primary key has no row hash index on cur: ticks and
+--      appends pair its retractions by the key.
 \set SHOW_CONTEXT never
 
 -- Table `tbl` as text rows in order: its history as of its latest tick
@@ -289,3 +291,63 @@ SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT pg_relation_size(wp_storage('wb', 'pending')) > 0 AS small_pending_kept;
 SELECT wp_agrees('wb') AS agrees;
 DROP TABLE wb;
+
+------------------------------------------------------------------------------
+-- 6. A table with a primary key pairs retractions by its key
+------------------------------------------------------------------------------
+-- Its cur has no index on the row hash (the key's index finds a retracted
+-- row's copies); a table without a key keeps it.
+CREATE TABLE wk (k int PRIMARY KEY, v text);
+SELECT decoupled.register_table('wk', retain_history => '1 hour') > 0 AS registered;
+SELECT string_agg(a.attname, ', ' ORDER BY a.attname) AS wk_cur_indexes
+  FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+ WHERE i.indrelid = wp_storage('wk', 'cur')::regclass;
+SELECT string_agg(a.attname, ', ' ORDER BY a.attname) AS wq_cur_indexes
+  FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+ WHERE i.indrelid = wp_storage('wq', 'cur')::regclass;
+-- Ticks: many retractions (one hash join on the key), then a few (probes
+-- of the key's index), an update that changes the key, and a row deleted
+-- and inserted again with the same key and value in one tick.
+INSERT INTO wk SELECT g, 'k' || g FROM generate_series(1, 12000) g;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+UPDATE wk SET v = v || '+';
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_agrees('wk') AS agrees;
+DELETE FROM wk WHERE k BETWEEN 1 AND 10;
+UPDATE wk SET k = -k WHERE k BETWEEN 11 AND 12;
+DELETE FROM wk WHERE k = 13;
+INSERT INTO wk VALUES (13, 'k13+');
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_agrees('wk') AS agrees;
+SELECT wp_count('wk', 'cur') AS cur_rows, wp_count('wk', 'dead') AS dead_rows;
+-- Appends to it: mixed signs at one time (probes, then one hash join) and
+-- retractions at several times (the general pairing), by key too; a
+-- retraction of a row the key's rows do not hold is refused as before.
+SELECT upper AS u FROM decoupled.frontiers WHERE name = 'wk' \gset
+SELECT decoupled.append('wk', (SELECT jsonb_agg(jsonb_build_object(
+           'mz_timestamp', :u, 'mz_diff', d, 'data', jsonb_build_object('k', g, 'v', v)))
+         FROM generate_series(20, 25) g, (VALUES (-1, 'k0'), (1, 'a')) x(d, v)),
+       :u, :u + 1);
+SELECT decoupled.append('wk', (SELECT jsonb_agg(jsonb_build_object(
+           'mz_timestamp', :u, 'mz_diff', d, 'data', jsonb_build_object('k', g, 'v', v)))
+         FROM generate_series(20, 25) g, LATERAL (VALUES (-1, 'k' || g || '+'), (1, 'a')) x(d, v)),
+       :u, :u + 1) = :u + 1 AS appended;
+SELECT decoupled.append('wk', (SELECT jsonb_agg(jsonb_build_object(
+           'mz_timestamp', :u + 1, 'mz_diff', d, 'data', jsonb_build_object('k', g, 'v', v)))
+         FROM generate_series(100, 11100) g, LATERAL (VALUES (-1, 'k' || g || '+'), (1, 'b')) x(d, v)),
+       :u + 1, :u + 2) = :u + 2 AS appended;
+SELECT decoupled.append('wk', (SELECT jsonb_agg(jsonb_build_object(
+           'mz_timestamp', t, 'mz_diff', d, 'data', jsonb_build_object('k', 20, 'v', v)))
+         FROM (VALUES (:u + 2, -1, 'a'), (:u + 2, 1, 'c'), (:u + 3, -1, 'c')) x(t, d, v)),
+       :u + 2, :u + 4) = :u + 4 AS appended;
+SET decoupled.as_of = :u;
+SELECT count(*), count(*) FILTER (WHERE v = 'a') AS a, count(*) FILTER (WHERE v = 'b') AS b FROM wk;
+SELECT :u + 1 AS t \gset
+SET decoupled.as_of = :t;
+SELECT count(*), count(*) FILTER (WHERE v = 'a') AS a, count(*) FILTER (WHERE v = 'b') AS b FROM wk;
+SELECT :u + 3 AS t \gset
+SET decoupled.as_of = :t;
+SELECT k, v FROM wk WHERE k BETWEEN 20 AND 21 ORDER BY k;
+RESET decoupled.as_of;
+SELECT wp_count('wk', 'cur') AS cur_rows;
+DROP TABLE wk;
