@@ -587,6 +587,7 @@ DECLARE
     v_unknown   text;
     v_steps_inc integer := 0;
     v_steps_rec integer := 0;
+    v_next      bigint;
 BEGIN
     upper := decoupled._lock_output(replica_maintain.incarnation, id, 'materialized view');
     caught_up := false;
@@ -686,8 +687,15 @@ BEGIN
                 PERFORM decoupled._stage_retractions(id, v_t, v_filter);
             END IF;
         END IF;
-        PERFORM decoupled._append_staged(id, upper, v_t + 1);
-        upper := v_t + 1;
+        -- After the last time an input changed before their frontier, the
+        -- view is final up to that frontier too: the append moves the upper
+        -- there at once (one frontier update and publication a step, not
+        -- two).
+        v_next := CASE WHEN cardinality(v_times) < c_max_steps
+                            AND v_t = v_times[cardinality(v_times)]
+                       THEN v_target ELSE v_t + 1 END;
+        PERFORM decoupled._append_staged(id, upper, v_next);
+        upper := v_next;
     END LOOP;
     IF v_steps_inc + v_steps_rec > 0 THEN
         UPDATE decoupled.view_steps s
@@ -695,12 +703,14 @@ BEGIN
          WHERE s.lifetime_id = id;
     END IF;
     IF cardinality(v_times) < c_max_steps THEN
-        -- No input changed in [upper, v_target): the view is final there too.
-        UPDATE decoupled.catalog_frontiers f SET upper = v_target, changed_at = now()
-         WHERE f.lifetime_id = id;
-        PERFORM decoupled._queue_for_publication(ARRAY[id]);
-        PERFORM decoupled._notify_upper_at_commit();
-        upper := v_target;
+        IF upper < v_target THEN
+            -- No input changed in [upper, v_target): the view is final there too.
+            UPDATE decoupled.catalog_frontiers f SET upper = v_target, changed_at = now()
+             WHERE f.lifetime_id = id;
+            PERFORM decoupled._queue_for_publication(ARRAY[id]);
+            PERFORM decoupled._notify_upper_at_commit();
+            upper := v_target;
+        END IF;
         caught_up := true;
     END IF;
     PERFORM decoupled._advance_requirements(id, decoupled._required_frontier(v_as_of, upper));
