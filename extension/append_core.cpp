@@ -311,14 +311,15 @@ char* key_list(const Collection* c, const char* prefix, bool leading) {
 }
 
 // "c.a = r.a AND c.b = r.b": the key columns of `left` and `right` equal
-// (a primary key's columns are never null).
+// (a primary key's columns are never null; a table is keyed only where
+// they are of built-in types, whose equality is pg_catalog's).
 char* key_equal(const Collection* c, const char* left, const char* right) {
     StringInfoData s;
     initStringInfo(&s);
     for (int i = 0; i < c->ncols; i++)
         if (c->is_key[i])
-            appendStringInfo(&s, "%s%s.%s = %s.%s", s.len ? " AND " : "", left, c->quoted[i],
-                             right, c->quoted[i]);
+            appendStringInfo(&s, "%s%s.%s OPERATOR(pg_catalog.=) %s.%s", s.len ? " AND " : "",
+                             left, c->quoted[i], right, c->quoted[i]);
     return s.data;
 }
 

@@ -351,3 +351,15 @@ SELECT k, v FROM wk WHERE k BETWEEN 20 AND 21 ORDER BY k;
 RESET decoupled.as_of;
 SELECT wp_count('wk', 'cur') AS cur_rows;
 DROP TABLE wk;
+-- A key of two columns, one of them text.
+CREATE TABLE wk2 (a int, b text, v int, PRIMARY KEY (a, b));
+SELECT decoupled.register_table('wk2', retain_history => '1 hour') > 0 AS registered;
+INSERT INTO wk2 SELECT g % 5, 'b' || g, g FROM generate_series(1, 40) g;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+UPDATE wk2 SET v = -v WHERE a = 1;
+UPDATE wk2 SET b = upper(b) WHERE a = 2;
+DELETE FROM wk2 WHERE a = 3;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_agrees('wk2') AS agrees, wp_count('wk2', 'cur') AS cur_rows,
+       wp_count('wk2', 'dead') AS dead_rows;
+DROP TABLE wk2;
