@@ -508,16 +508,16 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
             const char* pairs =
                 probe ? psprintf("SELECT x.ctid FROM r CROSS JOIN LATERAL "
                                  "       (SELECT c.ctid, c.mz_ts FROM (%s) c "
-                                 "         ORDER BY c.mz_ts, c.mz_rowid LIMIT r.n) x "
+                                 "         ORDER BY c.mz_ts, c.mz_rowid LIMIT r.mz_n) x "
                                  " WHERE x.mz_ts < $1",
                                  copies)
                       : psprintf("SELECT x.ctid FROM "
-                                 "       (SELECT c.ctid, c.mz_ts, r.n, "
+                                 "       (SELECT c.ctid, c.mz_ts, r.mz_n, "
                                  "               row_number() OVER (PARTITION BY r.mz_key "
                                  "                   ORDER BY c.mz_ts, c.mz_rowid) AS k "
                                  "          FROM r JOIN %s c ON %s "
                                  "                          AND (ROW(%s)::text = r.mz_key) IS TRUE) x "
-                                 " WHERE x.k <= x.n AND x.mz_ts < $1",
+                                 " WHERE x.k <= x.mz_n AND x.mz_ts < $1",
                                  cur, keyed ? key_equal(c, "c", "r") : "c.mz_hash = r.mz_hash",
                                  c_row);
             return psprintf(
@@ -530,13 +530,13 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "                  SELECT nextval('decoupled.rowid_seq'), $1, s.mz_hash%6$s "
                 "                    FROM net s, generate_series(1, s.mz_net) "
                 "                   WHERE s.mz_net > 0), "
-                "     r AS (SELECT mz_key, mz_hash%7$s, (-mz_net)::bigint AS n FROM net "
+                "     r AS (SELECT mz_key, mz_hash%7$s, (-mz_net)::bigint AS mz_n FROM net "
                 "            WHERE mz_net < 0), "
                 "     moved AS (DELETE FROM %1$s c WHERE c.ctid = ANY (ARRAY(%4$s)) "
                 "               RETURNING c.*), "
                 "     written AS (INSERT INTO %2$s (mz_rowid, valid_from, valid_to%5$s) "
                 "                 SELECT mz_rowid, mz_ts, $1%5$s FROM moved RETURNING 1) "
-                "SELECT (SELECT coalesce(sum(n), 0) FROM r)::bigint, "
+                "SELECT (SELECT coalesce(sum(mz_n), 0) FROM r)::bigint, "
                 "       (SELECT count(*) FROM written)",
                 cur, dead, source, pairs, cols, s_cols, r_keys);
         }
@@ -548,7 +548,7 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "                    sum(mz_diff) AS mz_net "
                 "               FROM %3$s GROUP BY mz_ts, 2, mz_hash%6$s "
                 "             HAVING sum(mz_diff) < 0), "
-                "     keys AS (SELECT mz_key, mz_hash%6$s, (-sum(mz_net))::bigint AS n "
+                "     keys AS (SELECT mz_key, mz_hash%6$s, (-sum(mz_net))::bigint AS mz_n "
                 "                FROM net GROUP BY mz_key, mz_hash%6$s), "
                 "     del AS (SELECT n.mz_ts, n.mz_key, "
                 "                    row_number() OVER (PARTITION BY n.mz_key "
@@ -559,7 +559,7 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "                                        ORDER BY x.mz_ts, x.mz_rowid) AS k "
                 "                FROM keys r CROSS JOIN LATERAL "
                 "                     (SELECT c.ctid, c.mz_ts, c.mz_rowid FROM (%4$s) c "
-                "                       ORDER BY c.mz_ts, c.mz_rowid LIMIT r.n) x), "
+                "                       ORDER BY c.mz_ts, c.mz_rowid LIMIT r.mz_n) x), "
                 "     pairs AS (SELECT c.row_ctid, d.mz_ts AS valid_to FROM del d "
                 "                 JOIN cand c ON c.mz_key = d.mz_key AND c.k = d.k "
                 "                            AND c.mz_ts < d.mz_ts), "
@@ -567,7 +567,7 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "               RETURNING c.*, p.valid_to), "
                 "     written AS (INSERT INTO %2$s (mz_rowid, valid_from, valid_to%5$s) "
                 "                 SELECT mz_rowid, mz_ts, valid_to%5$s FROM moved RETURNING 1) "
-                "SELECT (SELECT coalesce(sum(n), 0) FROM keys)::bigint, "
+                "SELECT (SELECT coalesce(sum(mz_n), 0) FROM keys)::bigint, "
                 "       (SELECT count(*) FROM written)",
                 cur, dead, stage, copies, cols, r_keys);
         case kDrainStageTable:

@@ -363,3 +363,22 @@ SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT wp_agrees('wk2') AS agrees, wp_count('wk2', 'cur') AS cur_rows,
        wp_count('wk2', 'dead') AS dead_rows;
 DROP TABLE wk2;
+-- A key whose columns are named as the statements' own: n, k, r, c.
+CREATE TABLE wk3 (n int, k int, r text, c int, PRIMARY KEY (n, k));
+SELECT decoupled.register_table('wk3', retain_history => '1 hour') > 0 AS registered;
+INSERT INTO wk3 SELECT g, g % 3, 'r' || g, g FROM generate_series(1, 12000) g;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+UPDATE wk3 SET c = -c;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+DELETE FROM wk3 WHERE n <= 5;
+UPDATE wk3 SET r = 'x' WHERE n BETWEEN 6 AND 8;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_agrees('wk3') AS agrees;
+SELECT upper AS u FROM decoupled.frontiers WHERE name = 'wk3' \gset
+SELECT decoupled.append('wk3', (SELECT jsonb_agg(jsonb_build_object(
+           'mz_timestamp', t, 'mz_diff', d,
+           'data', jsonb_build_object('n', 9, 'k', 0, 'r', v, 'c', -9)))
+         FROM (VALUES (:u, -1, 'r9'), (:u, 1, 'y'), (:u + 1, -1, 'y')) x(t, d, v)),
+       :u, :u + 2) = :u + 2 AS appended;
+SELECT wp_count('wk3', 'cur') AS cur_rows;
+DROP TABLE wk3;
