@@ -312,11 +312,11 @@ SELECT count(*) > 0 AS as_of_read FROM closed_counter;
 SELECT count(*) > 0 AS history_read FROM :h_counter;
 RESET decoupled.as_of;
 RESET ROLE;
--- A gate that passed is remembered for the snapshot it was checked in (the
--- branches of one statement, the statements of a repeatable-read
--- transaction), never for another reader or across a change of privilege:
--- within one snapshot the owner reads the history, sec_user does not, a
--- grant lets sec_user read it and a revoke stops the next read.
+-- The gate checks the reader at every read, whatever read the same
+-- collection in the same snapshot before (it reads the catalog directly,
+-- with the statement's snapshot): within one repeatable-read snapshot the
+-- owner reads the history, sec_user does not, a grant lets sec_user read
+-- it and a revoke stops the next read.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SET LOCAL decoupled.as_of = :t_secret;
 SELECT count(*) >= 0 AS owner_history_read FROM :h_secret;
