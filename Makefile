@@ -71,6 +71,7 @@ OBJS = \
 	extension/change_times.o \
 	bgworker/adapterd.o \
 	bgworker/capture_worker.o \
+	bgworker/capture_skip.o \
 	bgworker/controller.o \
 	bgworker/relay_worker.o \
 	bgworker/replica_engine.o \

@@ -55,6 +55,7 @@ extern "C" {
 }
 
 #include "../extension/capture.hpp"
+#include "capture_skip.hpp"
 #include "../extension/core/keyed_changes.hpp"
 #include "../extension/gucs.hpp"
 #include "../extension/shmem.hpp"
@@ -411,6 +412,7 @@ void forget_targets() {
         int64 id = t->lifetime_id;
         hash_search(targets, &id, HASH_REMOVE, nullptr);
     }
+    decoupled::capture_skip_forget();
 }
 
 Target* target(int64 id) {
@@ -641,9 +643,31 @@ void clear_caches_if_changed(XLogRecPtr start) {
     if (start < last_catalog_change) InvalidateSystemCaches();
 }
 
+// The extension's own relation files (capture_skip.cpp), read again when
+// the catalog epoch moves (views and tables come and go), and otherwise at
+// most every 250 ms once invalidations say relations may have changed (a
+// tick compacting pending gives it a new file): until then a new file is
+// decoded, which costs time and loses nothing.
+void refresh_skipped_relations() {
+    static uint64 at_epoch = 0;
+    static uint64 at_invalidation = 0;
+    static TimestampTz at = 0;
+    uint64 epoch = pg_atomic_read_u64(&shared()->catalog_epoch);
+    TimestampTz now = GetCurrentTimestamp();
+    if (at != 0 && epoch == at_epoch &&
+        (SharedInvalidMessageCounter == at_invalidation ||
+         !TimestampDifferenceExceeds(at, now, 250)))
+        return;
+    decoupled::capture_skip_refresh();
+    at_epoch = epoch;
+    at_invalidation = SharedInvalidMessageCounter;
+    at = now;
+}
+
 // Decodes the acquired slot from its restart point through `upto` into
 // decoded_lines.
 void decode_through(XLogRecPtr upto) {
+    refresh_skipped_relations();
     MemoryContext old = MemoryContextSwitchTo(pass_context);
     line_desc = CreateTemplateTupleDesc(1);
     TupleDescInitEntry(line_desc, 1, "data", TEXTOID, -1, 0);
@@ -662,7 +686,8 @@ void decode_through(XLogRecPtr upto) {
         char* problem = nullptr;
         XLogRecord* record = XLogReadRecord(decoding->reader, &problem);
         if (problem) elog(ERROR, "could not read the WAL to capture: %s", problem);
-        if (record != nullptr) LogicalDecodingProcessRecord(decoding, decoding->reader);
+        if (record != nullptr && !decoupled::capture_skip_record(decoding, decoding->reader))
+            LogicalDecodingProcessRecord(decoding, decoding->reader);
         CHECK_FOR_INTERRUPTS();
     }
     FreeDecodingContext(decoding);
