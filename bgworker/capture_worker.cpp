@@ -589,8 +589,20 @@ void truncated(Target* t) {
 // instead of filling memory.  Both live in the pass's memory.
 Tuplestorestate* decoded_lines = nullptr;
 TupleDesc line_desc = nullptr;
-// The decoding in progress; an error frees it (forget_decoding).
+// The decoding, kept from pass to pass while the worker captures: each
+// pass reads on from where the last one stopped, with the transactions
+// still open then in its reorder buffer.  A decoding made anew starts at
+// the slot's restart point, which only moves past a snapshot of running
+// transactions with none older open; under writers, ticks and steps one
+// nearly always is, and the restart point lagged 10-45 MB behind the
+// confirmed position: every pass read all of that again to take in ~1 MB.
+// The slot is held as long as the decoding lives; an error frees both
+// (forget_decoding), and a second without a captured change gives the
+// slot back (close_decoding), so that it can be dropped by hand while
+// registered tables are idle.
 LogicalDecodingContext* decoding = nullptr;
+TimestampTz last_capture = 0;  // the last pass of this decoding that captured a change
+constexpr long kHoldIdleMs = 1000;
 
 void prepare_line(LogicalDecodingContext* ctx, XLogRecPtr, TransactionId, bool) {
     resetStringInfo(ctx->out);
@@ -617,7 +629,10 @@ void store_line(LogicalDecodingContext* ctx, XLogRecPtr, TransactionId, bool) {
 // decoding applies its invalidations.  So: note the WAL position whenever
 // an invalidation reached this backend (SharedInvalidMessageCounter counts
 // them) or this worker changed the catalog itself (changed_here), and
-// clear on both sides while the range starts before that position.
+// clear on both sides while the range starts before that position.  With
+// the decoding kept from pass to pass, the range a pass may replay starts
+// at the first record of the oldest transaction still open in it (queued
+// by an earlier pass), or else at the next record to read.
 uint64 seen_invalidations = 0;
 XLogRecPtr last_catalog_change = InvalidXLogRecPtr;  // set at start: clear until passed
 
@@ -664,35 +679,71 @@ void refresh_skipped_relations() {
     at = now;
 }
 
-// Decodes the acquired slot from its restart point through `upto` into
-// decoded_lines.
+// A decoding of the acquired slot from its restart point, living beyond
+// the pass (its memory under TopMemoryContext).
+void open_decoding() {
+    static XLogReaderRoutine local_wal = {};
+    local_wal.page_read = read_local_xlog_page;
+    local_wal.segment_open = wal_segment_open;
+    local_wal.segment_close = wal_segment_close;
+    MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+    decoding = CreateDecodingContext(InvalidXLogRecPtr, NIL, false, &local_wal, prepare_line,
+                                     store_line, nullptr);
+    MemoryContextSwitchTo(old);
+    XLogBeginRead(decoding->reader, MyReplicationSlot->data.restart_lsn);
+}
+
+// The decoding ends and the slot is given back (outside any error).
+void close_decoding() {
+    if (decoding != nullptr) {
+        FreeDecodingContext(decoding);
+        decoding = nullptr;
+    }
+    if (MyReplicationSlot != nullptr) ReplicationSlotRelease();
+    last_capture = 0;
+}
+
+// After a pass: a decoding that captured nothing in it and for kHoldIdleMs
+// before (the server's own background writes keep the WAL moving) gives
+// the slot back.
+void note_capture(bool captured_any) {
+    TimestampTz now = GetCurrentTimestamp();
+    if (captured_any)
+        last_capture = now;
+    else if (last_capture == 0 || TimestampDifferenceExceeds(last_capture, now, kHoldIdleMs))
+        close_decoding();
+}
+
+// Decodes the acquired slot on through `upto` into decoded_lines: from its
+// restart point if no decoding is open, else from where the last pass
+// stopped.
 void decode_through(XLogRecPtr upto) {
     refresh_skipped_relations();
     MemoryContext old = MemoryContextSwitchTo(pass_context);
     line_desc = CreateTemplateTupleDesc(1);
     TupleDescInitEntry(line_desc, 1, "data", TEXTOID, -1, 0);
     decoded_lines = tuplestore_begin_heap(false, false, work_mem);
-    static XLogReaderRoutine local_wal = {};
-    local_wal.page_read = read_local_xlog_page;
-    local_wal.segment_open = wal_segment_open;
-    local_wal.segment_close = wal_segment_close;
-    decoding = CreateDecodingContext(InvalidXLogRecPtr, NIL, false, &local_wal, prepare_line,
-                                     store_line, nullptr);
     MemoryContextSwitchTo(old);
-    XLogRecPtr restart = MyReplicationSlot->data.restart_lsn;
-    XLogBeginRead(decoding->reader, restart);
-    clear_caches_if_changed(restart);
+    if (decoding == nullptr) open_decoding();
+    // The oldest record this pass may replay: the first of the oldest
+    // transaction still open, or the next one to read.
+    XLogRecPtr start = decoding->reader->EndRecPtr;
+    ReorderBufferTXN* oldest = ReorderBufferGetOldestTXN(decoding->reorder);
+    if (oldest != nullptr && oldest->first_lsn < start) start = oldest->first_lsn;
+    clear_caches_if_changed(start);
     while (decoding->reader->EndRecPtr < upto) {
         char* problem = nullptr;
+        // The reader's buffers (allocated at its first reads) must outlive
+        // the pass: they go in the decoding's own memory.
+        MemoryContext pass_memory = MemoryContextSwitchTo(decoding->context);
         XLogRecord* record = XLogReadRecord(decoding->reader, &problem);
+        MemoryContextSwitchTo(pass_memory);
         if (problem) elog(ERROR, "could not read the WAL to capture: %s", problem);
         if (record != nullptr && !decoupled::capture_skip_record(decoding, decoding->reader))
             LogicalDecodingProcessRecord(decoding, decoding->reader);
         CHECK_FOR_INTERRUPTS();
     }
-    FreeDecodingContext(decoding);
-    decoding = nullptr;
-    clear_caches_if_changed(restart);
+    clear_caches_if_changed(start);
 }
 
 // The lines were written; their spill files go before the transaction ends.
@@ -719,6 +770,7 @@ void forget_decoding() {
     }
     decoded_lines = nullptr;  // its memory goes with the pass's
     if (MyReplicationSlot != nullptr) ReplicationSlotRelease();
+    last_capture = 0;
     InvalidateSystemCaches();
     changed_here();
 }
@@ -729,12 +781,12 @@ void forget_decoding() {
 // what one capture transaction takes (then the next pass comes at once;
 // otherwise it waits for the next wake-up, so that writers' changes are
 // taken in batches rather than one decoding per commit).
-// Every decoding of the slot starts at its restart point, which only moves
-// past a snapshot of running transactions in the WAL — the background
-// writer logs one every 15 s, and decoding all the WAL since then on every
-// pass was most of this worker's work under writers.  So it logs one
-// itself, at most every 100 ms while it captures: the next confirmation
-// moves the restart point up to it.
+// A decoding opened anew (at start, after an error or an idle second)
+// starts at the slot's restart point, and the WAL from there on is kept
+// for it.  The restart point only moves past a snapshot of running
+// transactions in the WAL — the background writer logs one every 15 s —
+// so the worker logs one itself, at most every 100 ms while it captures:
+// a later confirmation moves the restart point up to it.
 void keep_restart_point_close() {
     static TimestampTz last = 0;
     TimestampTz now = GetCurrentTimestamp();
@@ -756,12 +808,13 @@ bool capture() {
     begin("pg_decoupled capture: decoding");
     quiet_decoding();
     if (SearchNamedReplicationSlot(kSlot, true) == nullptr) {
+        close_decoding();
         commit();
         return false;
     }
-    // Held until the pass confirms what it wrote (an error releases it):
-    // meanwhile nobody else decodes, advances or drops the slot.
-    ReplicationSlotAcquire(kSlot, true);
+    // Held while the decoding lives (an error releases it): meanwhile
+    // nobody else decodes, advances or drops the slot.
+    if (decoding == nullptr) ReplicationSlotAcquire(kSlot, true);
     XLogRecPtr confirmed = MyReplicationSlot->data.confirmed_flush;
     XLogRecPtr upto = GetFlushRecPtr(nullptr);
     decoupled::SharedState* s = shared();
@@ -769,7 +822,10 @@ bool capture() {
     XLogRecPtr through = s->capture.captured_through;
     SpinLockRelease(&s->capture_mutex);
     if (confirmed == InvalidXLogRecPtr || (upto <= confirmed && upto <= through)) {
-        ReplicationSlotRelease();
+        if (decoding == nullptr)
+            close_decoding();  // the slot, acquired for nothing
+        else
+            note_capture(false);
         commit();
         if (confirmed != InvalidXLogRecPtr) publish_progress(confirmed);
         return false;
@@ -837,9 +893,9 @@ bool capture() {
         LogicalConfirmReceivedLocation(upto);
         ReplicationSlotMarkDirty();
     }
-    ReplicationSlotRelease();
     publish_progress(upto);
     keep_restart_point_close();
+    note_capture(captured > 0);
     return more;
 }
 
@@ -874,6 +930,7 @@ void create_slot() {
 }
 
 void drop_slot() {
+    close_decoding();
     begin("pg_decoupled capture: dropping the slot");
     query_int8("SELECT pg_catalog.pg_drop_replication_slot('pg_decoupled') "
                "  FROM pg_catalog.pg_replication_slots "

@@ -253,7 +253,8 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM mismatches()'), '0',
     'switching to triggers and back loses and doubles nothing');
 
 # A slot dropped by hand: the tables are taken again from their contents.
-# The worker holds the slot while it decodes: drop it between two passes.
+# The worker holds the slot while it captures, and gives it back after a
+# second without a captured change: drop it then.
 $node->safe_psql('postgres', q{
     DO $$
     BEGIN
