@@ -86,7 +86,7 @@ if [ "${FUNCTIONS:-0}" = 1 ]; then
                             FROM pg_stat_user_functions
                            WHERE schemaname = 'decoupled' AND calls > 0
                              AND funcname IN ('replica_maintain', '_stage_sums', '_merge_sums',
-                                              '_stage_kept', '_stage_retractions',
+                                              '_stage_kept', '_replace_staged',
                                               '_append_staged', '_change_times')
                            ORDER BY funcname" | sed 's/^/#   /'
 fi

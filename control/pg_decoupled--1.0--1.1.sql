@@ -25,9 +25,11 @@
 --   * The capture worker's switch between trigger and WAL capture no longer
 --     waits for a registration row that an unregister holds (a deadlock).
 --   * A collection's stage and a kept-sums view's dstate are scratch in
---     memory (extension/scratch.hpp): replica_maintain stages a step's
---     retractions with _stage_retractions instead of an INSERT into the
---     stage's table, which the 1.1 library drains for 1.0 catalogs.
+--     memory (extension/scratch.hpp): a step that replaces the view's rows
+--     (of its touched groups) appends with _replace_staged, which reads
+--     them where they are, instead of staging their retractions with an
+--     INSERT into the stage's table (which the 1.1 library drains for 1.0
+--     catalogs).
 --   * WAL capture locates an update's and a delete's old row by the
 --     table's primary key where it has one (REPLICA IDENTITY DEFAULT; an
 --     index on the key of cur and pending): _capture_key,
@@ -237,6 +239,12 @@ BEGIN
     PERFORM decoupled._arrange(v_id, a.input, a.keys)
        FROM unnest(v_strategy.arrangement_inputs, v_strategy.arrangement_keys) AS a(input, keys);
     PERFORM decoupled._create_storage(v_id);
+    IF v_strategy.strategy NOT IN ('linear', 'partitions') THEN
+        -- Its steps replace rows where they are (_replace_staged) and never
+        -- look a retraction up by its row hash: an index on that would
+        -- only cost every row a step writes.
+        EXECUTE format('DROP INDEX decoupled_storage.%I', 'c' || v_id || '_cur_mz_hash_idx');
+    END IF;
     IF v_strategy.strategy IN ('sums', 'groups') THEN
         PERFORM decoupled._create_kept_state(v_id, v_plan, v_owner, v_strategy.strategy = 'sums');
     END IF;
@@ -1641,11 +1649,14 @@ END
 $$;
 REVOKE ALL ON FUNCTION decoupled._inputs_upper(bigint[]) FROM PUBLIC;
 
--- A step's retraction of the view's rows it replaces: a scratch in memory
--- (extension/scratch.hpp) receives them, which no statement could name.
-CREATE FUNCTION decoupled._stage_retractions(lifetime_id bigint, ts bigint, filter text DEFAULT NULL)
-    RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_retractions';
-REVOKE ALL ON FUNCTION decoupled._stage_retractions(bigint, bigint, text) FROM PUBLIC;
+-- A step that replaces the view's rows (of the touched groups, or all of
+-- them) with what it staged: the append core's write for such a step
+-- (work_mem as _append_staged's, 31_append.sql).
+CREATE FUNCTION decoupled._replace_staged(lifetime_id bigint, expected_upper bigint,
+                                          new_upper bigint, ts bigint, filter text DEFAULT NULL)
+    RETURNS void LANGUAGE C SET search_path = pg_catalog, pg_temp SET work_mem = '64MB'
+    AS 'MODULE_PATHNAME', 'decoupled_replace_staged';
+REVOKE ALL ON FUNCTION decoupled._replace_staged(bigint, bigint, bigint, bigint, text) FROM PUBLIC;
 -- A relation's live rows as the statistics system counts them, else the
 -- planner's estimate (pg_class.reltuples is -1 until the first ANALYZE),
 -- for the step-size rules.
@@ -1701,6 +1712,7 @@ DECLARE
     v_steps_inc integer := 0;
     v_steps_rec integer := 0;
     v_next      bigint;
+    v_replace   boolean;
 BEGIN
     upper := decoupled._lock_output(replica_maintain.incarnation, id, 'materialized view');
     caught_up := false;
@@ -1746,6 +1758,9 @@ BEGIN
     FOREACH v_t IN ARRAY v_times LOOP
         -- After the first computation, a step of an incremental view costs
         -- what changed (C13.1); the rest, and large changes, recompute.
+        -- v_replace: the step staged the new rows of the groups v_filter
+        -- names (all, if NULL), which replace the view's rows there.
+        v_replace := false;
         IF v_strategy = 'linear' AND upper > v_as_of THEN
             PERFORM decoupled._stage_delta(v_plan, v_owner, v_t, v_stage);
             v_steps_inc := v_steps_inc + 1;
@@ -1763,7 +1778,7 @@ BEGIN
             END IF;
             IF v_groups > 0 THEN
                 PERFORM decoupled._stage_kept(v_plan, v_owner, v_t, v_state, v_stage, v_filter);
-                PERFORM decoupled._stage_retractions(id, v_t, v_filter);
+                v_replace := true;
             END IF;
             v_steps_inc := v_steps_inc + 1;
         ELSE
@@ -1797,7 +1812,7 @@ BEGIN
                 -- The plan at t — for the touched groups only, if partial —
                 -- replaces the view's rows (of those groups).
                 PERFORM decoupled._stage_plan(v_plan, v_owner, v_t, v_stage, v_filter);
-                PERFORM decoupled._stage_retractions(id, v_t, v_filter);
+                v_replace := true;
             END IF;
         END IF;
         -- After the last time an input changed before their frontier, the
@@ -1807,7 +1822,11 @@ BEGIN
         v_next := CASE WHEN cardinality(v_times) < c_max_steps
                             AND v_t = v_times[cardinality(v_times)]
                        THEN v_target ELSE v_t + 1 END;
-        PERFORM decoupled._append_staged(id, upper, v_next);
+        IF v_replace THEN
+            PERFORM decoupled._replace_staged(id, upper, v_next, v_t, v_filter);
+        ELSE
+            PERFORM decoupled._append_staged(id, upper, v_next);
+        END IF;
         upper := v_next;
     END LOOP;
     IF v_steps_inc + v_steps_rec > 0 THEN

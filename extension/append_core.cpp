@@ -92,7 +92,7 @@ extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_append_staged);
 PG_FUNCTION_INFO_V1(decoupled_compare_and_append);
 PG_FUNCTION_INFO_V1(decoupled_tick_tables);
-PG_FUNCTION_INFO_V1(decoupled_stage_retractions);
+PG_FUNCTION_INFO_V1(decoupled_replace_staged);
 }
 
 namespace {
@@ -123,6 +123,8 @@ enum PlanKind {
     kPendingToCur,       // captured rows that only insert, straight into cur
     kTickProbe,          // captured rows -> cur, dead (as kOneTimeProbe, without the stage)
     kTickScan,           // the same as kOneTimeScan
+    kReplaceListed,      // a view step's staged rows replace the cur rows at ctids $2
+    kReplaceAll,         // the same, replacing every row of cur
     kPlanKinds
 };
 
@@ -611,6 +613,55 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "INSERT INTO %s (mz_rowid, mz_ts, mz_hash%s) "
                 "SELECT nextval('decoupled.rowid_seq'), $1, hashtext(ROW(%s)::text)%s FROM m",
                 pending, cur, cols, m_row, column_list(c, "m.", true));
+        case kReplaceListed:
+        case kReplaceAll: {
+            // Per row text, the net of what is staged at $1 less the
+            // copies of it among the rows replaced (those at the ctids in
+            // $2, or all of cur); positive nets are inserted, negative ones
+            // retract that many of those copies, oldest first, into dead.
+            // Returns how many retractions there were and how many moved
+            // (check_retracted).
+            bool listed = kind == kReplaceListed;
+            *nargs = listed ? 2 : 1;
+            types[0] = INT8OID;
+            types[1] = TIDARRAYOID;
+            return psprintf(
+                "WITH mz_new AS MATERIALIZED ( "
+                "       SELECT DISTINCT ON (s.mz_key COLLATE \"C\") s.mz_key COLLATE \"C\" AS mz_key, "
+                "              s.mz_hash%4$s, "
+                "              sum(s.mz_diff) OVER (PARTITION BY s.mz_key COLLATE \"C\")::bigint "
+                "                AS mz_net "
+                "         FROM %3$s s ORDER BY s.mz_key COLLATE \"C\"), "
+                "     mz_old AS MATERIALIZED ( "
+                "       SELECT c.ctid AS mz_ctid, c.mz_ts, c.mz_rowid, "
+                "              ROW(%5$s)::text COLLATE \"C\" AS mz_key "
+                "         FROM %1$s c%6$s), "
+                "     mz_d AS MATERIALIZED ( "
+                "       SELECT coalesce(n.mz_key, o.mz_key) AS mz_key, "
+                "              coalesce(n.mz_net, 0) - coalesce(o.mz_n, 0) AS mz_d, n.mz_hash%7$s "
+                "         FROM mz_new n FULL JOIN (SELECT mz_key, count(*) AS mz_n FROM mz_old "
+                "                                   GROUP BY mz_key) o ON o.mz_key = n.mz_key "
+                "        WHERE coalesce(n.mz_net, 0) <> coalesce(o.mz_n, 0)), "
+                "     mz_inserted AS (INSERT INTO %1$s (mz_rowid, mz_ts, mz_hash%8$s) "
+                "                     SELECT nextval('decoupled.rowid_seq'), $1, d.mz_hash%9$s "
+                "                       FROM mz_d d, generate_series(1, d.mz_d) WHERE d.mz_d > 0), "
+                "     mz_moved AS (DELETE FROM %1$s c WHERE c.ctid = ANY (ARRAY( "
+                "                    SELECT o.mz_ctid "
+                "                      FROM (SELECT o.mz_ctid, o.mz_ts, o.mz_key, "
+                "                                   row_number() OVER (PARTITION BY o.mz_key "
+                "                                                      ORDER BY o.mz_ts, o.mz_rowid) "
+                "                                     AS mz_k "
+                "                              FROM mz_old o) o "
+                "                      JOIN mz_d d ON d.mz_key = o.mz_key "
+                "                     WHERE d.mz_d < 0 AND o.mz_k <= -d.mz_d AND o.mz_ts < $1)) "
+                "                  RETURNING c.*), "
+                "     mz_written AS (INSERT INTO %2$s (mz_rowid, valid_from, valid_to%8$s) "
+                "                    SELECT mz_rowid, mz_ts, $1%8$s FROM mz_moved RETURNING 1) "
+                "SELECT (SELECT coalesce(-sum(mz_d), 0) FROM mz_d WHERE mz_d < 0)::bigint, "
+                "       (SELECT count(*) FROM mz_written)",
+                cur, dead, stage, s_cols, c_row, listed ? " WHERE c.ctid = ANY ($2)" : "",
+                column_list(c, "n.", true), cols, column_list(c, "d.", true));
+        }
         case kPlanKinds:
             break;
     }
@@ -1029,6 +1080,35 @@ void compact_pending(int64 id, Oid relid) {
                                 id, failed->message)));
 }
 
+// The ctids of the rows of c's cur that pass `filter` (a step's touched
+// groups), as a tid[] in the caller's memory.  A statement of its own, so
+// that the replacement's text (and kept plan) is the same at every step
+// whatever names the groups; run with index probes only: a view's cur is
+// rewritten at every step, and a sequential scan for a few groups read all
+// the dead space autovacuum had not yet reclaimed (a third of a
+// 1,000-change step of a join view in one profile).
+Datum replaced_rows(const Collection* c, const char* filter) {
+    // A filter with literals names this step's touched groups (a new text
+    // every time); one without may read them from a `sums` view's dstate.
+    bool literals = decoupled::names_literals(filter);
+    Oid dstate = literals ? InvalidOid : storage_relid(c->lifetime_id, "dstate");
+    if (OidIsValid(dstate) && decoupled::is_scratch(dstate)) decoupled::expose_scratch(dstate);
+    char* sql = psprintf("SELECT pg_catalog.array_agg(c.ctid) FROM %s c WHERE %s",
+                         decoupled::storage_name(c->lifetime_id, "cur"), filter);
+    static const char* const probes_only[] = {"enable_seqscan", "enable_bitmapscan",
+                                              "enable_hashjoin", "enable_mergejoin", nullptr};
+    int level = decoupled::planner_settings_off(probes_only);
+    if (SPI_execute_plan(decoupled::statement_plan(sql, 0, nullptr, !literals), nullptr, nullptr,
+                         true, 1) != SPI_OK_SELECT ||
+        SPI_processed != 1)
+        elog(ERROR, "could not find the rows a step replaces");
+    AtEOXact_GUC(true, level);
+    bool isnull = false;
+    Datum ctids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    if (isnull) return PointerGetDatum(construct_empty_array(TIDOID));
+    return SPI_datumTransfer(ctids, false, -1);
+}
+
 void table_health(int64 id, const char* status, const char* error) {
     Oid types[3] = {INT8OID, TEXTOID, TEXTOID};
     Datum args[3] = {Int64GetDatum(id), CStringGetTextDatum(status),
@@ -1071,42 +1151,49 @@ Datum decoupled_append_staged(PG_FUNCTION_ARGS) {
     PG_RETURN_VOID();
 }
 
-// decoupled._stage_retractions(lifetime_id, ts, filter text DEFAULT NULL)
-// -> bigint: stages the retraction at ts of every row of the collection's
-// cur — of the rows passing `filter` (a condition on its columns, built by
-// the extension: a step's touched groups) if given — as a view's step
-// replacing those rows does.  Returns how many.
-Datum decoupled_stage_retractions(PG_FUNCTION_ARGS) {
-    if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                        errmsg("lifetime id and time must not be null")));
+// decoupled._replace_staged(lifetime_id, expected_upper, new_upper, ts,
+// filter text DEFAULT NULL): the append core for a view's step that
+// replaces rows (brief C13.2): every row of the view's cur passing `filter`
+// (a condition on its columns, built by the extension: the step's touched
+// groups; every row if NULL) is retracted at ts, and what the caller staged
+// at ts is inserted, consolidated per row as _append_staged would.  The
+// rows it retracts are the ones the filter finds (through the view's key
+// index), so no retraction is staged and looked up again by its row hash:
+// one statement reads them by ctid, pairs them with the staged rows by row
+// text (a row that stays is neither retracted nor written again), inserts
+// the other staged rows and moves the other old ones to dead.  The caller
+// holds the collection's frontier row lock and has checked upper =
+// expected_upper <= ts < new_upper.
+Datum decoupled_replace_staged(PG_FUNCTION_ARGS) {
+    for (int i = 0; i < 4; ++i)
+        if (PG_ARGISNULL(i))
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("lifetime id, uppers and time must not be null")));
     int64 id = PG_GETARG_INT64(0);
-    int64 ts = PG_GETARG_INT64(1);
-    char* filter = PG_ARGISNULL(2) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(2));
-    MemoryContext caller = CurrentMemoryContext;
+    int64 expected_upper = PG_GETARG_INT64(1);
+    int64 new_upper = PG_GETARG_INT64(2);
+    int64 ts = PG_GETARG_INT64(3);
+    char* filter = PG_ARGISNULL(4) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(4));
+    check_interval(ts < expected_upper || ts >= new_upper ? 1 : 0, expected_upper, new_upper);
     SPI_connect();
     Collection* c = collection(id);
-    MemoryContext spi = MemoryContextSwitchTo(caller);  // the text outlives SPI_finish
-    char* row = column_list(c, "", false);
-    char* sql = psprintf("SELECT $1::pg_catalog.int8, -1::pg_catalog.int8, ROW(%s)::text, mz_hash%s "
-                         "  FROM %s%s%s",
-                         row, column_list(c, "", true),
-                         decoupled::storage_name(id, "cur"), filter ? " WHERE " : "",
-                         filter ? filter : "");
-    MemoryContextSwitchTo(spi);
-    Relation stage = relation_open(c->stage_relid, RowExclusiveLock);
+    decoupled::expose_scratch(c->stage_relid);
+    drain_stage_table(c);
+    Datum args[2] = {Int64GetDatum(ts), Int64GetDatum(ts + 1)};
+    run(plan(c, kStageShape), args);
+    int64 outside = 0;
+    get_int8(0, 1, &outside);
+    check_interval(outside, ts, ts + 1);
+    args[1] = filter ? replaced_rows(c, filter) : (Datum)0;
+    decoupled::not_decoded([&] {
+        run(plan(c, filter ? kReplaceListed : kReplaceAll), args);
+        check_retracted();
+        decoupled::clear_scratch(c->stage_relid);
+    });
+    advance(&id, 1, new_upper);
     unpin(c);
     SPI_finish();
-    // A filter with literals names this step's touched groups (a new text
-    // every time); one without may read them from a `sums` view's dstate.
-    bool literals = filter != nullptr && decoupled::names_literals(filter);
-    Oid dstate = filter != nullptr && !literals ? storage_relid(id, "dstate") : InvalidOid;
-    uint64 rows = decoupled::stage_rows(stage, sql, ts, !literals,
-                                        OidIsValid(dstate) && decoupled::is_scratch(dstate)
-                                            ? dstate
-                                            : InvalidOid);
-    relation_close(stage, NoLock);
-    PG_RETURN_INT64(static_cast<int64>(rows));
+    PG_RETURN_VOID();
 }
 
 // decoupled._compare_and_append(lifetime_id, updates, expected_upper,

@@ -1696,7 +1696,7 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
     });
     // The touched groups: where the step goes on with them (1.1's step, no
     // group to compute again, no NULL key), as dstate's rows, which stay
-    // for _stage_kept and _stage_retractions (the next _stage_sums clears
+    // for _stage_kept and _replace_staged (the next _stage_sums clears
     // them); otherwise by literals.
     bool by_scratch = false;
     if (groups > 0) {
