@@ -620,7 +620,8 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
             // $2, or all of cur); positive nets are inserted, negative ones
             // retract that many of those copies, oldest first, into dead.
             // Returns how many retractions there were and how many moved
-            // (check_retracted).
+            // (check_retracted), and how many staged rows are not at $1
+            // (an error, which undoes the writes with the transaction).
             bool listed = kind == kReplaceListed;
             *nargs = listed ? 2 : 1;
             types[0] = INT8OID;
@@ -658,7 +659,8 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "     mz_written AS (INSERT INTO %2$s (mz_rowid, valid_from, valid_to%8$s) "
                 "                    SELECT mz_rowid, mz_ts, $1%8$s FROM mz_moved RETURNING 1) "
                 "SELECT (SELECT coalesce(-sum(mz_d), 0) FROM mz_d WHERE mz_d < 0)::bigint, "
-                "       (SELECT count(*) FROM mz_written)",
+                "       (SELECT count(*) FROM mz_written), "
+                "       (SELECT count(*) FROM %3$s WHERE mz_ts <> $1)",
                 cur, dead, stage, s_cols, c_row, listed ? " WHERE c.ctid = ANY ($2)" : "",
                 column_list(c, "n.", true), cols, column_list(c, "d.", true));
         }
@@ -1179,14 +1181,12 @@ Datum decoupled_replace_staged(PG_FUNCTION_ARGS) {
     Collection* c = collection(id);
     decoupled::expose_scratch(c->stage_relid);
     drain_stage_table(c);
-    Datum args[2] = {Int64GetDatum(ts), Int64GetDatum(ts + 1)};
-    run(plan(c, kStageShape), args);
-    int64 outside = 0;
-    get_int8(0, 1, &outside);
-    check_interval(outside, ts, ts + 1);
-    args[1] = filter ? replaced_rows(c, filter) : (Datum)0;
+    Datum args[2] = {Int64GetDatum(ts), filter ? replaced_rows(c, filter) : (Datum)0};
     decoupled::not_decoded([&] {
         run(plan(c, filter ? kReplaceListed : kReplaceAll), args);
+        int64 outside = 0;
+        get_int8(0, 3, &outside);
+        check_interval(outside, ts, ts + 1);
         check_retracted();
         decoupled::clear_scratch(c->stage_relid);
     });
