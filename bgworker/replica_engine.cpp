@@ -685,9 +685,12 @@ struct ReplicaEngine::Impl {
                 tx.exec_params("SELECT decoupled.replica_heartbeat($1, $2, $3)", incarnation,
                                replica_error.empty() ? "running" : "stalled",
                                replica_error.empty() ? nullptr : replica_error.c_str());
-                publication_ms = tx.exec("SELECT setting::bigint FROM pg_settings "
-                                         "WHERE name = 'decoupled.bound_publication_interval'")[0][0]
-                                     .as<int64_t>();
+                // The setting as an interval ("1s", "500ms"): pg_settings
+                // would compute every setting of the server to show one.
+                publication_ms =
+                    tx.exec("SELECT (extract(epoch FROM current_setting("
+                            "'decoupled.bound_publication_interval')::interval) * 1000)::bigint")[0][0]
+                        .as<int64_t>();
                 tx.commit();
             });
             last_heartbeat = now;

@@ -1085,10 +1085,14 @@ void compact_pending(int64 id, Oid relid) {
 // The ctids of the rows of c's cur that pass `filter` (a step's touched
 // groups), as a tid[] in the caller's memory.  A statement of its own, so
 // that the replacement's text (and kept plan) is the same at every step
-// whatever names the groups; run with index probes only: a view's cur is
-// rewritten at every step, and a sequential scan for a few groups read all
-// the dead space autovacuum had not yet reclaimed (a third of a
-// 1,000-change step of a join view in one profile).
+// whatever names the groups.  A filter that reads the groups from dstate
+// runs from a kept plan with index probes only: a view's cur is rewritten
+// at every step, and the generic plan's sequential scan (the planner
+// cannot know how many groups dstate will hold) read all the dead space
+// autovacuum had not yet reclaimed, a third of a 1,000-change step of a
+// join view in one profile.  One that names the groups by literals is
+// planned for them: with most of a small view's groups touched, a scan is
+// the cheaper.
 Datum replaced_rows(const Collection* c, const char* filter) {
     // A filter with literals names this step's touched groups (a new text
     // every time); one without may read them from a `sums` view's dstate.
@@ -1099,12 +1103,12 @@ Datum replaced_rows(const Collection* c, const char* filter) {
                          decoupled::storage_name(c->lifetime_id, "cur"), filter);
     static const char* const probes_only[] = {"enable_seqscan", "enable_bitmapscan",
                                               "enable_hashjoin", "enable_mergejoin", nullptr};
-    int level = decoupled::planner_settings_off(probes_only);
+    int level = literals ? -1 : decoupled::planner_settings_off(probes_only);
     if (SPI_execute_plan(decoupled::statement_plan(sql, 0, nullptr, !literals), nullptr, nullptr,
                          true, 1) != SPI_OK_SELECT ||
         SPI_processed != 1)
         elog(ERROR, "could not find the rows a step replaces");
-    AtEOXact_GUC(true, level);
+    if (level >= 0) AtEOXact_GUC(true, level);
     bool isnull = false;
     Datum ctids = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
     if (isnull) return PointerGetDatum(construct_empty_array(TIDOID));
