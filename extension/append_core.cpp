@@ -1183,8 +1183,9 @@ Datum decoupled_replace_staged(PG_FUNCTION_ARGS) {
     check_interval(ts < expected_upper || ts >= new_upper ? 1 : 0, expected_upper, new_upper);
     SPI_connect();
     Collection* c = collection(id);
+    // No stage table to drain (drain_stage_table): only a 1.0 catalog's
+    // step writes it, and that step never calls this.
     decoupled::expose_scratch(c->stage_relid);
-    drain_stage_table(c);
     Datum args[2] = {Int64GetDatum(ts), filter ? replaced_rows(c, filter) : (Datum)0};
     decoupled::not_decoded([&] {
         run(plan(c, filter ? kReplaceListed : kReplaceAll), args);
