@@ -30,6 +30,12 @@
 --     them where they are, instead of staging their retractions with an
 --     INSERT into the stage's table (which the 1.1 library drains for 1.0
 --     catalogs).
+--   * Every collection's history has its two parts apart as views too
+--     (c<id>_history_cur, c<id>_history_dead; _create_history_parts, made
+--     for existing collections at the end of this script): a kept-sums
+--     step finds a group's new least or greatest value by an ordered index
+--     probe of each, through an arrangement on the group keys and the
+--     aggregated value.
 --   * WAL capture locates an update's and a delete's old row by the
 --     table's primary key where it has one (REPLICA IDENTITY DEFAULT; an
 --     index on the key of cur and pending): _capture_key,
@@ -1955,6 +1961,33 @@ $$;
 -- Storage rows no longer have a primary key (30_storage): mz_rowid only
 -- orders identical copies, and every row written to cur and dead paid for
 -- the index.
+-- The history's two parts apart: its rows kept in cur, and those kept in
+-- dead, gated alike.  A step that needs a group's least or greatest value
+-- at as_of reads each part ordered by an index on it and stops at the
+-- first row (extension/delta_plan.cpp, ordered extremes): through the
+-- union of both, whose branches filter, the planner cannot order by an
+-- index.
+CREATE FUNCTION decoupled._create_history_parts(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id    bigint := _create_history_parts.lifetime_id;
+    names text := decoupled._cols(id);
+BEGIN
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%4$s) AND mz_ts <= decoupled.as_of()',
+        decoupled._storage(id, 'history_cur'), names, decoupled._storage(id, 'cur'), id);
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%4$s) '
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
+        decoupled._storage(id, 'history_dead'), names, decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s, %s TO PUBLIC', decoupled._storage(id, 'history_cur'),
+                   decoupled._storage(id, 'history_dead'));
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._create_history_parts(bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -1988,6 +2021,7 @@ BEGIN
         decoupled._storage(id, 'history'), names, decoupled._storage(id, 'cur'),
         decoupled._storage(id, 'dead'), id);
     EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'history'));
+    PERFORM decoupled._create_history_parts(id);
     -- Its changes at decoupled.as_of: rows inserted then (+1), retracted then
     -- (-1).  Incremental views read their input through it, gated like the
     -- history (extension/delta_plan.cpp).
@@ -2439,3 +2473,89 @@ REVOKE ALL ON FUNCTION decoupled._capture_key(regclass), decoupled._capture_key_
 ------------------------------------------------------------------------------
 
 UPDATE decoupled.catalog_meta SET schema_version = 2;
+
+-- The history's parts apart (decoupled._create_history_parts): every
+-- collection's storage has them, and a drop removes them with the rest.
+CREATE OR REPLACE FUNCTION decoupled.finalize_dropped() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_id    bigint;
+    v_count integer := 0;
+    v_lock   text := current_setting('lock_timeout');
+    v_tables text;
+BEGIN
+    PERFORM set_config('lock_timeout', '50ms', true);
+    -- Written plans first: they read the storage of other collections.
+    PERFORM decoupled._drop_quietly('VIEW', decoupled._storage(o.lifetime_id, 'plan'))
+       FROM decoupled.catalog_objects o
+      WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+        AND o.kind = 'materialized view';
+    FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
+                 WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+                 ORDER BY o.lifetime_id DESC
+    LOOP
+        -- Its frontier row before its storage (the global lock order), and
+        -- without waiting: a writer that locked it before the drop committed
+        -- may still be at work; this collection waits for a later round.
+        PERFORM FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_frontiers f
+                                  WHERE f.lifetime_id = v_id) THEN
+            CONTINUE;
+        END IF;
+        BEGIN
+            PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id;
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['plan', 'delta', 'before', 'history', 'history_cur',
+                                 'history_dead']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'DROP VIEW ' || v_tables;
+            END IF;
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['state', 'dstate', 'cur', 'dead', 'stage', 'pending']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'DROP TABLE ' || v_tables;
+            END IF;
+            -- A sink's table is its creator's data: hand it over.
+            PERFORM decoupled._hand_over_sink_table(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id AND o.kind = 'sink';
+            DELETE FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id;
+            DELETE FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_id;
+            UPDATE decoupled.catalog_objects o SET finalized_at = now() WHERE o.lifetime_id = v_id;
+            v_count := v_count + 1;
+        EXCEPTION
+            WHEN lock_not_available THEN
+                NULL;  -- a reader still has it open: next round
+            WHEN dependent_objects_still_exist THEN
+                RAISE NOTICE 'storage of dropped collection % is still used by a view', v_id
+                    USING HINT = 'Drop the views that read it; finalization retries.';
+        END;
+    END LOOP;
+    PERFORM set_config('lock_timeout', v_lock, true);
+    RETURN v_count;
+END
+$$;
+DO $$
+DECLARE
+    v_id bigint;
+BEGIN
+    FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
+                 WHERE to_regclass(decoupled._storage(o.lifetime_id, 'cur')) IS NOT NULL
+                   AND to_regclass(decoupled._storage(o.lifetime_id, 'dead')) IS NOT NULL
+                   AND to_regclass(decoupled._storage(o.lifetime_id, 'history_cur')) IS NULL
+                 ORDER BY o.lifetime_id
+    LOOP
+        -- Storage, not the extension's own: as when made at run time.
+        PERFORM decoupled._create_history_parts(v_id);
+        EXECUTE format('ALTER EXTENSION pg_decoupled DROP VIEW %s',
+                       decoupled._storage(v_id, 'history_cur'));
+        EXECUTE format('ALTER EXTENSION pg_decoupled DROP VIEW %s',
+                       decoupled._storage(v_id, 'history_dead'));
+    END LOOP;
+END
+$$;

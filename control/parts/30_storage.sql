@@ -122,6 +122,32 @@ $$;
 -- Storage
 ------------------------------------------------------------------------------
 
+-- The history's two parts apart: its rows kept in cur, and those kept in
+-- dead, gated alike.  A step that needs a group's least or greatest value
+-- at as_of reads each part ordered by an index on it and stops at the
+-- first row (extension/delta_plan.cpp, ordered extremes): through the
+-- union of both, whose branches filter, the planner cannot order by an
+-- index.
+CREATE FUNCTION decoupled._create_history_parts(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id    bigint := _create_history_parts.lifetime_id;
+    names text := decoupled._cols(id);
+BEGIN
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%4$s) AND mz_ts <= decoupled.as_of()',
+        decoupled._storage(id, 'history_cur'), names, decoupled._storage(id, 'cur'), id);
+    EXECUTE format(
+        'CREATE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%4$s) '
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
+        decoupled._storage(id, 'history_dead'), names, decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s, %s TO PUBLIC', decoupled._storage(id, 'history_cur'),
+                   decoupled._storage(id, 'history_dead'));
+END
+$$;
+
 CREATE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -155,6 +181,7 @@ BEGIN
         decoupled._storage(id, 'history'), names, decoupled._storage(id, 'cur'),
         decoupled._storage(id, 'dead'), id);
     EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'history'));
+    PERFORM decoupled._create_history_parts(id);
     -- Its changes at decoupled.as_of: rows inserted then (+1), retracted then
     -- (-1).  Incremental views read their input through it, gated like the
     -- history (extension/delta_plan.cpp).

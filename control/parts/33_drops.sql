@@ -482,7 +482,8 @@ BEGIN
             PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
              WHERE o.lifetime_id = v_id;
             SELECT string_agg(r::text, ', ') INTO v_tables
-              FROM unnest(ARRAY['plan', 'delta', 'before', 'history']) part,
+              FROM unnest(ARRAY['plan', 'delta', 'before', 'history', 'history_cur',
+                                 'history_dead']) part,
                    LATERAL to_regclass(decoupled._storage(v_id, part)) r
              WHERE r IS NOT NULL;
             IF v_tables IS NOT NULL THEN
