@@ -82,7 +82,7 @@ DecoupledTest::wait_for($node,
     q{SELECT wal_tables || ' ' || trigger_tables || ' ' || status FROM decoupled.capture},
     '2 0 running');
 is($node->safe_psql('postgres',
-        q{SELECT string_agg(relreplident::text, ',') FROM pg_class
+        q{SELECT string_agg(relreplident::text, ',' ORDER BY relname) FROM pg_class
            WHERE oid IN ('acct'::regclass, 'journal'::regclass)}),
     'd,f', 'registration keeps the primary key as identity, sets FULL without one');
 is($node->safe_psql('postgres',
