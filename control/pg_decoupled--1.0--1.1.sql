@@ -35,7 +35,8 @@
 --     for existing collections at the end of this script): a kept-sums
 --     step finds a group's new least or greatest value by an ordered index
 --     probe of each, through an arrangement on the group keys and the
---     aggregated value.
+--     aggregated value.  An arrangement's index on dead ends with valid_to
+--     (_arrange; those made before keep theirs).
 --   * WAL capture locates an update's and a delete's old row by the
 --     table's primary key where it has one (REPLICA IDENTITY DEFAULT; an
 --     index on the key of cur and pending): _capture_key,
@@ -2473,6 +2474,35 @@ REVOKE ALL ON FUNCTION decoupled._capture_key(regclass), decoupled._capture_key_
 ------------------------------------------------------------------------------
 
 UPDATE decoupled.catalog_meta SET schema_version = 2;
+
+-- The arrangement of `input` on `keys` for view `view_id`: an index on the
+-- input's cur and dead storage over the key expressions, e.g. "(k % 10),
+-- (s)" (built-in functions only: storage is written with the extension's
+-- rights), created unless another view already has it.  Keys PostgreSQL cannot index (not
+-- immutable) get none: the view's steps then read the input without it.
+-- Dead's ends with valid_to: a probe at t passes over the key's rows
+-- retracted by t (not yet compacted, or kept for older readers) within the
+-- index, without reading them — a step is at or near the latest time,
+-- where nearly all of dead is such rows.
+CREATE OR REPLACE FUNCTION decoupled._arrange(view_id bigint, input bigint, keys text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    v_expr text := keys;
+    v_name text := 'c' || input || '_a' || substr(md5(v_expr), 1, 12);
+BEGIN
+    BEGIN
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_cur',
+                       decoupled._storage(input, 'cur'), v_expr);
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s, valid_to)', v_name || '_dead',
+                       decoupled._storage(input, 'dead'), v_expr);
+    EXCEPTION WHEN invalid_object_definition OR feature_not_supported
+                   OR undefined_function OR datatype_mismatch THEN
+        RETURN;
+    END;
+    INSERT INTO decoupled.catalog_arrangements (input, index_name, expression, view_id)
+    VALUES (_arrange.input, v_name, v_expr, _arrange.view_id) ON CONFLICT DO NOTHING;
+END
+$$;
 
 -- The history's parts apart (decoupled._create_history_parts): every
 -- collection's storage has them, and a drop removes them with the rest.

@@ -406,6 +406,10 @@ $$;
 -- (s)" (built-in functions only: storage is written with the extension's
 -- rights), created unless another view already has it.  Keys PostgreSQL cannot index (not
 -- immutable) get none: the view's steps then read the input without it.
+-- Dead's ends with valid_to: a probe at t passes over the key's rows
+-- retracted by t (not yet compacted, or kept for older readers) within the
+-- index, without reading them — a step is at or near the latest time,
+-- where nearly all of dead is such rows.
 CREATE FUNCTION decoupled._arrange(view_id bigint, input bigint, keys text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
@@ -415,7 +419,7 @@ BEGIN
     BEGIN
         EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_cur',
                        decoupled._storage(input, 'cur'), v_expr);
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_dead',
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s, valid_to)', v_name || '_dead',
                        decoupled._storage(input, 'dead'), v_expr);
     EXCEPTION WHEN invalid_object_definition OR feature_not_supported
                    OR undefined_function OR datatype_mismatch THEN
