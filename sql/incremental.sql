@@ -548,6 +548,16 @@ SELECT inc_oj_verified() AS verified;
 INSERT INTO inc_fact SELECT i, i % 7, 'd' || (i % 4), -i, ARRAY[i % 2] FROM generate_series(1, 30) i;
 SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT inc_oj_verified() AS verified;
+-- An input changed by 10,000 rows and more at one time (past the count
+-- of changes a step takes for partner probes): the step equals the
+-- recomputation too, on the way in and out.
+INSERT INTO inc_fact SELECT i, i % 9, 'd' || (i % 5), i, ARRAY[i % 3]
+  FROM generate_series(1000, 11500) i;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT inc_oj_verified() AS verified;
+DELETE FROM inc_fact WHERE id >= 1000;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT inc_oj_verified() AS verified;
 SELECT name, method, incremental_steps > 0 AS stepped_incrementally
   FROM decoupled.view_maintenance WHERE name LIKE 'inc_oj%' ORDER BY name;
 SELECT * FROM inc_oj_left ORDER BY g;
