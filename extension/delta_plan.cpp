@@ -886,13 +886,13 @@ char* key_expressions(Query* q, const Input* in) {
 }
 
 // The arrangement a 'sums' view over one input probes in order for its
-// groups' extremes: its key, then its one min/max argument.  nullptr if
+// groups' extremes (`extremes`: the distinct arguments of its min and
+// max): its key, then its one min/max argument.  nullptr if
 // it has several keys (its unknown groups are named by literals), no
 // min/max argument or several (an index for each would cost every write
 // into the input; those views compute the groups again instead), or one
 // is not built in.
-char* ordered_arrangement(Query* q, const Input* in) {
-    List* extremes = kept_extreme_args(q);
+char* ordered_arrangement(Query* q, const Input* in, List* extremes) {
     if (list_length(extremes) != 1 || list_length(key_clauses(q)) != 1) return nullptr;
     char* keys = key_expressions(q, in);
     char* value = storage_expression(static_cast<Node*>(linitial(extremes)), in);
@@ -944,7 +944,7 @@ Datum decoupled_mv_strategy(PG_FUNCTION_ARGS) {
                 // its arrangement ends with that value, and serves probes
                 // on the keys alone too.
                 char* ordered = strategy.kind == decoupled::StrategyKind::Sums
-                                    ? ordered_arrangement(q, in)
+                                    ? ordered_arrangement(q, in, kept_extreme_args(q))
                                     : nullptr;
                 auto* arrangement = static_cast<Arrangement*>(palloc(sizeof(Arrangement)));
                 *arrangement = {in->id, ordered ? ordered : keys};
@@ -1520,15 +1520,21 @@ bool has_arrangement(int64 id, const char* expression) {
     return OidIsValid(get_relname_relid(name, get_namespace_oid("decoupled_storage", false)));
 }
 
+// The name of `relid`'s sibling in the view's storage: its own name with
+// `suffix` (which it must end with) replaced by `sibling`.
+char* sibling_name(Oid relid, const char* suffix, const char* sibling) {
+    char* name = get_rel_name(relid);
+    size_t len = name ? strlen(name) : 0, n = strlen(suffix);
+    if (len < n || strcmp(name + len - n, suffix) != 0)
+        elog(ERROR, "relation %u is no view storage named *%s", relid, suffix);
+    return psprintf("%.*s%s", static_cast<int>(len - n), name, sibling);
+}
+
 // The kept state beside the aggregated changes `dstate` (c<id>_state
 // beside c<id>_dstate), qualified.
 char* state_of(Oid dstate) {
-    char* name = get_rel_name(dstate);
-    size_t len = name ? strlen(name) : 0;
-    if (len < 7 || strcmp(name + len - 7, "_dstate") != 0)
-        elog(ERROR, "relation %u is not a view's aggregated changes", dstate);
-    char* state = psprintf("%.*s_state", static_cast<int>(len - 7), name);
-    return quote_qualified_identifier(get_namespace_name(get_rel_namespace(dstate)), state);
+    return quote_qualified_identifier(get_namespace_name(get_rel_namespace(dstate)),
+                                      sibling_name(dstate, "_dstate", "_state"));
 }
 
 // The rows of the groups `filter` selects when only their extremes are
@@ -1542,24 +1548,24 @@ char* state_of(Oid dstate) {
 // union of both the planner orders by a sort, not an index.  NULL where
 // the view reads more than one input, groups by more than one key, or
 // names groups by literals (then every aggregate is computed again).
-char* ordered_extremes_sql(Oid plan, Oid dstate, const char* filter) {
-    Query* q = plan_query(plan);
+char* ordered_extremes_sql(Query* q, const Keys& keys, const SumsContext& c, Oid dstate,
+                           const char* filter) {
+    if (keys.n != 1 || decoupled::names_literals(filter) || strcmp(filter, "true") == 0)
+        return nullptr;
+    q = static_cast<Query*>(copyObjectImpl(q));  // the caller's stays as it was
     List* inputs;
     (void)describe(q, &inputs);
-    Keys keys = group_keys(q);
-    SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
-    if (list_length(inputs) != 1 || keys.n != 1 || decoupled::names_literals(filter) ||
-        strcmp(filter, "true") == 0)
-        return nullptr;
+    if (list_length(inputs) != 1) return nullptr;
     auto* in = static_cast<Input*>(linitial(inputs));
-    if (in->outer != NIL || !has_arrangement(in->id, ordered_arrangement(q, in))) return nullptr;
+    if (in->outer != NIL || !has_arrangement(in->id, ordered_arrangement(q, in, c.extremes)))
+        return nullptr;
     // The view's rows before grouping (keys, args, extremes), from one
     // part of the input's history.
+    ungroup(q, sums_select_list(q, nullptr));
     char* parts[2];
     const char* part_names[2] = {"history_cur", "history_dead"};
     for (int i = 0; i < 2; ++i) {
         Query* rows = static_cast<Query*>(copyObjectImpl(q));
-        ungroup(rows, sums_select_list(rows, nullptr));
         (void)read_storage_view(rows, in->rti, in->id, part_names[i], false);
         parts[i] = pg_get_querydef(rows, false);
     }
@@ -1594,40 +1600,19 @@ char* ordered_extremes_sql(Oid plan, Oid dstate, const char* filter) {
     return sql.data;
 }
 
-// decoupled._stage_sums(plan regclass, owner oid, ts bigint, target regclass,
-//                       initial boolean, filter text DEFAULT NULL) -> bigint
-// Per group: the count of rows and, per aggregated expression, of its
-// non-null values and their sum, or its extremes — of the inputs' changes
-// at ts (counted with their signs; the extremes of the inserted and of the
-// retracted values apart), or with `initial` of the view's rows at ts (with
-// `filter`, of the groups it selects only) — as the owner, into target
-// (the view's dstate).
-Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
-    Prepared p = prepared_args(fcinfo);
-    if (PG_ARGISNULL(3) || PG_ARGISNULL(4)) elog(ERROR, "target and initial must not be null");
-    Oid target_oid = PG_GETARG_OID(3);
-    bool initial = PG_GETARG_BOOL(4);
-    char* filter = PG_NARGS() > 5 && !PG_ARGISNULL(5) ? text_to_cstring(PG_GETARG_TEXT_PP(5)) : nullptr;
-    if (filter && !initial) elog(ERROR, "_stage_sums: a filter needs initial");
-
-    Relation target = table_open(target_oid, RowExclusiveLock);
-    // What the last step's _merge_sums left there (its touched groups).
-    if (decoupled::is_scratch(target_oid)) decoupled::clear_scratch(target_oid);
-    decoupled::OwnerScope scope;
-    decoupled::enter_owner(p.owner, p.ts, &scope);
-    if (!initial || filter) decoupled::serial_only();
-    Query* q = plan_query(p.plan);
-    Keys keys = group_keys(q);
-    SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
+// The statement that stages the aggregated changes at the step's time
+// (with `initial`, the view's groups then: all, or those `filter`
+// selects).  Sets *probes when it probes an input once per row.
+char* aggregated_sql(Query* q, const Keys& keys, const SumsContext& c, bool initial,
+                     const char* filter, bool* probes) {
     char* rows_sql;
-    bool probes = false;
     if (initial) {
         ungroup(q, sums_select_list(q, nullptr));
         rows_sql = pg_get_querydef(q, false);
         // Pushed down to the input, where the arrangement answers it.
         if (filter) rows_sql = psprintf("SELECT * FROM (%s) r WHERE %s", rows_sql, filter);
     } else {
-        rows_sql = changes_union(q, sums_changes_select_list, nullptr, &probes);
+        rows_sql = changes_union(q, sums_changes_select_list, nullptr, probes);
     }
     ListCell* lc;
 
@@ -1676,16 +1661,40 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     }
     appendStringInfo(&sql, " FROM (%s) x(%s) GROUP BY ", rows_sql, names.data);
     for (int k = 1; k <= keys.n; ++k) appendStringInfo(&sql, "%sx.k%d", k > 1 ? ", " : "", k);
+    return sql.data;
+}
+
+// decoupled._stage_sums(plan regclass, owner oid, ts bigint, target regclass,
+//                       initial boolean, filter text DEFAULT NULL) -> bigint
+// Per group: the count of rows and, per aggregated expression, of its
+// non-null values and their sum, or its extremes — of the inputs' changes
+// at ts (counted with their signs; the extremes of the inserted and of the
+// retracted values apart), or with `initial` of the view's rows at ts (with
+// `filter`, of the groups it selects only) — as the owner, into target
+// (the view's dstate).
+Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
+    Prepared p = prepared_args(fcinfo);
+    if (PG_ARGISNULL(3) || PG_ARGISNULL(4)) elog(ERROR, "target and initial must not be null");
+    Oid target_oid = PG_GETARG_OID(3);
+    bool initial = PG_GETARG_BOOL(4);
+    char* filter = PG_NARGS() > 5 && !PG_ARGISNULL(5) ? text_to_cstring(PG_GETARG_TEXT_PP(5)) : nullptr;
+    if (filter && !initial) elog(ERROR, "_stage_sums: a filter needs initial");
+
+    Relation target = table_open(target_oid, RowExclusiveLock);
+    // What the last step's _merge_sums left there (its touched groups).
+    if (decoupled::is_scratch(target_oid)) decoupled::clear_scratch(target_oid);
+    decoupled::OwnerScope scope;
+    decoupled::enter_owner(p.owner, p.ts, &scope);
+    if (!initial || filter) decoupled::serial_only();
+    Query* q = plan_query(p.plan);
+    Keys keys = group_keys(q);
+    SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
     // Groups whose extremes alone are unknown: ordered probes instead,
     // planned without bitmap scans (which cannot return rows in order: a
     // bitmap scan of the group and a sort would read all its rows).
-    const char* statement = sql.data;
-    if (filter) {
-        if (char* ordered = ordered_extremes_sql(p.plan, target_oid, filter)) {
-            statement = ordered;
-            probes = true;
-        }
-    }
+    char* ordered = filter ? ordered_extremes_sql(q, keys, c, target_oid, filter) : nullptr;
+    bool probes = ordered != nullptr;
+    const char* statement = ordered ? ordered : aggregated_sql(q, keys, c, initial, filter, &probes);
     // The first computation runs once, and a filter with literals names
     // this step's groups: their plans are not kept.
     int level = partner_probe_settings(probes);
@@ -1854,12 +1863,7 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
 // The dstate scratch of the view whose state is `state` (c<id>_dstate
 // beside c<id>_state).
 Oid dstate_of(Oid state) {
-    char* name = get_rel_name(state);
-    size_t len = name ? strlen(name) : 0;
-    if (len < 6 || strcmp(name + len - 6, "_state") != 0)
-        elog(ERROR, "relation %u is not a view's kept state", state);
-    name[len - 6] = '\0';
-    Oid relid = get_relname_relid(psprintf("%s_dstate", name), get_rel_namespace(state));
+    Oid relid = get_relname_relid(sibling_name(state, "_state", "_dstate"), get_rel_namespace(state));
     if (!OidIsValid(relid) || !decoupled::is_scratch(relid))
         elog(ERROR, "the kept state %u has no aggregated changes", state);
     return relid;
