@@ -56,6 +56,7 @@ OBJS = \
 	extension/familiar_ddl.o \
 	extension/wait_functions.o \
 	extension/append_core.o \
+	extension/keyed_tick.o \
 	extension/written_plan.o \
 	extension/delta_plan.o \
 	extension/partition_plan.o \

@@ -78,6 +78,7 @@ extern "C" {
 
 #include "capture.hpp"
 #include "gucs.hpp"
+#include "keyed_tick.hpp"
 #include "kept_statements.hpp"
 #include "not_decoded.hpp"
 #include "scratch.hpp"
@@ -750,10 +751,7 @@ void write_one_time(Collection* c, PlanKind probe, PlanKind scan, int64 retracti
 
 // The count of retractions and of rows moved, as the last write returned:
 // equal, or a retraction had no copy to pair with.
-void check_retracted() {
-    int64 wanted = 0, moved = 0;
-    get_int8(0, 1, &wanted);
-    get_int8(0, 2, &moved);
+void check_paired(int64 wanted, int64 moved) {
     if (moved != wanted)
         ereport(ERROR,
                 (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -761,6 +759,13 @@ void check_retracted() {
                  errdetail(INT64_FORMAT " of " INT64_FORMAT
                            " retractions match no copy of their row present before their time.",
                            wanted - moved, wanted)));
+}
+
+void check_retracted() {
+    int64 wanted = 0, moved = 0;
+    get_int8(0, 1, &wanted);
+    get_int8(0, 2, &moved);
+    check_paired(wanted, moved);
 }
 
 void write_staged(Collection* c, const decoupled::WriteShape& shape) {
@@ -1016,8 +1021,16 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
         if (shape.min_diff && *shape.min_diff == 1 && *shape.max_diff == 1) {
             run(plan(c, kPendingToCur), &t, snapshot);
         } else if (shape.min_diff) {
-            write_one_time(c, kTickProbe, kTickScan, shape.retractions, ts, snapshot);
-            check_retracted();
+            int64 wanted = 0, moved = 0;
+            decoupled::KeyedTick keyed{c->name, storage_relid(id, "pending"), c->cur_relid,
+                                       storage_relid(id, "dead"), c->ncols, c->is_key, ts,
+                                       snapshot};
+            if (c->nkeys > 0 && decoupled::tick_by_key(keyed, &wanted, &moved)) {
+                check_paired(wanted, moved);
+            } else {
+                write_one_time(c, kTickProbe, kTickScan, shape.retractions, ts, snapshot);
+                check_retracted();
+            }
         }
     });
     unpin(c);

@@ -1,0 +1,34 @@
+// A keyed registered table's tick without SQL (brief C14.3): see
+// keyed_tick.cpp.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "utils/snapshot.h"
+}
+
+namespace decoupled {
+
+// The storage one tick writes: a registered table with a primary key.
+struct KeyedTick {
+    const char* name;     // the table's, for messages
+    Oid pending;          // its captured rows: (mz_diff, columns...)
+    Oid cur;              // (mz_rowid, mz_ts, mz_hash, columns...)
+    Oid dead;             // (mz_rowid, valid_from, valid_to, columns...)
+    int ncols;            // the table's columns
+    const bool* is_key;   // which of them are its primary key's
+    int64 ts;             // the tick's time
+    Snapshot snapshot;    // which captured rows it moves
+};
+
+// Moves the captured rows of `tick.pending` that `tick.snapshot` sees into
+// history at `tick.ts`, consolidated per row, and sets how many
+// retractions there were and how many found a copy older than ts (the
+// caller reports a difference).  Returns false, having written nothing,
+// when the storage is not laid out as this path expects or the captured
+// rows are too many to consolidate in memory: the caller then runs the
+// general statement.
+bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved);
+
+}  // namespace decoupled
