@@ -1015,22 +1015,24 @@ decoupled::WriteShape check_updates(Collection* c, Jsonb* updates, int64 expecte
 void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
     Collection* c = collection(id);
     Datum t = Int64GetDatum(ts);
-    run(plan(c, kPendingShape), nullptr, snapshot);
-    decoupled::WriteShape shape{opt_int8(0, 1), opt_int8(0, 2), ts, ts, opt_int8(0, 3).value_or(0)};
     decoupled::not_decoded([&] {
+        // A keyed table's tick runs in C (keyed_tick.cpp), whatever its
+        // captured rows' signs; the statements below are its fallback.
+        int64 wanted = 0, moved = 0;
+        decoupled::KeyedTick keyed{c->name, storage_relid(id, "pending"), c->cur_relid,
+                                   storage_relid(id, "dead"), c->ncols, c->is_key, ts, snapshot};
+        if (c->nkeys > 0 && decoupled::tick_by_key(keyed, &wanted, &moved)) {
+            check_paired(wanted, moved);
+            return;
+        }
+        run(plan(c, kPendingShape), nullptr, snapshot);
+        decoupled::WriteShape shape{opt_int8(0, 1), opt_int8(0, 2), ts, ts,
+                                    opt_int8(0, 3).value_or(0)};
         if (shape.min_diff && *shape.min_diff == 1 && *shape.max_diff == 1) {
             run(plan(c, kPendingToCur), &t, snapshot);
         } else if (shape.min_diff) {
-            int64 wanted = 0, moved = 0;
-            decoupled::KeyedTick keyed{c->name, storage_relid(id, "pending"), c->cur_relid,
-                                       storage_relid(id, "dead"), c->ncols, c->is_key, ts,
-                                       snapshot};
-            if (c->nkeys > 0 && decoupled::tick_by_key(keyed, &wanted, &moved)) {
-                check_paired(wanted, moved);
-            } else {
-                write_one_time(c, kTickProbe, kTickScan, shape.retractions, ts, snapshot);
-                check_retracted();
-            }
+            write_one_time(c, kTickProbe, kTickScan, shape.retractions, ts, snapshot);
+            check_retracted();
         }
     });
     unpin(c);
