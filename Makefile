@@ -57,6 +57,8 @@ OBJS = \
 	extension/wait_functions.o \
 	extension/append_core.o \
 	extension/keyed_tick.o \
+	extension/history_writes.o \
+	extension/replace_rows.o \
 	extension/written_plan.o \
 	extension/delta_plan.o \
 	extension/partition_plan.o \

@@ -79,6 +79,7 @@ extern "C" {
 #include "capture.hpp"
 #include "gucs.hpp"
 #include "keyed_tick.hpp"
+#include "replace_rows.hpp"
 #include "kept_statements.hpp"
 #include "not_decoded.hpp"
 #include "scratch.hpp"
@@ -124,8 +125,6 @@ enum PlanKind {
     kPendingToCur,       // captured rows that only insert, straight into cur
     kTickProbe,          // captured rows -> cur, dead (as kOneTimeProbe, without the stage)
     kTickScan,           // the same as kOneTimeScan
-    kReplaceListed,      // a view step's staged rows replace the cur rows at ctids $2
-    kReplaceAll,         // the same, replacing every row of cur
     kPlanKinds
 };
 
@@ -614,57 +613,6 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
                 "INSERT INTO %s (mz_rowid, mz_ts, mz_hash%s) "
                 "SELECT nextval('decoupled.rowid_seq'), $1, hashtext(ROW(%s)::text)%s FROM m",
                 pending, cur, cols, m_row, column_list(c, "m.", true));
-        case kReplaceListed:
-        case kReplaceAll: {
-            // Per row text, the net of what is staged at $1 less the
-            // copies of it among the rows replaced (those at the ctids in
-            // $2, or all of cur); positive nets are inserted, negative ones
-            // retract that many of those copies, oldest first, into dead.
-            // Returns how many retractions there were and how many moved
-            // (check_retracted), and how many staged rows are not at $1
-            // (an error, which undoes the writes with the transaction).
-            bool listed = kind == kReplaceListed;
-            *nargs = listed ? 2 : 1;
-            types[0] = INT8OID;
-            types[1] = TIDARRAYOID;
-            return psprintf(
-                "WITH mz_new AS MATERIALIZED ( "
-                "       SELECT DISTINCT ON (s.mz_key COLLATE \"C\") s.mz_key COLLATE \"C\" AS mz_key, "
-                "              s.mz_hash%4$s, "
-                "              sum(s.mz_diff) OVER (PARTITION BY s.mz_key COLLATE \"C\")::bigint "
-                "                AS mz_net "
-                "         FROM %3$s s ORDER BY s.mz_key COLLATE \"C\"), "
-                "     mz_old AS MATERIALIZED ( "
-                "       SELECT c.ctid AS mz_ctid, c.mz_ts, c.mz_rowid, "
-                "              ROW(%5$s)::text COLLATE \"C\" AS mz_key "
-                "         FROM %1$s c%6$s), "
-                "     mz_d AS MATERIALIZED ( "
-                "       SELECT coalesce(n.mz_key, o.mz_key) AS mz_key, "
-                "              coalesce(n.mz_net, 0) - coalesce(o.mz_n, 0) AS mz_d, n.mz_hash%7$s "
-                "         FROM mz_new n FULL JOIN (SELECT mz_key, count(*) AS mz_n FROM mz_old "
-                "                                   GROUP BY mz_key) o ON o.mz_key = n.mz_key "
-                "        WHERE coalesce(n.mz_net, 0) <> coalesce(o.mz_n, 0)), "
-                "     mz_inserted AS (INSERT INTO %1$s (mz_rowid, mz_ts, mz_hash%8$s) "
-                "                     SELECT nextval('decoupled.rowid_seq'), $1, d.mz_hash%9$s "
-                "                       FROM mz_d d, generate_series(1, d.mz_d) WHERE d.mz_d > 0), "
-                "     mz_moved AS (DELETE FROM %1$s c WHERE c.ctid = ANY (ARRAY( "
-                "                    SELECT o.mz_ctid "
-                "                      FROM (SELECT o.mz_ctid, o.mz_ts, o.mz_key, "
-                "                                   row_number() OVER (PARTITION BY o.mz_key "
-                "                                                      ORDER BY o.mz_ts, o.mz_rowid) "
-                "                                     AS mz_k "
-                "                              FROM mz_old o) o "
-                "                      JOIN mz_d d ON d.mz_key = o.mz_key "
-                "                     WHERE d.mz_d < 0 AND o.mz_k <= -d.mz_d AND o.mz_ts < $1)) "
-                "                  RETURNING c.*), "
-                "     mz_written AS (INSERT INTO %2$s (mz_rowid, valid_from, valid_to%8$s) "
-                "                    SELECT mz_rowid, mz_ts, $1%8$s FROM mz_moved RETURNING 1) "
-                "SELECT (SELECT coalesce(-sum(mz_d), 0) FROM mz_d WHERE mz_d < 0)::bigint, "
-                "       (SELECT count(*) FROM mz_written), "
-                "       (SELECT count(*) FROM %3$s WHERE mz_ts <> $1)",
-                cur, dead, stage, s_cols, c_row, listed ? " WHERE c.ctid = ANY ($2)" : "",
-                column_list(c, "n.", true), cols, column_list(c, "d.", true));
-        }
         case kPlanKinds:
             break;
     }
@@ -1180,9 +1128,10 @@ Datum decoupled_append_staged(PG_FUNCTION_ARGS) {
 // at ts is inserted, consolidated per row as _append_staged would.  The
 // rows it retracts are the ones the filter finds (through the view's key
 // index), so no retraction is staged and looked up again by its row hash:
-// one statement reads them by ctid, pairs them with the staged rows by row
-// text (a row that stays is neither retracted nor written again), inserts
-// the other staged rows and moves the other old ones to dead.  The caller
+// replace_rows (C, no statement) reads them by ctid, pairs them with the
+// staged rows (a row that stays is neither retracted nor written again),
+// inserts the other staged rows and moves the other old ones to dead.  The
+// caller
 // holds the collection's frontier row lock and has checked upper =
 // expected_upper <= ts < new_upper.
 Datum decoupled_replace_staged(PG_FUNCTION_ARGS) {
@@ -1201,13 +1150,14 @@ Datum decoupled_replace_staged(PG_FUNCTION_ARGS) {
     // No stage table to drain (drain_stage_table): only a 1.0 catalog's
     // step writes it, and that step never calls this.
     decoupled::expose_scratch(c->stage_relid);
-    Datum args[2] = {Int64GetDatum(ts), filter ? replaced_rows(c, filter) : (Datum)0};
+    Datum replaced = filter ? replaced_rows(c, filter) : (Datum)0;
     decoupled::not_decoded([&] {
-        run(plan(c, filter ? kReplaceListed : kReplaceAll), args);
-        int64 outside = 0;
-        get_int8(0, 3, &outside);
+        int64 wanted = 0, moved = 0, outside = 0;
+        decoupled::Replacement replacement{c->name, c->stage_relid, c->cur_relid,
+                                           storage_relid(id, "dead"), c->ncols, replaced, ts};
+        decoupled::replace_rows(replacement, &wanted, &moved, &outside);
         check_interval(outside, ts, ts + 1);
-        check_retracted();
+        check_paired(wanted, moved);
         decoupled::clear_scratch(c->stage_relid);
     });
     advance(&id, 1, new_upper);

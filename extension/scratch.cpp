@@ -206,6 +206,10 @@ void decoupled::expose_scratch(Oid relid) {
         elog(ERROR, "could not expose scratch %s: %s", enr->md.name, SPI_result_code_string(rc));
 }
 
+Tuplestorestate* decoupled::scratch_rows(Oid relid) {
+    return scratch_of(relid)->rows;
+}
+
 void decoupled::clear_scratch(Oid relid) {
     if (Scratch* s = find(relid)) empty(s);
 }

@@ -26,6 +26,7 @@ extern "C" {
 #include "postgres.h"
 
 #include "tcop/dest.h"
+#include "utils/tuplestore.h"
 #include "utils/relcache.h"
 }
 
@@ -54,5 +55,10 @@ void expose_scratch(Oid relid);
 
 // Empties scratch `relid`.
 void clear_scratch(Oid relid);
+
+// The rows of scratch `relid` (created empty if it is not yet), for a
+// reader in C: read them through a read pointer of its own
+// (tuplestore_alloc_read_pointer), as a scan of the exposed relation does.
+Tuplestorestate* scratch_rows(Oid relid);
 
 }  // namespace decoupled

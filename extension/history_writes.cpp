@@ -1,0 +1,246 @@
+// Writing a collection's history from C: see history_writes.hpp.
+extern "C" {
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "common/hashfn.h"
+#include "executor/executor.h"
+#include "funcapi.h"
+#include "nodes/makefuncs.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+}
+
+#include <cstring>
+
+#include "history_writes.hpp"
+
+namespace {
+
+uint32 value_hash(Datum value, bool byval, int16 len) {
+    if (byval) {
+        uint64 v = (uint64)value;
+        return hash_combine(hash_bytes_uint32((uint32)v), hash_bytes_uint32((uint32)(v >> 32)));
+    }
+    if (len == -1)
+        return hash_bytes((const unsigned char*)VARDATA_ANY(DatumGetPointer(value)),
+                          VARSIZE_ANY_EXHDR(DatumGetPointer(value)));
+    if (len == -2)
+        return hash_bytes((const unsigned char*)DatumGetCString(value),
+                          strlen(DatumGetCString(value)));
+    return hash_bytes((const unsigned char*)DatumGetPointer(value), len);
+}
+
+int value_cmp(Datum a, Datum b, bool byval, int16 len) {
+    if (byval) return a < b ? -1 : (a > b ? 1 : 0);
+    if (len == -1) {
+        Size la = VARSIZE_ANY_EXHDR(DatumGetPointer(a));
+        Size lb = VARSIZE_ANY_EXHDR(DatumGetPointer(b));
+        if (la != lb) return la < lb ? -1 : 1;
+        return memcmp(VARDATA_ANY(DatumGetPointer(a)), VARDATA_ANY(DatumGetPointer(b)), la);
+    }
+    if (len == -2) return strcmp(DatumGetCString(a), DatumGetCString(b));
+    return memcmp(DatumGetPointer(a), DatumGetPointer(b), len);
+}
+
+bool prefix_is(TupleDesc desc, const char* const* names, const Oid* types, int n) {
+    if (desc->natts < n) return false;
+    for (int i = 0; i < n; i++) {
+        Form_pg_attribute a = TupleDescAttr(desc, i);
+        if (a->attisdropped || a->atttypid != types[i] || strcmp(NameStr(a->attname), names[i]) != 0)
+            return false;
+    }
+    return true;
+}
+
+// Whether `desc` holds, from `from` on, exactly the `n` columns of `like`
+// from `like_from` (names and types).
+bool same_columns(TupleDesc desc, int from, TupleDesc like, int like_from, int n) {
+    if (desc->natts != from + n || like->natts < like_from + n) return false;
+    for (int i = 0; i < n; i++) {
+        Form_pg_attribute x = TupleDescAttr(desc, from + i);
+        Form_pg_attribute y = TupleDescAttr(like, like_from + i);
+        if (x->attisdropped || y->attisdropped || x->atttypid != y->atttypid ||
+            strcmp(NameStr(x->attname), NameStr(y->attname)) != 0)
+            return false;
+    }
+    return true;
+}
+
+bool written_by_us_only(Relation rel) {
+    return rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relhastriggers &&
+           !rel->rd_rel->relrowsecurity;
+}
+
+RangeTblEntry* relation_rte(Relation rel) {
+    RangeTblEntry* rte = makeNode(RangeTblEntry);
+    rte->rtekind = RTE_RELATION;
+    rte->relid = RelationGetRelid(rel);
+    rte->relkind = rel->rd_rel->relkind;
+    rte->rellockmode = RowExclusiveLock;
+    return rte;
+}
+
+}  // namespace
+
+namespace decoupled {
+
+ImageColumns image_columns(TupleDesc desc, int from, int n) {
+    ImageColumns cols;
+    cols.n = n;
+    cols.typlen = (int16*)palloc(sizeof(int16) * Max(n, 1));
+    cols.typbyval = (bool*)palloc(sizeof(bool) * Max(n, 1));
+    for (int i = 0; i < n; i++) {
+        Form_pg_attribute a = TupleDescAttr(desc, from + i);
+        cols.typlen[i] = a->attlen;
+        cols.typbyval[i] = a->attbyval;
+    }
+    return cols;
+}
+
+void copy_images(const ImageColumns& cols, const Datum* values, const bool* nulls, Datum** out,
+                 bool** out_nulls) {
+    Datum* v = (Datum*)palloc(sizeof(Datum) * Max(cols.n, 1));
+    bool* isnull = (bool*)palloc(sizeof(bool) * Max(cols.n, 1));
+    for (int i = 0; i < cols.n; i++) {
+        isnull[i] = nulls[i];
+        if (nulls[i]) {
+            v[i] = (Datum)0;
+            continue;
+        }
+        Datum value = values[i];
+        if (cols.typlen[i] == -1)
+            value = PointerGetDatum(pg_detoast_datum_packed((struct varlena*)DatumGetPointer(value)));
+        v[i] = datumCopy(value, cols.typbyval[i], cols.typlen[i]);
+    }
+    *out = v;
+    *out_nulls = isnull;
+}
+
+uint32 image_hash(const ImageColumns& cols, const Datum* values, const bool* nulls) {
+    uint32 hash = 0;
+    for (int i = 0; i < cols.n; i++)
+        hash = hash_combine(hash, nulls[i] ? 0x9e3779b9
+                                           : value_hash(values[i], cols.typbyval[i], cols.typlen[i]));
+    return hash;
+}
+
+int image_cmp(const ImageColumns& cols, const Datum* a, const bool* a_nulls, const Datum* b,
+              const bool* b_nulls) {
+    for (int i = 0; i < cols.n; i++) {
+        if (a_nulls[i] != b_nulls[i]) return a_nulls[i] ? -1 : 1;
+        if (a_nulls[i]) continue;
+        int c = value_cmp(a[i], b[i], cols.typbyval[i], cols.typlen[i]);
+        if (c != 0) return c;
+    }
+    return 0;
+}
+
+bool same_images(const ImageColumns& cols, const Datum* values, const bool* nulls,
+                 const Datum* copy, const bool* copy_nulls) {
+    for (int i = 0; i < cols.n; i++) {
+        if (nulls[i] != copy_nulls[i]) return false;
+        if (!nulls[i] && !datum_image_eq(values[i], copy[i], cols.typbyval[i], cols.typlen[i]))
+            return false;
+    }
+    return true;
+}
+
+bool history_laid_out(Relation cur, Relation dead, TupleDesc like, int like_from, int ncols) {
+    static const char* const cur_names[] = {"mz_rowid", "mz_ts", "mz_hash"};
+    static const Oid cur_types[] = {INT8OID, INT8OID, INT4OID};
+    static const char* const dead_names[] = {"mz_rowid", "valid_from", "valid_to"};
+    static const Oid dead_types[] = {INT8OID, INT8OID, INT8OID};
+    TupleDesc c = RelationGetDescr(cur);
+    TupleDesc d = RelationGetDescr(dead);
+    return written_by_us_only(cur) && written_by_us_only(dead) &&
+           prefix_is(c, cur_names, cur_types, kHistoryPrefix) &&
+           prefix_is(d, dead_names, dead_types, kHistoryPrefix) &&
+           same_columns(c, kHistoryPrefix, like, like_from, ncols) &&
+           same_columns(d, kHistoryPrefix, like, like_from, ncols);
+}
+
+void begin_history_writes(HistoryWriter* w, Relation cur, Relation dead, int ncols,
+                          Snapshot snapshot) {
+    w->cur_rel = cur;
+    w->ncols = ncols;
+    w->snapshot = snapshot;
+    w->estate = CreateExecutorState();
+    ExecInitRangeTable(w->estate, list_make2(relation_rte(cur), relation_rte(dead)));
+    w->estate->es_output_cid = GetCurrentCommandId(true);
+    w->estate->es_snapshot = snapshot;
+    w->cur = makeNode(ResultRelInfo);
+    InitResultRelInfo(w->cur, cur, 1, nullptr, 0);
+    w->dead = makeNode(ResultRelInfo);
+    InitResultRelInfo(w->dead, dead, 2, nullptr, 0);
+    ExecOpenIndices(w->cur, false);
+    ExecOpenIndices(w->dead, false);
+    w->cur_slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(cur), &TTSOpsVirtual);
+    w->dead_slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(dead), &TTSOpsVirtual);
+    TupleDesc cur_desc = RelationGetDescr(cur);
+    TupleDesc row = CreateTemplateTupleDesc(ncols);
+    for (int i = 0; i < ncols; i++) {
+        Form_pg_attribute a = TupleDescAttr(cur_desc, kHistoryPrefix + i);
+        TupleDescInitEntry(row, (AttrNumber)(i + 1), NameStr(a->attname), a->atttypid,
+                           a->atttypmod, 0);
+    }
+    w->row_desc = BlessTupleDesc(row);
+    fmgr_info(F_RECORD_OUT, &w->record_out);
+    w->rowid_seq = get_relname_relid("rowid_seq", get_namespace_oid("decoupled", false));
+    if (!OidIsValid(w->rowid_seq)) elog(ERROR, "sequence decoupled.rowid_seq does not exist");
+}
+
+void end_history_writes(HistoryWriter* w) {
+    ExecCloseIndices(w->cur);
+    ExecCloseIndices(w->dead);
+    ExecResetTupleTable(w->estate->es_tupleTable, false);
+    FreeExecutorState(w->estate);
+}
+
+int32 row_text_hash(HistoryWriter* w, Datum* values, bool* nulls) {
+    HeapTuple tuple = heap_form_tuple(w->row_desc, values, nulls);
+    char* text = OutputFunctionCall(&w->record_out, HeapTupleGetDatum(tuple));
+    Datum hash = DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, CStringGetTextDatum(text));
+    pfree(text);
+    heap_freetuple(tuple);
+    return DatumGetInt32(hash);
+}
+
+void insert_current(HistoryWriter* w, const Datum* values, const bool* nulls, int64 ts,
+                    int32 mz_hash) {
+    TupleTableSlot* slot = w->cur_slot;
+    ExecClearTuple(slot);
+    slot->tts_values[0] = Int64GetDatum(nextval_internal(w->rowid_seq, true));
+    slot->tts_values[1] = Int64GetDatum(ts);
+    slot->tts_values[2] = Int32GetDatum(mz_hash);
+    memset(slot->tts_isnull, 0, sizeof(bool) * kHistoryPrefix);
+    memcpy(slot->tts_values + kHistoryPrefix, values, sizeof(Datum) * w->ncols);
+    memcpy(slot->tts_isnull + kHistoryPrefix, nulls, sizeof(bool) * w->ncols);
+    ExecStoreVirtualTuple(slot);
+    ExecSimpleRelationInsert(w->cur, w->estate, slot);
+    ResetPerTupleExprContext(w->estate);
+}
+
+void retract_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, int64 ts) {
+    simple_table_tuple_delete(w->cur_rel, tid, w->snapshot);
+    TupleTableSlot* slot = w->dead_slot;
+    ExecClearTuple(slot);
+    // cur's (mz_rowid, mz_ts, mz_hash, columns) become dead's (mz_rowid,
+    // valid_from, valid_to, columns).
+    heap_deform_tuple(tuple, RelationGetDescr(w->cur_rel), slot->tts_values, slot->tts_isnull);
+    slot->tts_values[2] = Int64GetDatum(ts);
+    ExecStoreVirtualTuple(slot);
+    ExecSimpleRelationInsert(w->dead, w->estate, slot);
+    ResetPerTupleExprContext(w->estate);
+}
+
+}  // namespace decoupled

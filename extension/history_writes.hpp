@@ -1,0 +1,104 @@
+// Writing a collection's history from C, without statements (brief C14.3):
+// what a keyed table's tick (keyed_tick.cpp) and a view step's replacement
+// of rows (replace_rows.cpp) share.
+//
+// Rows are compared by their binary image (datum_image_eq's equality):
+// the statements compared their text.  Equal images print equally; the
+// rows compared here were read from storage or computed by one query, so
+// a row that prints equally has the same image too, but for values whose
+// text hides a difference (NaN payloads) — such a row is retracted and
+// written again rather than kept, which history shows as the same row
+// retracted and inserted at one time: the same contents.
+//
+// Writes go through the executor's simple-relation routines
+// (ExecSimpleRelationInsert: the relation's constraints and every index,
+// as the logical replication apply worker writes), so indexes made after
+// the storage (arrangements) are maintained as by an INSERT.
+//
+// C-style C++: nothing with a destructor lives in a frame an ereport may
+// leave.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/htup.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "nodes/execnodes.h"
+#include "storage/itemptr.h"
+#include "utils/relcache.h"
+#include "utils/snapshot.h"
+}
+
+namespace decoupled {
+
+// The columns of cur and dead before a collection's own: cur (mz_rowid,
+// mz_ts, mz_hash), dead (mz_rowid, valid_from, valid_to).
+constexpr int kHistoryPrefix = 3;
+
+// How a collection's columns are stored, for comparing images.
+struct ImageColumns {
+    int n;
+    int16* typlen;
+    bool* typbyval;
+};
+
+// The `n` columns of `desc` from attribute index `from`.
+ImageColumns image_columns(TupleDesc desc, int from, int n);
+
+// Copies values[from .. from+n) into the current memory context, varlenas
+// detoasted (so that images compare by bytes); palloc'd arrays.
+void copy_images(const ImageColumns& cols, const Datum* values, const bool* nulls, Datum** out,
+                 bool** out_nulls);
+
+// A hash of the images (as copied by copy_images), and a total order on
+// them.
+uint32 image_hash(const ImageColumns& cols, const Datum* values, const bool* nulls);
+int image_cmp(const ImageColumns& cols, const Datum* a, const bool* a_nulls, const Datum* b,
+              const bool* b_nulls);
+
+// Whether values (as stored, maybe toasted) have the images of `copy`.
+bool same_images(const ImageColumns& cols, const Datum* values, const bool* nulls,
+                 const Datum* copy, const bool* copy_nulls);
+
+// Whether `cur` and `dead` are plain tables laid out as _create_storage
+// made them, with `ncols` columns of their own (the first `ncols` columns
+// of `like` from `like_from`: names and types), and written by nothing
+// but the extension (no trigger, no row security).
+bool history_laid_out(Relation cur, Relation dead, TupleDesc like, int like_from, int ncols);
+
+// Everything the writes of one statement's worth of history share.
+struct HistoryWriter {
+    Relation cur_rel;
+    EState* estate;
+    ResultRelInfo* cur;
+    ResultRelInfo* dead;
+    TupleTableSlot* cur_slot;
+    TupleTableSlot* dead_slot;
+    TupleDesc row_desc;  // the collection's columns as an anonymous record
+    FmgrInfo record_out;
+    Oid rowid_seq;
+    int ncols;
+    Snapshot snapshot;
+};
+
+// Opens the indexes of `cur` and `dead` (open, locked RowExclusiveLock)
+// for writes at the current command id; `snapshot` is the one the caller
+// reads with.
+void begin_history_writes(HistoryWriter* w, Relation cur, Relation dead, int ncols,
+                          Snapshot snapshot);
+void end_history_writes(HistoryWriter* w);
+
+// hashtext(ROW(columns)::text): the mz_hash every write stores.
+int32 row_text_hash(HistoryWriter* w, Datum* values, bool* nulls);
+
+// Inserts a row into cur at `ts` with a new row id.
+void insert_current(HistoryWriter* w, const Datum* values, const bool* nulls, int64 ts,
+                    int32 mz_hash);
+
+// Moves cur's row at `tid` (whose tuple is `tuple`) to dead, retracted at
+// ts.
+void retract_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, int64 ts);
+
+}  // namespace decoupled
