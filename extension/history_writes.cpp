@@ -52,16 +52,6 @@ int value_cmp(Datum a, Datum b, bool byval, int16 len) {
     return memcmp(DatumGetPointer(a), DatumGetPointer(b), len);
 }
 
-bool prefix_is(TupleDesc desc, const char* const* names, const Oid* types, int n) {
-    if (desc->natts < n) return false;
-    for (int i = 0; i < n; i++) {
-        Form_pg_attribute a = TupleDescAttr(desc, i);
-        if (a->attisdropped || a->atttypid != types[i] || strcmp(NameStr(a->attname), names[i]) != 0)
-            return false;
-    }
-    return true;
-}
-
 // Whether `desc` holds, from `from` on, exactly the `n` columns of `like`
 // from `like_from` (names and types).
 bool same_columns(TupleDesc desc, int from, TupleDesc like, int like_from, int n) {
@@ -93,6 +83,16 @@ RangeTblEntry* relation_rte(Relation rel) {
 }  // namespace
 
 namespace decoupled {
+
+bool starts_with_columns(TupleDesc desc, const char* const* names, const Oid* types, int n) {
+    if (desc->natts < n) return false;
+    for (int i = 0; i < n; i++) {
+        Form_pg_attribute a = TupleDescAttr(desc, i);
+        if (a->attisdropped || a->atttypid != types[i] || strcmp(NameStr(a->attname), names[i]) != 0)
+            return false;
+    }
+    return true;
+}
 
 ImageColumns image_columns(TupleDesc desc, int from, int n) {
     ImageColumns cols;
@@ -163,8 +163,8 @@ bool history_laid_out(Relation cur, Relation dead, TupleDesc like, int like_from
     TupleDesc c = RelationGetDescr(cur);
     TupleDesc d = RelationGetDescr(dead);
     return written_by_us_only(cur) && written_by_us_only(dead) &&
-           prefix_is(c, cur_names, cur_types, kHistoryPrefix) &&
-           prefix_is(d, dead_names, dead_types, kHistoryPrefix) &&
+           starts_with_columns(c, cur_names, cur_types, kHistoryPrefix) &&
+           starts_with_columns(d, dead_names, dead_types, kHistoryPrefix) &&
            same_columns(c, kHistoryPrefix, like, like_from, ncols) &&
            same_columns(d, kHistoryPrefix, like, like_from, ncols);
 }

@@ -62,6 +62,9 @@ int image_cmp(const ImageColumns& cols, const Datum* a, const bool* a_nulls, con
 bool same_images(const ImageColumns& cols, const Datum* values, const bool* nulls,
                  const Datum* copy, const bool* copy_nulls);
 
+// Whether the first `n` columns of `desc` are `names` of `types`.
+bool starts_with_columns(TupleDesc desc, const char* const* names, const Oid* types, int n);
+
 // Whether `cur` and `dead` are plain tables laid out as _create_storage
 // made them, with `ncols` columns of their own (the first `ncols` columns
 // of `like` from `like_from`: names and types), and written by nothing

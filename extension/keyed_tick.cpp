@@ -74,11 +74,11 @@ struct Copy {
 };
 
 bool pending_laid_out(Relation pending) {
-    TupleDesc p = RelationGetDescr(pending);
-    Form_pg_attribute diff = TupleDescAttr(p, 0);
+    static const char* const names[] = {"mz_diff"};
+    static const Oid types[] = {INT8OID};
     return pending->rd_rel->relkind == RELKIND_RELATION && !pending->rd_rel->relhastriggers &&
-           !pending->rd_rel->relrowsecurity && p->natts >= kPendingPrefix && !diff->attisdropped &&
-           diff->atttypid == INT8OID && strcmp(NameStr(diff->attname), "mz_diff") == 0;
+           !pending->rd_rel->relrowsecurity &&
+           decoupled::starts_with_columns(RelationGetDescr(pending), names, types, kPendingPrefix);
 }
 
 // A valid btree index on cur whose keys are exactly the table's key

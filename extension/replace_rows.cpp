@@ -81,13 +81,7 @@ int entry_cmp(const void* x, const void* y) {
 bool stage_laid_out(TupleDesc desc) {
     static const char* const names[] = {"mz_ts", "mz_diff", "mz_key", "mz_hash"};
     static const Oid types[] = {INT8OID, INT8OID, TEXTOID, INT4OID};
-    if (desc->natts < kStagePrefix) return false;
-    for (int i = 0; i < kStagePrefix; i++) {
-        Form_pg_attribute a = TupleDescAttr(desc, i);
-        if (a->attisdropped || a->atttypid != types[i] || strcmp(NameStr(a->attname), names[i]) != 0)
-            return false;
-    }
-    return true;
+    return decoupled::starts_with_columns(desc, names, types, kStagePrefix);
 }
 
 // A growing array of entries.
