@@ -56,7 +56,7 @@ OBJS = \
 	extension/familiar_ddl.o \
 	extension/wait_functions.o \
 	extension/append_core.o \
-	extension/keyed_tick.o \
+	extension/index_tick.o \
 	extension/history_writes.o \
 	extension/replace_rows.o \
 	extension/written_plan.o \

@@ -78,7 +78,7 @@ extern "C" {
 
 #include "capture.hpp"
 #include "gucs.hpp"
-#include "keyed_tick.hpp"
+#include "index_tick.hpp"
 #include "replace_rows.hpp"
 #include "kept_statements.hpp"
 #include "not_decoded.hpp"
@@ -964,12 +964,12 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
     Collection* c = collection(id);
     Datum t = Int64GetDatum(ts);
     decoupled::not_decoded([&] {
-        // A keyed table's tick runs in C (keyed_tick.cpp), whatever its
-        // captured rows' signs; the statements below are its fallback.
+        // A tick runs in C (index_tick.cpp), whatever its captured rows'
+        // signs; the statements below are its fallback.
         int64 wanted = 0, moved = 0;
-        decoupled::KeyedTick keyed{c->name, storage_relid(id, "pending"), c->cur_relid,
-                                   storage_relid(id, "dead"), c->ncols, c->is_key, ts, snapshot};
-        if (c->nkeys > 0 && decoupled::tick_by_key(keyed, &wanted, &moved)) {
+        decoupled::IndexedTick tick{c->name, storage_relid(id, "pending"), c->cur_relid,
+                                    storage_relid(id, "dead"), c->ncols, c->is_key, ts, snapshot};
+        if (decoupled::tick_by_index(tick, &wanted, &moved)) {
             check_paired(wanted, moved);
             return;
         }

@@ -1,5 +1,5 @@
 // Writing a collection's history from C, without statements (brief C14.3):
-// what a keyed table's tick (keyed_tick.cpp) and a view step's replacement
+// what a registered table's tick (index_tick.cpp) and a view step's replacement
 // of rows (replace_rows.cpp) share.
 //
 // Rows are compared by their binary image (datum_image_eq's equality):

@@ -17,8 +17,9 @@
 --      small one keeps its page);
 --   6. a table with a primary key has no row hash index on cur: ticks and
 --      appends pair its retractions by the key;
---   7. such a table's ticks run in C (keyed_tick.cpp), not as a statement:
---      the same history, the same mz_hash, the same refusal.
+--   7. ticks run in C (index_tick.cpp), not as a statement, finding a
+--      row's copies by the key or, without one, by the row hash: the same
+--      history, the same mz_hash, the same refusal.
 \set SHOW_CONTEXT never
 
 -- Table `tbl` as text rows in order: its history as of its latest tick
@@ -386,7 +387,7 @@ SELECT wp_count('wk3', 'cur') AS cur_rows;
 DROP TABLE wk3;
 
 ------------------------------------------------------------------------------
--- 7. A keyed table's tick in C (extension/keyed_tick.cpp)
+-- 7. A table's tick in C (extension/index_tick.cpp)
 ------------------------------------------------------------------------------
 -- Captured rows consolidated by their binary image, retractions found
 -- through the key's index, written with every index and constraint: a key
@@ -455,3 +456,27 @@ SELECT h.status FROM decoupled.table_health h
   JOIN decoupled.catalog_objects o USING (lifetime_id) WHERE o.name = 'wc';
 SELECT wp_agrees('wc') AS agrees;
 DROP TABLE wc;
+-- A table without a primary key finds a row's copies through cur's index on
+-- the row hash: duplicates (two of three copies retracted, the oldest
+-- first), NULLs, an update.
+CREATE TABLE wn (a int, b text);
+SELECT decoupled.register_table('wn', retain_history => '1 hour') > 0 AS registered;
+INSERT INTO wn VALUES (1, 'x'), (1, 'x'), (2, NULL), (NULL, NULL);
+SELECT decoupled.tick_tables() > 0 AS ticked;
+INSERT INTO wn VALUES (1, 'x');
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT upper - 1 AS wn_second FROM decoupled.frontiers WHERE name = 'wn' \gset
+DELETE FROM wn WHERE ctid IN (SELECT ctid FROM wn WHERE a = 1 LIMIT 2);
+UPDATE wn SET b = 'y' WHERE a = 2;
+DELETE FROM wn WHERE a IS NULL;
+SELECT decoupled.wait_for_capture('60s') AS captured;
+SET client_min_messages = debug1;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+RESET client_min_messages;
+SELECT wp_agrees('wn') AS agrees, wp_count('wn', 'cur') AS cur_rows,
+       wp_count('wn', 'dead') AS dead_rows;
+SELECT wp_storage('wn', 'cur') AS wn_cur \gset
+SELECT a, b, mz_ts = :wn_second AS newest_copy_kept,
+       mz_hash = hashtext(ROW(a, b)::text) AS hash_of_text
+  FROM :wn_cur ORDER BY a;
+DROP TABLE wn;

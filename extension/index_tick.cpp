@@ -1,24 +1,26 @@
-// A keyed registered table's tick in C (brief C14.3).
+// A registered table's tick in C (brief C14.3).
 //
 // Why.  The general tick (append_core.cpp, kTickProbe/kTickScan) is one SQL
 // statement: it prints every captured row as text to consolidate it, sorts
 // the rows by that text, and pairs each net retraction with its copy in cur
-// by a join on the key that prints the copy again to compare.  For a table
-// with a primary key — what WAL capture registers by default — that text
-// and those sorts were more than half of a tick of updates or deletes
-// (auto_explain of a 100,000-row UPDATE's tick: 1.3 of 2.2 s).
+// by a join on the key (or the row hash) that prints the copy again to
+// compare.  That text and those sorts were more than half of a tick of
+// updates or deletes (auto_explain of a 100,000-row UPDATE's tick of a
+// keyed table: 1.3 of 2.2 s).
 //
 // What.  One pass over pending with the tick's snapshot deletes each
 // captured row it sees and keeps a copy in memory; the copies are sorted in
-// the key index's order and then by their binary image, so that equal rows
-// net out; each net retraction probes cur through the key index and moves
-// the oldest copies with the same image, older than the tick, to dead; each
-// net insertion is written to cur (history_writes.hpp: how rows compare and
-// how they are written).
+// the order of the index that finds a row's copies in cur — on the primary
+// key's columns, or for a table without one on mz_hash, the hash of the row
+// text — and then by their binary image, so that equal rows net out; each
+// net retraction probes that index and moves the oldest copies with the
+// same image, older than the tick, to dead; each net insertion is written
+// to cur (history_writes.hpp: how rows compare and how they are written).
 //
 // Falls back to the statement (returns false before writing) when the
 // storage is not laid out as _create_storage made it, has triggers or row
-// security, has no plain btree index on exactly the key, or pending is
+// security, has no plain btree index on exactly the key (or mz_hash), or
+// pending is
 // larger than kMaxPendingBytes (consolidation here is in memory; the
 // statement's sorts spill to disk).
 extern "C" {
@@ -46,7 +48,7 @@ extern "C" {
 #include <cstring>
 
 #include "history_writes.hpp"
-#include "keyed_tick.hpp"
+#include "index_tick.hpp"
 
 namespace {
 
@@ -62,8 +64,13 @@ struct Row {
     Datum* values;
     bool* nulls;
     int64 diff;
-    uint32 hash;
+    uint32 hash;       // of its image
+    int32 text_hash;   // of its text (mz_hash), for a table without a key
 };
+
+// The index column that holds mz_hash rather than a table column (a table
+// without a key finds a row's copies by the hash of its text).
+constexpr int kTextHash = -1;
 
 // A copy of a retracted row found in cur.
 struct Copy {
@@ -81,9 +88,10 @@ bool pending_laid_out(Relation pending) {
            decoupled::starts_with_columns(RelationGetDescr(pending), names, types, kPendingPrefix);
 }
 
-// A valid btree index on cur whose keys are exactly the table's key
-// columns (in any order), without expressions or predicate; opened.
-Relation key_index(Relation cur, const bool* is_key, int ncols) {
+// A valid btree index on cur that finds a row's copies: its keys exactly
+// the table's key columns (in any order), or mz_hash alone for a table
+// without a key; without expressions or predicate; opened.
+Relation probe_index(Relation cur, const bool* is_key, int ncols) {
     int nkeys = 0;
     for (int i = 0; i < ncols; i++) nkeys += is_key[i] ? 1 : 0;
     List* indexes = RelationGetIndexList(cur);
@@ -93,9 +101,10 @@ Relation key_index(Relation cur, const bool* is_key, int ncols) {
         Relation idx = index_open(lfirst_oid(lc), RowExclusiveLock);
         Form_pg_index form = idx->rd_index;
         bool ok = idx->rd_rel->relam == BTREE_AM_OID && form->indisvalid && form->indisready &&
-                  form->indnkeyatts == nkeys &&
+                  form->indnkeyatts == Max(nkeys, 1) &&
                   heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, nullptr);
-        for (int k = 0; ok && k < nkeys; k++) {
+        if (ok && nkeys == 0) ok = form->indkey.values[0] == kHistoryPrefix;  // mz_hash
+        for (int k = 0; ok && nkeys > 0 && k < nkeys; k++) {
             int col = form->indkey.values[k] - 1 - kHistoryPrefix;  // 0 is an expression
             ok = col >= 0 && col < ncols && is_key[col];
             for (int j = 0; ok && j < k; j++) ok = form->indkey.values[j] != form->indkey.values[k];
@@ -110,26 +119,33 @@ Relation key_index(Relation cur, const bool* is_key, int ncols) {
     return found;
 }
 
+// The value of index column `col` (a table column, or kTextHash) for `row`.
+Datum probe_value(const Row* row, int col, bool* isnull) {
+    *isnull = col != kTextHash && row->nulls[col];
+    return col == kTextHash ? Int32GetDatum(row->text_hash) : row->values[col];
+}
+
 // qsort's context: the columns of the rows being sorted and the order of
 // the key index.
 struct Sorting {
     const decoupled::ImageColumns* cols;
     int nkeys;
-    const int* key_cols;    // the table column of each index column
+    const int* key_cols;    // the table column of each index column, or kTextHash
     SortSupport key_order;  // each index column's order
 };
 const Sorting* sorting = nullptr;
 
-// Rows in the key index's order, then by image: retractions probe the
+// Rows in the probe index's order, then by image: retractions probe the
 // index, and insertions extend it, in its order (each probe finds the
 // pages the one before it read), and equal rows are adjacent.
 int row_cmp(const void* x, const void* y) {
     const Row* a = *(const Row* const*)x;
     const Row* b = *(const Row* const*)y;
     for (int k = 0; k < sorting->nkeys; k++) {
-        int col = sorting->key_cols[k];
-        int c = ApplySortComparator(a->values[col], a->nulls[col], b->values[col], b->nulls[col],
-                                    &sorting->key_order[k]);
+        bool a_null = false, b_null = false;
+        Datum av = probe_value(a, sorting->key_cols[k], &a_null);
+        Datum bv = probe_value(b, sorting->key_cols[k], &b_null);
+        int c = ApplySortComparator(av, a_null, bv, b_null, &sorting->key_order[k]);
         if (c != 0) return c;
     }
     if (a->hash != b->hash) return a->hash < b->hash ? -1 : 1;
@@ -144,25 +160,28 @@ int copy_cmp(const void* x, const void* y) {
 }
 
 // The captured row in `slot` (pending's), copied into the current memory
-// context.
-Row* keep_row(TupleTableSlot* slot, const decoupled::ImageColumns& cols) {
+// context; with `w`, its text's hash too (a table without a key).
+Row* keep_row(TupleTableSlot* slot, const decoupled::ImageColumns& cols,
+              decoupled::HistoryWriter* w) {
     slot_getallattrs(slot);
     Row* r = (Row*)palloc(sizeof(Row));
     r->diff = DatumGetInt64(slot->tts_values[0]);
     decoupled::copy_images(cols, slot->tts_values + kPendingPrefix,
                            slot->tts_isnull + kPendingPrefix, &r->values, &r->nulls);
     r->hash = decoupled::image_hash(cols, r->values, r->nulls);
+    r->text_hash = w ? decoupled::row_text_hash(w, r->values, r->nulls) : 0;
     return r;
 }
 
-// Probes cur through the key index for the copies of `row` older than ts
+// Probes cur through the probe index for the copies of `row` older than ts
 // and moves the oldest `n` of them to dead; returns how many moved.
 int64 retract_row(decoupled::HistoryWriter* w, IndexScanDesc scan, ScanKey keys,
                   const int* key_cols, int nkeys, TupleTableSlot* slot, const Row* row, int64 n,
                   int64 ts, const decoupled::ImageColumns& cols) {
     for (int k = 0; k < nkeys; k++) {
-        if (row->nulls[key_cols[k]]) return 0;  // a key is never null: no copy
-        keys[k].sk_argument = row->values[key_cols[k]];
+        bool isnull = false;
+        keys[k].sk_argument = probe_value(row, key_cols[k], &isnull);
+        if (isnull) return 0;  // a key is never null: no copy
     }
     // The scan allocates as it goes (dead items it marks): in its own
     // context, which outlives the row's.
@@ -203,7 +222,7 @@ int64 retract_row(decoupled::HistoryWriter* w, IndexScanDesc scan, ScanKey keys,
 
 namespace decoupled {
 
-bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved) {
+bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
     *wanted = 0;
     *moved = 0;
     Relation pending = table_open(tick.pending, RowExclusiveLock);
@@ -213,7 +232,7 @@ bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved) {
     bool fits = (Size)RelationGetNumberOfBlocks(pending) * BLCKSZ <= kMaxPendingBytes;
     if (fits && pending_laid_out(pending) &&
         decoupled::history_laid_out(cur, dead, RelationGetDescr(pending), kPendingPrefix, tick.ncols))
-        index = key_index(cur, tick.is_key, tick.ncols);
+        index = probe_index(cur, tick.is_key, tick.ncols);
     if (!index) {
         table_close(dead, NoLock);
         table_close(cur, NoLock);
@@ -221,9 +240,9 @@ bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved) {
         return false;
     }
 
-    MemoryContext context = AllocSetContextCreate(CurrentMemoryContext, "decoupled keyed tick",
+    MemoryContext context = AllocSetContextCreate(CurrentMemoryContext, "decoupled tick",
                                                   ALLOCSET_DEFAULT_SIZES);
-    MemoryContext per_row = AllocSetContextCreate(context, "decoupled keyed tick row",
+    MemoryContext per_row = AllocSetContextCreate(context, "decoupled tick row",
                                                   ALLOCSET_DEFAULT_SIZES);
     MemoryContext caller = MemoryContextSwitchTo(context);
 
@@ -236,6 +255,9 @@ bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved) {
     PushCopiedSnapshot(tick.snapshot ? tick.snapshot : GetTransactionSnapshot());
     UpdateActiveSnapshotCommandId();
     Snapshot snap = GetActiveSnapshot();
+    decoupled::HistoryWriter w;
+    decoupled::begin_history_writes(&w, cur, dead, tick.ncols, snap);
+    bool by_text_hash = index->rd_index->indkey.values[0] == kHistoryPrefix;
 
     // Take the captured rows this snapshot sees.
     int nrows = 0, capacity = 1024;
@@ -247,13 +269,13 @@ bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved) {
             capacity *= 2;
             rows = (Row**)repalloc_huge(rows, sizeof(Row*) * capacity);
         }
-        rows[nrows++] = keep_row(pslot, cols);
+        rows[nrows++] = keep_row(pslot, cols, by_text_hash ? &w : nullptr);
         simple_table_tuple_delete(pending, &pslot->tts_tid, snap);
     }
     ExecDropSingleTupleTableSlot(pslot);
     table_endscan(pscan);
 
-    // Scan keys of the key index, in its column order.
+    // Scan keys of the probe index, in its column order.
     Form_pg_index form = index->rd_index;
     int nkeys = form->indnkeyatts;
     ScanKey keys = (ScanKey)palloc(sizeof(ScanKeyData) * nkeys);
@@ -267,7 +289,7 @@ bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved) {
                  RelationGetRelationName(index));
         ScanKeyInit(&keys[k], (AttrNumber)(k + 1), BTEqualStrategyNumber, get_opcode(op), (Datum)0);
         keys[k].sk_collation = index->rd_indcollation[k];
-        key_cols[k] = form->indkey.values[k] - 1 - kHistoryPrefix;
+        key_cols[k] = by_text_hash ? kTextHash : form->indkey.values[k] - 1 - kHistoryPrefix;
         SortSupport order = &key_order[k];
         order->ssup_cxt = context;
         order->ssup_collation = index->rd_indcollation[k];
@@ -281,8 +303,6 @@ bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved) {
     sorting = &order;
     qsort(rows, nrows, sizeof(Row*), row_cmp);
 
-    decoupled::HistoryWriter w;
-    decoupled::begin_history_writes(&w, cur, dead, tick.ncols, snap);
     IndexScanDesc iscan = index_beginscan(cur, index, snap, nkeys, 0);
     TupleTableSlot* islot = table_slot_create(cur, nullptr);
     for (int i = 0; i < nrows;) {
@@ -298,7 +318,8 @@ bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved) {
             *moved += retract_row(&w, iscan, keys, key_cols, nkeys, islot, row, -net, tick.ts,
                                   cols);
         } else {
-            int32 hash = decoupled::row_text_hash(&w, row->values, row->nulls);
+            int32 hash = by_text_hash ? row->text_hash
+                                      : decoupled::row_text_hash(&w, row->values, row->nulls);
             for (int64 k = 0; k < net; k++)
                 decoupled::insert_current(&w, row->values, row->nulls, tick.ts, hash);
         }
@@ -311,8 +332,8 @@ bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved) {
     index_endscan(iscan);
     decoupled::end_history_writes(&w);
 
-    elog(DEBUG1, "tick of \"%s\" by key: %d captured rows, " INT64_FORMAT " retractions",
-         tick.name, nrows, *wanted);
+    elog(DEBUG1, "tick of \"%s\" in C, by %s: %d captured rows, " INT64_FORMAT " retractions",
+         tick.name, by_text_hash ? "row hash" : "key", nrows, *wanted);
     PopActiveSnapshot();
     CommandCounterIncrement();
     MemoryContextSwitchTo(caller);

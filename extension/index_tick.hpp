@@ -1,5 +1,4 @@
-// A keyed registered table's tick without SQL (brief C14.3): see
-// keyed_tick.cpp.
+// A registered table's tick without SQL (brief C14.3): see index_tick.cpp.
 #pragma once
 
 extern "C" {
@@ -10,14 +9,14 @@ extern "C" {
 
 namespace decoupled {
 
-// The storage one tick writes: a registered table with a primary key.
-struct KeyedTick {
+// The storage one tick writes.
+struct IndexedTick {
     const char* name;     // the table's, for messages
     Oid pending;          // its captured rows: (mz_diff, columns...)
     Oid cur;              // (mz_rowid, mz_ts, mz_hash, columns...)
     Oid dead;             // (mz_rowid, valid_from, valid_to, columns...)
     int ncols;            // the table's columns
-    const bool* is_key;   // which of them are its primary key's
+    const bool* is_key;   // which of them are its primary key's (none: no key)
     int64 ts;             // the tick's time
     Snapshot snapshot;    // which captured rows it moves
 };
@@ -29,6 +28,6 @@ struct KeyedTick {
 // when the storage is not laid out as this path expects or the captured
 // rows are too many to consolidate in memory: the caller then runs the
 // general statement.
-bool tick_by_key(const KeyedTick& tick, int64* wanted, int64* moved);
+bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved);
 
 }  // namespace decoupled
