@@ -20,9 +20,9 @@
 // Falls back to the statement (returns false before writing) when the
 // storage is not laid out as _create_storage made it, has triggers or row
 // security, has no plain btree index on exactly the key (or mz_hash), or
-// pending is
-// larger than kMaxPendingBytes (consolidation here is in memory; the
-// statement's sorts spill to disk).
+// pending is larger than maintenance_work_mem (consolidation here is in
+// memory, two to three times pending's size; the statement's sorts spill
+// to disk).
 extern "C" {
 #include "postgres.h"
 
@@ -51,10 +51,6 @@ extern "C" {
 #include "index_tick.hpp"
 
 namespace {
-
-// What pending may hold for its rows to be consolidated in memory: about
-// a million captured rows of a narrow table.
-constexpr Size kMaxPendingBytes = Size(64) * 1024 * 1024;
 
 constexpr int kPendingPrefix = 1;  // pending: mz_diff, then the table's columns
 using decoupled::kHistoryPrefix;
@@ -229,7 +225,14 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
     Relation cur = table_open(tick.cur, RowExclusiveLock);
     Relation dead = table_open(tick.dead, RowExclusiveLock);
     Relation index = nullptr;
-    bool fits = (Size)RelationGetNumberOfBlocks(pending) * BLCKSZ <= kMaxPendingBytes;
+    // A tick is maintenance: what it holds in memory is bounded as VACUUM's
+    // and CREATE INDEX's are (64 MB by default: about a million captured
+    // rows of a narrow table).
+    Size bytes = (Size)RelationGetNumberOfBlocks(pending) * BLCKSZ;
+    bool fits = bytes <= (Size)maintenance_work_mem * 1024;
+    if (!fits)
+        elog(DEBUG1, "tick of \"%s\" by statement: its captured rows take %zu kB, more than "
+             "maintenance_work_mem", tick.name, bytes / 1024);
     if (fits && pending_laid_out(pending) &&
         decoupled::history_laid_out(cur, dead, RelationGetDescr(pending), kPendingPrefix, tick.ncols))
         index = probe_index(cur, tick.is_key, tick.ncols);

@@ -147,15 +147,15 @@ SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT wp_count('wq', 'cur') AS cur_rows, wp_count('wq', 'dead') AS dead_rows;
 SELECT wp_agrees('wq') AS agrees;
 
--- Many retractions at one tick: found by one hash join over cur (more
--- than 10,000, and more than a thirtieth of cur).
+-- Many retractions at one tick (the statement's fallback, by one hash join
+-- over cur, is in 7), then a few.
 INSERT INTO wq SELECT g, 'r' || g FROM generate_series(3, 12002) g;
 SELECT decoupled.tick_tables() > 0 AS ticked;
 UPDATE wq SET v = v || '+' WHERE k > 2;
 SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT wp_agrees('wq') AS agrees;
 SELECT wp_count('wq', 'cur') AS cur_rows, wp_count('wq', 'dead') AS dead_rows;
--- ... and a few: index probes.
+-- ... and a few.
 DELETE FROM wq WHERE k BETWEEN 3 AND 12;
 UPDATE wq SET v = 'changed' WHERE k = 2;   -- both copies
 SELECT decoupled.tick_tables() > 0 AS ticked;
@@ -308,9 +308,8 @@ SELECT string_agg(a.attname, ', ' ORDER BY a.attname) AS wk_cur_indexes
 SELECT string_agg(a.attname, ', ' ORDER BY a.attname) AS wq_cur_indexes
   FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
  WHERE i.indrelid = wp_storage('wq', 'cur')::regclass;
--- Ticks: many retractions (one hash join on the key), then a few (probes
--- of the key's index), an update that changes the key, and a row deleted
--- and inserted again with the same key and value in one tick.
+-- Ticks: many retractions, then a few, an update that changes the key, and
+-- a row deleted and inserted again with the same key and value in one tick.
 INSERT INTO wk SELECT g, 'k' || g FROM generate_series(1, 12000) g;
 SELECT decoupled.tick_tables() > 0 AS ticked;
 UPDATE wk SET v = v || '+';
@@ -480,3 +479,33 @@ SELECT a, b, mz_ts = :wn_second AS newest_copy_kept,
        mz_hash = hashtext(ROW(a, b)::text) AS hash_of_text
   FROM :wn_cur ORDER BY a;
 DROP TABLE wn;
+-- Captured rows larger than maintenance_work_mem tick by the statements
+-- instead (consolidation in C is in memory): inserts only, then many
+-- retractions (one hash join over cur), with and without a key; the same
+-- history.  A few then tick in C again.
+SET maintenance_work_mem = '1MB';
+CREATE TABLE wf (k int PRIMARY KEY, v text);
+CREATE TABLE wg (k int, v text);
+SELECT decoupled.register_table('wf', retain_history => '1 hour') > 0 AS registered;
+SELECT decoupled.register_table('wg', retain_history => '1 hour') > 0 AS registered;
+INSERT INTO wf SELECT g, 'f' || g FROM generate_series(1, 30000) g;
+INSERT INTO wg SELECT g, 'g' || g FROM generate_series(1, 30000) g;
+SELECT decoupled.wait_for_capture('60s') AS captured;
+-- (These two ticks say so at DEBUG1, among PostgreSQL's own messages of
+-- the large pending relations' new files.)
+SELECT decoupled.tick_tables() > 0 AS ticked;
+UPDATE wf SET v = v || '+';
+UPDATE wg SET v = v || '+';
+SELECT decoupled.wait_for_capture('60s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+UPDATE wf SET v = 'few' WHERE k <= 3;
+DELETE FROM wg WHERE k <= 3;
+SELECT decoupled.wait_for_capture('60s') AS captured;
+SET client_min_messages = debug1;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+RESET client_min_messages;
+RESET maintenance_work_mem;
+SELECT wp_agrees('wf') AS wf_agrees, wp_agrees('wg') AS wg_agrees,
+       wp_count('wf', 'cur') AS wf_cur, wp_count('wf', 'dead') AS wf_dead,
+       wp_count('wg', 'cur') AS wg_cur, wp_count('wg', 'dead') AS wg_dead;
+DROP TABLE wf, wg;
