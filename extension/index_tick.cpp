@@ -274,6 +274,7 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
         }
         rows[nrows++] = keep_row(pslot, cols, by_text_hash ? &w : nullptr);
         simple_table_tuple_delete(pending, &pslot->tts_tid, snap);
+        CHECK_FOR_INTERRUPTS();
     }
     ExecDropSingleTupleTableSlot(pslot);
     table_endscan(pscan);

@@ -144,7 +144,10 @@ void add_replaced(Entries* e, Relation cur, Datum tids, Snapshot snap,
     TupleTableSlot* slot = table_slot_create(cur, nullptr);
     if (tids == (Datum)0) {
         TableScanDesc scan = table_beginscan(cur, snap, 0, nullptr);
-        while (table_scan_getnextslot(scan, ForwardScanDirection, slot)) add_old(e, slot, cols);
+        while (table_scan_getnextslot(scan, ForwardScanDirection, slot)) {
+            add_old(e, slot, cols);
+            CHECK_FOR_INTERRUPTS();
+        }
         table_endscan(scan);
     } else {
         Datum* items = nullptr;
