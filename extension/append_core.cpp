@@ -1131,8 +1131,7 @@ Datum decoupled_append_staged(PG_FUNCTION_ARGS) {
 // replace_rows (C, no statement) reads them by ctid, pairs them with the
 // staged rows (a row that stays is neither retracted nor written again),
 // inserts the other staged rows and moves the other old ones to dead.  The
-// caller
-// holds the collection's frontier row lock and has checked upper =
+// caller holds the collection's frontier row lock and has checked upper =
 // expected_upper <= ts < new_upper.
 Datum decoupled_replace_staged(PG_FUNCTION_ARGS) {
     for (int i = 0; i < 4; ++i)
@@ -1148,8 +1147,8 @@ Datum decoupled_replace_staged(PG_FUNCTION_ARGS) {
     SPI_connect();
     Collection* c = collection(id);
     // No stage table to drain (drain_stage_table): only a 1.0 catalog's
-    // step writes it, and that step never calls this.
-    decoupled::expose_scratch(c->stage_relid);
+    // step writes it, and that step never calls this.  The stage is read
+    // from its tuplestore (replace_rows), not exposed to statements.
     Datum replaced = filter ? replaced_rows(c, filter) : (Datum)0;
     decoupled::not_decoded([&] {
         int64 wanted = 0, moved = 0, outside = 0;

@@ -17,6 +17,7 @@ extern "C" {
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 }
 
@@ -186,15 +187,7 @@ void begin_history_writes(HistoryWriter* w, Relation cur, Relation dead, int nco
     ExecOpenIndices(w->dead, false);
     w->cur_slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(cur), &TTSOpsVirtual);
     w->dead_slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(dead), &TTSOpsVirtual);
-    TupleDesc cur_desc = RelationGetDescr(cur);
-    TupleDesc row = CreateTemplateTupleDesc(ncols);
-    for (int i = 0; i < ncols; i++) {
-        Form_pg_attribute a = TupleDescAttr(cur_desc, kHistoryPrefix + i);
-        TupleDescInitEntry(row, (AttrNumber)(i + 1), NameStr(a->attname), a->atttypid,
-                           a->atttypmod, 0);
-    }
-    w->row_desc = BlessTupleDesc(row);
-    fmgr_info(F_RECORD_OUT, &w->record_out);
+    w->row_desc = nullptr;  // made by the first row_text_hash
     w->rowid_seq = get_relname_relid("rowid_seq", get_namespace_oid("decoupled", false));
     if (!OidIsValid(w->rowid_seq)) elog(ERROR, "sequence decoupled.rowid_seq does not exist");
 }
@@ -207,6 +200,22 @@ void end_history_writes(HistoryWriter* w) {
 }
 
 int32 row_text_hash(HistoryWriter* w, Datum* values, bool* nulls) {
+    if (!w->row_desc) {
+        // The collection's columns as an anonymous record, as ROW(...) is;
+        // it and record_out's cache live as long as the writer, whatever
+        // context the caller writes a row in.
+        MemoryContext caller = MemoryContextSwitchTo(w->estate->es_query_cxt);
+        TupleDesc cur_desc = RelationGetDescr(w->cur_rel);
+        TupleDesc row = CreateTemplateTupleDesc(w->ncols);
+        for (int i = 0; i < w->ncols; i++) {
+            Form_pg_attribute a = TupleDescAttr(cur_desc, kHistoryPrefix + i);
+            TupleDescInitEntry(row, (AttrNumber)(i + 1), NameStr(a->attname), a->atttypid,
+                               a->atttypmod, 0);
+        }
+        w->row_desc = BlessTupleDesc(row);
+        fmgr_info(F_RECORD_OUT, &w->record_out);
+        MemoryContextSwitchTo(caller);
+    }
     HeapTuple tuple = heap_form_tuple(w->row_desc, values, nulls);
     char* text = OutputFunctionCall(&w->record_out, HeapTupleGetDatum(tuple));
     Datum hash = DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, CStringGetTextDatum(text));

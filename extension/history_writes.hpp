@@ -79,7 +79,7 @@ struct HistoryWriter {
     ResultRelInfo* dead;
     TupleTableSlot* cur_slot;
     TupleTableSlot* dead_slot;
-    TupleDesc row_desc;  // the collection's columns as an anonymous record
+    TupleDesc row_desc;  // the collection's columns as an anonymous record, once needed
     FmgrInfo record_out;
     Oid rowid_seq;
     int ncols;
