@@ -61,6 +61,7 @@ OBJS = \
 	extension/replace_rows.o \
 	extension/written_plan.o \
 	extension/delta_plan.o \
+	extension/preaggregate.o \
 	extension/partition_plan.o \
 	extension/outer_join_terms.o \
 	extension/sessions.o \

@@ -1720,11 +1720,19 @@ DECLARE
     v_steps_rec integer := 0;
     v_next      bigint;
     v_replace   boolean;
+    v_work_mem  text;
 BEGIN
     upper := decoupled._lock_output(replica_maintain.incarnation, id, 'materialized view');
     caught_up := false;
     IF upper <> expected_upper THEN
         RETURN;
+    END IF;
+    -- A step is maintenance: its sorts and hashes get decoupled.step_work_mem
+    -- (until the step returns), not a client's work_mem.  A large step's
+    -- changes otherwise spilled to disk (docs/performance.md).
+    v_work_mem := current_setting('decoupled.step_work_mem', true);
+    IF v_work_mem <> '-1' THEN
+        PERFORM set_config('work_mem', v_work_mem, true);
     END IF;
     SELECT * INTO o FROM decoupled.catalog_objects c WHERE c.lifetime_id = id;
     SELECT coalesce(array_agg(x.id::bigint), '{}') INTO v_inputs
@@ -2587,5 +2595,43 @@ BEGIN
         EXECUTE format('ALTER EXTENSION pg_decoupled DROP VIEW %s',
                        decoupled._storage(v_id, 'history_dead'));
     END LOOP;
+END
+$$;
+
+------------------------------------------------------------------------------
+-- Rounds compact before they publish: a publication's bound rows, which
+-- every view step over the collections locks too, are not held through
+-- compaction's deletes
+------------------------------------------------------------------------------
+
+-- 40_permission
+CREATE OR REPLACE FUNCTION decoupled._maintain_tables() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_count integer := decoupled._apply_compaction(false, NULL);
+BEGIN
+    PERFORM decoupled.finalize_dropped();
+    PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, NULL));
+    RETURN v_count;
+END
+$$;
+
+-- 50_replicas
+CREATE OR REPLACE FUNCTION decoupled.replica_compact(incarnation bigint) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    i         decoupled.catalog_replica_incarnations;
+    v_cluster text;
+    v_count   integer;
+BEGIN
+    i := decoupled._live_incarnation(replica_compact.incarnation);
+    SELECT r.cluster INTO v_cluster FROM decoupled.catalog_replicas r
+     WHERE r.replica_id = i.replica_id;
+    -- Compaction first: the bound rows a publication locks stay locked
+    -- until commit (as in _maintain_tables).
+    v_count := decoupled._apply_compaction(false, v_cluster);
+    PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, v_cluster));
+    RETURN v_count;
 END
 $$;

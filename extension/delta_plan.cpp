@@ -1500,8 +1500,19 @@ List* sums_select_list(Query* q, TargetEntry* diff) {
     return tlist;
 }
 
-void sums_changes_select_list(Query* q, int changed_rti, int changed_ncols, void*) {
+// With `partials` (a view without min/max over several inputs), each term
+// also outputs per aggregated expression the partial count and sum of the
+// changes it aggregated before joining them (preaggregate.cpp).
+struct Partials {
+    List* summable;
+};
+
+void sums_changes_select_list(Query* q, int changed_rti, int changed_ncols, void* partials) {
+    int nkeys = list_length(key_entries(q));
     ungroup(q, sums_select_list(q, diff_entry(q, changed_rti, changed_ncols)));
+    if (partials)
+        append_partials(q, changed_rti, changed_ncols, nkeys,
+                        static_cast<Partials*>(partials)->summable);
 }
 
 }  // namespace
@@ -1611,9 +1622,12 @@ char* aggregated_sql(Query* q, const Keys& keys, const SumsContext& c, bool init
         rows_sql = pg_get_querydef(q, false);
         // Pushed down to the input, where the arrangement answers it.
         if (filter) rows_sql = psprintf("SELECT * FROM (%s) r WHERE %s", rows_sql, filter);
-    } else {
-        rows_sql = changes_union(q, sums_changes_select_list, nullptr, probes);
     }
+    Partials partials{c.summable};
+    bool with_partials = !initial && c.extremes == NIL && list_length(inputs_of(q)) > 1;
+    if (!initial)
+        rows_sql = changes_union(q, sums_changes_select_list, with_partials ? &partials : nullptr,
+                                 probes);
     ListCell* lc;
 
     StringInfoData sql, names;
@@ -1634,6 +1648,14 @@ char* aggregated_sql(Query* q, const Keys& keys, const SumsContext& c, bool init
             appendStringInfo(&sql, ", count(x.a%d), %s", j,
                              summable ? psprintf("coalesce(sum(x.a%d::pg_catalog.numeric), 0)", j)
                                       : "0::pg_catalog.numeric");
+        else if (with_partials)
+            appendStringInfo(&sql,
+                             ", (coalesce(sum(CASE WHEN x.a%d IS NULL THEN 0 ELSE x.d END), 0)"
+                             " + coalesce(sum(x.pn%d), 0))::pg_catalog.int8, %s",
+                             j, j,
+                             summable ? psprintf("coalesce(sum(x.d * x.a%d::pg_catalog.numeric), 0)"
+                                                 " + coalesce(sum(x.ps%d), 0)", j, j)
+                                      : "0::pg_catalog.numeric");
         else
             appendStringInfo(&sql,
                              ", coalesce(sum(CASE WHEN x.a%d IS NULL THEN 0 ELSE x.d END), 0)"
@@ -1643,6 +1665,8 @@ char* aggregated_sql(Query* q, const Keys& keys, const SumsContext& c, bool init
                                       : "0::pg_catalog.numeric");
         j++;
     }
+    if (with_partials)
+        for (int k = 1; k <= list_length(c.summable); ++k) appendStringInfo(&names, ", pn%d, ps%d", k, k);
     int e = 1;
     foreach (lc, c.extremes) {
         char* type = format_type_extended(exprType(static_cast<Node*>(lfirst(lc))), -1,

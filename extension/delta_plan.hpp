@@ -87,6 +87,12 @@ int partner_probe_settings(bool probes);
 bool is_keyed_outer_join(Query* q, List* inputs);
 char* outer_join_changes(Query* base, List* inputs, SelectList select_list, void* arg,
                          bool* probes);
+// Changes aggregated before they are joined (preaggregate.cpp): appends to
+// a sums term's output (keys, mz_diff, then the `summable` list's
+// aggregated expressions) each expression's partial count of non-null
+// values and sum, and when it can, rewrites the term to aggregate its
+// changed input's changes first.
+void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, List* summable);
 // A SQL literal of `value` as a value of `type`.
 char* typed_literal(const char* value, Oid type);
 // `expr` over `in`'s columns, deparsed over its storage's columns, or

@@ -33,6 +33,7 @@ const struct config_enum_entry relay_options[] = {
 };
 }  // namespace
 int guc_bound_publication_interval = 1000;
+int guc_step_work_mem = 64 * 1024;
 int guc_hold_publication_interval = 60000;
 int guc_max_holds_per_session = 64;
 
@@ -48,6 +49,14 @@ void define_gucs() {
         "Wake-ups are hints; polling is what keeps the system correct when they are lost.",
         &guc_poll_interval, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
         nullptr);
+
+    DefineCustomIntVariable(
+        "decoupled.step_work_mem",
+        "Memory a view step's sorts and hashes may use, each, before spilling to disk.",
+        "A step is maintenance, like CREATE INDEX: it gets more than a query's work_mem. "
+        "-1 uses work_mem.",
+        &guc_step_work_mem, 64 * 1024, -1, MAX_KILOBYTES, PGC_SIGHUP, GUC_UNIT_KB, nullptr,
+        nullptr, nullptr);
 
     DefineCustomIntVariable(
         "decoupled.max_workers", "Maximum number of processes the controller supervises.",

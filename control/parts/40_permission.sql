@@ -102,7 +102,8 @@ COMMENT ON FUNCTION decoupled.publish_bounds() IS
 -- invisible at every time >= since is deleted.  Idempotent; late or
 -- concurrent runs are harmless.  Returns how many collections moved.
 -- Frontier rows and storage come before bound rows in the global lock
--- order, and the caller may hold bound rows: a frontier row a writer holds,
+-- order, and a caller may hold bound rows (rounds compact before they
+-- publish, so theirs do not): a frontier row a writer holds,
 -- or storage locked against writers, is skipped (SKIP LOCKED, NOWAIT),
 -- never waited for — that collection is compacted by a later round.
 CREATE FUNCTION decoupled._apply_compaction(every boolean, cluster text) RETURNS integer
@@ -153,12 +154,19 @@ COMMENT ON FUNCTION decoupled.apply_compaction() IS
 
 -- The controller's round for what no replica maintains: registered tables
 -- (bounds and compaction) and the storage of dropped collections.
+-- Compaction first, publication last: a publication's bound rows stay
+-- locked until the round commits, and every view step over these tables
+-- locks them too (_advance_requirements_of), so they must not stay locked
+-- through compaction's deletes (a replica waited out 50 ms of them at
+-- every pass).  Compaction reaches what the previous round published.
 CREATE FUNCTION decoupled._maintain_tables() RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_count integer := decoupled._apply_compaction(false, NULL);
 BEGIN
-    PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, NULL));
     PERFORM decoupled.finalize_dropped();
-    RETURN decoupled._apply_compaction(false, NULL);
+    PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, NULL));
+    RETURN v_count;
 END
 $$;
 

@@ -465,8 +465,8 @@ BEGIN
 END
 $$;
 
--- Compaction by replicas (C3.5, C5.5): publish bounds for what runs on the
--- replica's cluster and apply the committed ones.  Every replica of a
+-- Compaction by replicas (C3.5, C5.5): apply the bounds published for what
+-- runs on the replica's cluster, then publish new ones.  Every replica of a
 -- cluster may run it; the row locks order them and neither since nor a
 -- bound ever moves back.  Returns how many collections were compacted.
 CREATE FUNCTION decoupled.replica_compact(incarnation bigint) RETURNS integer
@@ -475,12 +475,16 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     i         decoupled.catalog_replica_incarnations;
     v_cluster text;
+    v_count   integer;
 BEGIN
     i := decoupled._live_incarnation(replica_compact.incarnation);
     SELECT r.cluster INTO v_cluster FROM decoupled.catalog_replicas r
      WHERE r.replica_id = i.replica_id;
+    -- Compaction first: the bound rows a publication locks stay locked
+    -- until commit (as in _maintain_tables).
+    v_count := decoupled._apply_compaction(false, v_cluster);
     PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, v_cluster));
-    RETURN decoupled._apply_compaction(false, v_cluster);
+    RETURN v_count;
 END
 $$;
 

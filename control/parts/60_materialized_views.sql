@@ -603,11 +603,19 @@ DECLARE
     v_steps_rec integer := 0;
     v_next      bigint;
     v_replace   boolean;
+    v_work_mem  text;
 BEGIN
     upper := decoupled._lock_output(replica_maintain.incarnation, id, 'materialized view');
     caught_up := false;
     IF upper <> expected_upper THEN
         RETURN;
+    END IF;
+    -- A step is maintenance: its sorts and hashes get decoupled.step_work_mem
+    -- (until the step returns), not a client's work_mem.  A large step's
+    -- changes otherwise spilled to disk (docs/performance.md).
+    v_work_mem := current_setting('decoupled.step_work_mem', true);
+    IF v_work_mem <> '-1' THEN
+        PERFORM set_config('work_mem', v_work_mem, true);
     END IF;
     SELECT * INTO o FROM decoupled.catalog_objects c WHERE c.lifetime_id = id;
     SELECT coalesce(array_agg(x.id::bigint), '{}') INTO v_inputs
