@@ -646,6 +646,9 @@ SELECT decoupled.drop(name) FROM decoupled.objects WHERE name LIKE 'pa\_%'
 SELECT decoupled.unregister_table('pa_fact'), decoupled.unregister_table('pa_dim');
 DROP TABLE pa_fact, pa_dim;
 DROP PROCEDURE pa_workload(int);
+-- Steps sort and hash with their own work_mem: decoupled.step_work_mem
+-- (a reload changes it; -1 leaves work_mem).
+SELECT setting, unit, context, min_val FROM pg_settings WHERE name = 'decoupled.step_work_mem';
 
 SELECT decoupled.unregister_table('inc_t'), decoupled.unregister_table('inc_u');
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
