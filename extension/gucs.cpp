@@ -34,6 +34,17 @@ const struct config_enum_entry relay_options[] = {
 }  // namespace
 int guc_bound_publication_interval = 1000;
 int guc_step_work_mem = 64 * 1024;
+
+namespace {
+
+// work_mem takes 64 kB at least: a step would fail to set a smaller value.
+bool check_step_work_mem(int* value, void**, GucSource) {
+    if (*value == -1 || *value >= 64) return true;
+    GUC_check_errdetail("decoupled.step_work_mem is -1 (work_mem) or at least 64 kB.");
+    return false;
+}
+
+}  // namespace
 int guc_hold_publication_interval = 60000;
 int guc_max_holds_per_session = 64;
 
@@ -55,8 +66,8 @@ void define_gucs() {
         "Memory a view step's sorts and hashes may use, each, before spilling to disk.",
         "A step is maintenance, like CREATE INDEX: it gets more than a query's work_mem. "
         "-1 uses work_mem.",
-        &guc_step_work_mem, 64 * 1024, -1, MAX_KILOBYTES, PGC_SIGHUP, GUC_UNIT_KB, nullptr,
-        nullptr, nullptr);
+        &guc_step_work_mem, 64 * 1024, -1, MAX_KILOBYTES, PGC_SIGHUP, GUC_UNIT_KB,
+        check_step_work_mem, nullptr, nullptr);
 
     DefineCustomIntVariable(
         "decoupled.max_workers", "Maximum number of processes the controller supervises.",

@@ -28,6 +28,7 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "catalog/pg_collation.h"
 #include "lib/stringinfo.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -93,6 +94,33 @@ bool own_expression(Node* expr, int rti) {
     return bms_num_members(varnos) == 1 && bms_is_member(rti, varnos);
 }
 
+// Whether values of `type` equal under its default equality are the same
+// value (no 1.0 and 1.00, 0 and -0, or equal strings that differ): the
+// rows summed into one keep the one value a read column had for them all.
+bool groups_exactly(Oid type, Oid collation) {
+    type = getBaseType(type);
+    switch (type) {
+        case BOOLOID:
+        case CHAROID:
+        case INT2OID:
+        case INT4OID:
+        case INT8OID:
+        case OIDOID:
+        case DATEOID:
+        case TIMESTAMPOID:
+        case TIMESTAMPTZOID:
+        case UUIDOID:
+            return true;
+        case TEXTOID:
+        case VARCHAROID:
+        case BPCHAROID:
+        case NAMEOID:
+            return !OidIsValid(collation) || get_collation_isdeterministic(collation);
+        default:
+            return get_typtype(type) == TYPTYPE_ENUM;
+    }
+}
+
 }  // namespace
 
 void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, List* summable) {
@@ -138,12 +166,21 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Li
             pull_varattnos(expr, changed_rti, &read);
         }
         // A whole-row reference reads every column; with every column
-        // read, nothing is summed.
+        // read, nothing is summed; a read column whose equal values may
+        // differ (numeric, float, a nondeterministic collation) is left
+        // alone: an expression over it could tell them apart.
         bool whole_row = bms_is_member(0 - FirstLowInvalidHeapAttributeNumber, read);
         int nread = 0;
+        bool exact = true;
         for (int a = 1; a <= changed_ncols; ++a)
-            if (bms_is_member(a - FirstLowInvalidHeapAttributeNumber, read)) nread++;
-        rewrite = !whole_row && nread < changed_ncols;
+            if (bms_is_member(a - FirstLowInvalidHeapAttributeNumber, read)) {
+                nread++;
+                Oid type, collation;
+                int32 typmod;
+                get_atttypetypmodcoll(view, a, &type, &typmod, &collation);
+                exact = exact && groups_exactly(type, collation);
+            }
+        rewrite = !whole_row && exact && nread < changed_ncols;
     }
 
     int next_attno = changed_ncols + 2;
