@@ -113,8 +113,7 @@ bool groups_exactly(Oid type, Oid collation) {
             return true;
         case TEXTOID:
         case VARCHAROID:
-        case BPCHAROID:
-        case NAMEOID:
+        case NAMEOID:  // (not bpchar: its comparison ignores trailing spaces)
             return !OidIsValid(collation) || get_collation_isdeterministic(collation);
         default:
             return get_typtype(type) == TYPTYPE_ENUM;
