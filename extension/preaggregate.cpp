@@ -198,6 +198,9 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Li
                 Oid type, collation;
                 int32 typmod;
                 get_atttypetypmodcoll(view, a, &type, &typmod, &collation);
+                // A domain's base type: NULL may break a domain's NOT NULL
+                // (nothing reads the column).
+                type = getBaseTypeAndTypmod(type, &typmod);
                 appendStringInfo(&sql, "NULL::%s AS %s, ",
                                  format_type_extended(type, typmod,
                                                       FORMAT_TYPE_TYPEMOD_GIVEN |
