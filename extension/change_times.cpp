@@ -31,6 +31,7 @@ extern "C" {
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
@@ -101,10 +102,13 @@ Relation time_index(Relation heap, AttrNumber first) {
     foreach (lc, indexes) {
         Relation index = index_open(lfirst_oid(lc), AccessShareLock);
         Form_pg_index form = index->rd_index;
+        // Ascending on the column, complete (no predicate) and usable by
+        // every snapshot (no indcheckxmin).
         bool usable = index->rd_rel->relam == BTREE_AM_OID && form->indisvalid &&
-                      form->indisready && form->indimmediate &&
+                      form->indisready && !form->indcheckxmin &&
                       heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr) &&
-                      form->indnkeyatts >= 1 && form->indkey.values[0] == first;
+                      form->indnkeyatts >= 1 && form->indkey.values[0] == first &&
+                      (index->rd_indoption[0] & INDOPTION_DESC) == 0;
         int keys = form->indnkeyatts;
         index_close(index, AccessShareLock);
         if (usable && (best_keys == 0 || keys < best_keys)) {
@@ -228,7 +232,8 @@ Datum decoupled_change_times(PG_FUNCTION_ARGS) {
     Datum* ids;
     bool* nulls;
     int n;
-    deconstruct_array(inputs, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE, &ids, &nulls, &n);
+    deconstruct_array(inputs, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &ids, &nulls,
+                      &n);
     if (n == 0 || max_count <= 0 || from >= to)
         PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
 
@@ -243,6 +248,6 @@ Datum decoupled_change_times(PG_FUNCTION_ARGS) {
 
     Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * Max(times.n, 1)));
     for (int i = 0; i < times.n; ++i) values[i] = Int64GetDatum(times.values[i]);
-    PG_RETURN_ARRAYTYPE_P(construct_array(values, times.n, INT8OID, sizeof(int64), true,
+    PG_RETURN_ARRAYTYPE_P(construct_array(values, times.n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
                                           TYPALIGN_DOUBLE));
 }

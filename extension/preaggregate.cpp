@@ -33,6 +33,7 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/pathnodes.h"
+#include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteManip.h"
@@ -87,9 +88,12 @@ Oid changes_view(Query* q, int rti) {
 }
 
 // Whether `expr` reads the changed input's columns and nothing else (no
-// subquery): its partials can be summed with the changes.
+// subquery), through functions that cannot fail on a value (leakproof):
+// its partials are summed over every change, also those the term's join
+// or conditions would drop — `v / w` with w = 0 there must not fail a step
+// the recomputation passes.
 bool own_expression(Node* expr, int rti) {
-    if (checkExprHasSubLink(expr)) return false;
+    if (checkExprHasSubLink(expr) || contain_leaked_vars(expr)) return false;
     Relids varnos = pull_varnos(nullptr, expr);
     return bms_num_members(varnos) == 1 && bms_is_member(rti, varnos);
 }
@@ -120,6 +124,39 @@ bool groups_exactly(Oid type, Oid collation) {
     }
 }
 
+// Adds the columns of entry `rti` that `node` reads (in its own query
+// level, inside subqueries too) to *read, as pull_varattnos numbers them.
+void add_columns_read(Node* node, int rti, Bitmapset** read) {
+    ListCell* lc;
+    foreach (lc, pull_vars_of_level(node, 0)) {
+        auto* var = static_cast<Var*>(lfirst(lc));
+        if (IsA(var, Var) && static_cast<int>(var->varno) == rti)
+            *read = bms_add_member(*read, var->varattno - FirstLowInvalidHeapAttributeNumber);
+    }
+}
+
+// The relations the term joins (its FROM's range table references: a
+// view's query also carries OLD and NEW entries that it does not read).
+bool count_relations(Node* node, void* count) {
+    if (node == nullptr) return false;
+    if (IsA(node, RangeTblRef)) {
+        ++*static_cast<int*>(count);
+        return false;
+    }
+    if (IsA(node, FromExpr) || IsA(node, JoinExpr) || IsA(node, List)) {
+        if (IsA(node, FromExpr))
+            return count_relations(reinterpret_cast<Node*>(reinterpret_cast<FromExpr*>(node)->fromlist), count);
+        if (IsA(node, JoinExpr)) {
+            auto* join = reinterpret_cast<JoinExpr*>(node);
+            return count_relations(join->larg, count) || count_relations(join->rarg, count);
+        }
+        ListCell* lc;
+        foreach (lc, reinterpret_cast<List*>(node))
+            if (count_relations(static_cast<Node*>(lfirst(lc)), count)) return true;
+    }
+    return false;
+}
+
 }  // namespace
 
 void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, List* summable) {
@@ -134,12 +171,9 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Li
     // nothing from summing twice.
     if (rewrite) {
         int relations = 0;
-        ListCell* lc;
-        foreach (lc, q->rtable)
-            if (lfirst_node(RangeTblEntry, lc)->rtekind != RTE_JOIN) relations++;
+        (void)count_relations(reinterpret_cast<Node*>(q->jointree), &relations);
         Correlated c{changed_rti, 0};
-        rewrite = relations > 1 &&
-                  !query_tree_walker(q, as_walker(correlated_walker), &c, QTW_IGNORE_RANGE_TABLE);
+        rewrite = relations > 1 && !query_tree_walker(q, as_walker(correlated_walker), &c, 0);
     }
 
     // The changed input's columns read outside its own aggregated
@@ -147,8 +181,8 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Li
     // value of these.
     Bitmapset* read = nullptr;
     if (rewrite) {
-        pull_varattnos(flatten_join_alias_vars(q, reinterpret_cast<Node*>(q->jointree)), changed_rti,
-                       &read);
+        add_columns_read(flatten_join_alias_vars(q, reinterpret_cast<Node*>(q->jointree)),
+                         changed_rti, &read);
         int pos = 0;
         ListCell* lc;
         foreach (lc, q->targetList) {
@@ -162,7 +196,7 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Li
                 flat[j] = expr;
                 continue;
             }
-            pull_varattnos(expr, changed_rti, &read);
+            add_columns_read(expr, changed_rti, &read);
         }
         // A whole-row reference reads every column; with every column
         // read, nothing is summed; a read column whose equal values may
@@ -253,8 +287,11 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Li
         if (rewrite && own[j]) {
             TargetEntry* te = static_cast<TargetEntry*>(list_nth(q->targetList, first_arg - 1 + j));
             Node* arg = reinterpret_cast<Node*>(te->expr);
-            te->expr = reinterpret_cast<Expr*>(
-                makeNullConst(exprType(arg), exprTypmod(arg), exprCollation(arg)));
+            // Of a domain's base type: the output reads it, and a NOT NULL
+            // domain would refuse NULL.
+            int32 typmod = exprTypmod(arg);
+            Oid type = getBaseTypeAndTypmod(exprType(arg), &typmod);
+            te->expr = reinterpret_cast<Expr*>(makeNullConst(type, typmod, exprCollation(arg)));
             count = reinterpret_cast<Expr*>(makeVar(changed_rti, next_attno++, INT8OID, -1, InvalidOid, 0));
             sum = reinterpret_cast<Expr*>(makeVar(changed_rti, next_attno++, NUMERICOID, -1, InvalidOid, 0));
         } else {
