@@ -284,14 +284,7 @@ char* get_text(int row, int col) {
     return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
 }
 
-Oid storage_relid(int64 id, const char* part) {
-    Oid nsp = get_namespace_oid("decoupled_storage", true);
-    if (!OidIsValid(nsp)) return InvalidOid;
-    char* rel = psprintf("c" INT64_FORMAT "_%s", id, part);
-    Oid relid = get_relname_relid(rel, nsp);
-    pfree(rel);
-    return relid;
-}
+using decoupled::storage_relid;
 
 // ", p.a, p.b" (leading) or "p.a, p.b": the columns, each with `prefix`.
 char* column_list(const Collection* c, const char* prefix, bool leading) {

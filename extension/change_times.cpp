@@ -44,6 +44,8 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
+#include "storage_names.hpp"
+
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_change_times);
 }
@@ -82,8 +84,8 @@ bool full_below(const Times* times, int64 t) {
 // A collection's storage relation, checked like the statement this replaced:
 // the caller must be able to read it.
 Relation open_storage(int64 id, const char* part) {
-    char* name = psprintf("c" INT64_FORMAT "_%s", id, part);
-    Oid relid = get_relname_relid(name, get_namespace_oid("decoupled_storage", false));
+    Oid relid = decoupled::storage_relid(id, part);
+    char* name = decoupled::storage_name(id, part);
     if (!OidIsValid(relid))
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
                         errmsg("collection " INT64_FORMAT " has no storage %s", id, name)));

@@ -72,6 +72,7 @@ extern "C" {
 #include "read_rewrite.hpp"
 #include "kept_statements.hpp"
 #include "scratch.hpp"
+#include "storage_names.hpp"
 #include "not_decoded.hpp"
 #include "written_plan.hpp"
 
@@ -436,7 +437,7 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
 
 Oid storage_view(int64 input, const char* part) {
     char* name = psprintf("c" INT64_FORMAT "_%s", input, part);
-    Oid rel = get_relname_relid(name, get_namespace_oid("decoupled_storage", false));
+    Oid rel = decoupled::storage_relid(input, part);
     if (!OidIsValid(rel))
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("collection " INT64_FORMAT " has no view %s", input, name)));

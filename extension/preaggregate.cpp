@@ -137,24 +137,17 @@ void add_columns_read(Node* node, int rti, Bitmapset** read) {
 
 // The relations the term joins (its FROM's range table references: a
 // view's query also carries OLD and NEW entries that it does not read).
-bool count_relations(Node* node, void* count) {
-    if (node == nullptr) return false;
+void count_relations(Node* node, int* count) {
     if (IsA(node, RangeTblRef)) {
-        ++*static_cast<int*>(count);
-        return false;
-    }
-    if (IsA(node, FromExpr) || IsA(node, JoinExpr) || IsA(node, List)) {
-        if (IsA(node, FromExpr))
-            return count_relations(reinterpret_cast<Node*>(reinterpret_cast<FromExpr*>(node)->fromlist), count);
-        if (IsA(node, JoinExpr)) {
-            auto* join = reinterpret_cast<JoinExpr*>(node);
-            return count_relations(join->larg, count) || count_relations(join->rarg, count);
-        }
+        ++*count;
+    } else if (IsA(node, JoinExpr)) {
+        count_relations(reinterpret_cast<JoinExpr*>(node)->larg, count);
+        count_relations(reinterpret_cast<JoinExpr*>(node)->rarg, count);
+    } else if (IsA(node, FromExpr)) {
         ListCell* lc;
-        foreach (lc, reinterpret_cast<List*>(node))
-            if (count_relations(static_cast<Node*>(lfirst(lc)), count)) return true;
+        foreach (lc, reinterpret_cast<FromExpr*>(node)->fromlist)
+            count_relations(static_cast<Node*>(lfirst(lc)), count);
     }
-    return false;
 }
 
 }  // namespace
@@ -171,7 +164,7 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Li
     // nothing from summing twice.
     if (rewrite) {
         int relations = 0;
-        (void)count_relations(reinterpret_cast<Node*>(q->jointree), &relations);
+        count_relations(reinterpret_cast<Node*>(q->jointree), &relations);
         Correlated c{changed_rti, 0};
         rewrite = relations > 1 && !query_tree_walker(q, as_walker(correlated_walker), &c, 0);
     }
