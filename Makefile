@@ -75,7 +75,9 @@ OBJS = \
 	extension/change_times.o \
 	bgworker/adapterd.o \
 	bgworker/capture_worker.o \
+	bgworker/capture_lookup.o \
 	bgworker/capture_skip.o \
+	bgworker/pending_writes.o \
 	bgworker/controller.o \
 	bgworker/relay_worker.o \
 	bgworker/replica_engine.o \

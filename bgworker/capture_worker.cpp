@@ -55,7 +55,9 @@ extern "C" {
 }
 
 #include "../extension/capture.hpp"
+#include "capture_lookup.hpp"
 #include "capture_skip.hpp"
+#include "pending_writes.hpp"
 #include "../extension/core/keyed_changes.hpp"
 #include "../extension/gucs.hpp"
 #include "../extension/shmem.hpp"
@@ -100,6 +102,7 @@ struct Target {
     decoupled::KeyedChanges* keyed;
     SPIPlanPtr lookup;  // key values (text[] per column) -> (n, old row)
     int nkeys;
+    int key_fields[INDEX_MAX_KEYS];  // the key columns' positions among the table's
 };
 
 HTAB* targets = nullptr;
@@ -218,9 +221,9 @@ void record_progress(XLogRecPtr lsn) {
 // A table with a primary key is captured with REPLICA IDENTITY DEFAULT: an
 // update's and a delete's old row is found by its key (brief C14.2, the
 // line format in extension/capture_plugin.cpp).  KeyedChanges finds it
-// among the batch's earlier rows or asks for a lookup in storage, which one
-// statement per flush answers from the collection's current and pending
-// rows — the state before the batch.  KeyedChanges is C++ with standard
+// among the batch's earlier rows or asks for a lookup in storage, which the
+// probes of each flush (capture_lookup.cpp) answer from the collection's
+// current and pending rows — the state before the batch.  KeyedChanges is C++ with standard
 // containers: every call into it is wrapped so that no exception reaches
 // these frames, and its errors become PostgreSQL errors after the call.
 
@@ -291,6 +294,7 @@ void know_key(Target* t) {
     }
     t->lookup = lookup;
     t->nkeys = n;
+    memcpy(t->key_fields, positions, sizeof(int) * n);
     t->key_known = true;
 }
 
@@ -317,18 +321,51 @@ void keyed_add(Target* t, KeyedOp op, const char* text, const char* masked) {
     if (problem) keyed_failed(t, problem);
 }
 
-// The batch's old rows that were not in it, from storage: one statement.
+// A live row found for lookup `i` (probe_live_rows).
+void resolve_lookup(int i, const char* row, void* arg) {
+    auto* t = static_cast<Target*>(arg);
+    char message[256];
+    const char* problem = keyed_try(
+        t, [&](decoupled::KeyedChanges& k) { return k.resolve((size_t)i, row); }, message,
+        sizeof(message));
+    if (problem) keyed_failed(t, problem);
+}
+
+// The batch's old rows that were not in it, from storage: index probes
+// (bgworker/capture_lookup.cpp), or one statement where storage has no
+// index to probe.
 void keyed_lookups(Target* t) {
     const std::vector<std::vector<std::string>>* lookups = &t->keyed->lookups();
     int nlookups = (int)lookups->size();
     if (nlookups == 0) return;
+    // The key values as C strings, lookup by lookup (copied out of the
+    // C++ containers: the probes may raise an error).
+    char** texts = (char**)palloc(sizeof(char*) * nlookups * t->nkeys);
+    for (int i = 0; i < nlookups; ++i)
+        for (int k = 0; k < t->nkeys; ++k) {
+            const std::string& v = (*lookups)[i][k];
+            texts[i * t->nkeys + k] = pnstrdup(v.data(), v.size());
+        }
+    // As the table's owner, in a security-restricted operation, like the
+    // reading of its rows (parse_as_owner): the key's input and the rows'
+    // output are the table's types'.
+    Oid user;
+    int sec_context;
+    GetUserIdAndSecContext(&user, &sec_context);
+    SetUserIdAndSecContext(t->owner, sec_context | SECURITY_RESTRICTED_OPERATION);
+    bool probed = decoupled::probe_live_rows(t->lifetime_id, t->key_fields, t->nkeys, nlookups,
+                                             texts, resolve_lookup, t);
+    SetUserIdAndSecContext(user, sec_context);
+    if (probed) {
+        for (int i = 0; i < nlookups * t->nkeys; ++i) pfree(texts[i]);
+        pfree(texts);
+        return;
+    }
     Datum args[INDEX_MAX_KEYS];
     Datum* values = (Datum*)palloc(sizeof(Datum) * nlookups);
     for (int k = 0; k < t->nkeys; ++k) {
-        for (int i = 0; i < nlookups; ++i) {
-            const std::string& v = (*lookups)[i][k];
-            values[i] = PointerGetDatum(cstring_to_text_with_len(v.data(), (int)v.size()));
-        }
+        for (int i = 0; i < nlookups; ++i)
+            values[i] = CStringGetTextDatum(texts[i * t->nkeys + k]);
         args[k] = PointerGetDatum(
             construct_array(values, nlookups, TEXTOID, -1, false, TYPALIGN_INT));
     }
@@ -350,12 +387,8 @@ void keyed_lookups(Target* t) {
         bool isnull = false;
         int64 n = DatumGetInt64(
             SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-        char* row = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2);
-        char message[256];
-        const char* problem = keyed_try(
-            t, [&](decoupled::KeyedChanges& k) { return k.resolve((size_t)(n - 1), row); },
-            message, sizeof(message));
-        if (problem) keyed_failed(t, problem);
+        resolve_lookup((int)(n - 1),
+                       SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2), t);
     }
 }
 
@@ -518,11 +551,14 @@ void flush(Target* t) {
         context.arg = t;
         context.previous = error_context_stack;
         error_context_stack = &context;
-        ArrayType* array = construct_array(t->rows, t->nrows, TEXTOID, -1, false, TYPALIGN_INT);
-        Datum arg = parse_as_owner(t, PointerGetDatum(array));
-        if (SPI_execute_plan(t->insert, &arg, nullptr, false, 0) != SPI_OK_INSERT)
-            elog(ERROR, "could not write captured rows of collection " INT64_FORMAT,
-                 t->lifetime_id);
+        if (!decoupled::write_pending_rows(t->lifetime_id, t->owner, t->rows, t->nrows)) {
+            ArrayType* array =
+                construct_array(t->rows, t->nrows, TEXTOID, -1, false, TYPALIGN_INT);
+            Datum arg = parse_as_owner(t, PointerGetDatum(array));
+            if (SPI_execute_plan(t->insert, &arg, nullptr, false, 0) != SPI_OK_INSERT)
+                elog(ERROR, "could not write captured rows of collection " INT64_FORMAT,
+                     t->lifetime_id);
+        }
         error_context_stack = context.previous;
     }
     if (t->keyed != nullptr) {
