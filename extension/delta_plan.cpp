@@ -485,7 +485,6 @@ int read_changes(Query* q, int rti, int64 input) {
 // How many changes the input has at decoupled.as_of, counted up to
 // kCountedChanges: a read of its delta view (the time indexes of its
 // storage), as the current user like the step's query, through a kept plan.
-constexpr int64 kCountedChanges = 10000;
 int64 input_changes(int64 input) {
     char* sql = psprintf("SELECT pg_catalog.count(*) FROM (SELECT FROM decoupled_storage.%s "
                          "LIMIT " INT64_FORMAT ") d",
@@ -728,7 +727,8 @@ void restrict_partners(Query* q, List* inputs, const Input* changed, int64 chang
 // a self-join is two inputs).  `select_list` shapes each term's output
 // from the term's query, the changed input's range table index and its
 // column count (mz_diff is the column after them).
-char* changes_union(Query* base, SelectList select_list, void* arg, bool* probes) {
+char* changes_union(Query* base, SelectList select_list, void* arg, bool* probes,
+                    const Partials* shared) {
     if (base->setOperations != nullptr) {
         // A set operation: the changes of each branch, in turn (for UNION
         // ALL, the view's changes; for the others, the rows they touch).
@@ -739,11 +739,12 @@ char* changes_union(Query* base, SelectList select_list, void* arg, bool* probes
         foreach (lc, setop_branches(base, base->setOperations, false))
             appendStringInfo(&sql, "%s%s", sql.len ? " UNION ALL " : "",
                              changes_union(static_cast<Query*>(lfirst(lc)), select_list, arg,
-                                           probes));
+                                           probes, shared));
         return sql.data;
     }
     List* inputs = inputs_of(base);
-    if (char* outer = outer_join_changes(base, inputs, select_list, arg, probes)) return outer;
+    if (char* outer = outer_join_changes(base, inputs, select_list, arg, probes, shared))
+        return outer;
     int64* changes = inputs_changed(inputs);
     StringInfoData sql;
     initStringInfo(&sql);
@@ -1504,16 +1505,11 @@ List* sums_select_list(Query* q, TargetEntry* diff) {
 // With `partials` (a view without min/max over several inputs), each term
 // also outputs per aggregated expression the partial count and sum of the
 // changes it aggregated before joining them (preaggregate.cpp).
-struct Partials {
-    List* summable;
-};
-
 void sums_changes_select_list(Query* q, int changed_rti, int changed_ncols, void* partials) {
     int nkeys = list_length(key_entries(q));
     ungroup(q, sums_select_list(q, diff_entry(q, changed_rti, changed_ncols)));
     if (partials)
-        append_partials(q, changed_rti, changed_ncols, nkeys,
-                        static_cast<Partials*>(partials)->summable);
+        append_partials(q, changed_rti, changed_ncols, nkeys, static_cast<Partials*>(partials));
 }
 
 }  // namespace
@@ -1628,13 +1624,14 @@ char* aggregated_sql(Query* q, const Keys& keys, const SumsContext& c, bool init
     bool with_partials = !initial && c.extremes == NIL && list_length(inputs_of(q)) > 1;
     if (!initial)
         rows_sql = changes_union(q, sums_changes_select_list, with_partials ? &partials : nullptr,
-                                 probes);
+                                 probes, with_partials ? &partials : nullptr);
     ListCell* lc;
 
     StringInfoData sql, names;
     initStringInfo(&sql);
     initStringInfo(&names);
-    appendStringInfoString(&sql, "SELECT ");
+    // The aggregated changes the terms read, once for all of them.
+    appendStringInfo(&sql, "%sSELECT ", with_shared_changes(with_partials ? &partials : nullptr));
     for (int k = 1; k <= keys.n; ++k) {
         appendStringInfo(&sql, "x.k%d, ", k);
         appendStringInfo(&names, "%sk%d", k > 1 ? ", " : "", k);

@@ -73,8 +73,12 @@ Walker as_walker(bool (*fn)(Node*, void*));
 // after them).
 // `*probes` (if given) is set when the text probes an input once per row
 // and must be planned and run with partner_probe_settings().
+// `shared` (a sums statement's, see Partials below): the aggregated changes
+// its terms registered, which a keyed outer join's null-extended rows read.
 using SelectList = void (*)(Query* q, int changed_rti, int changed_ncols, void* arg);
-char* changes_union(Query* base, SelectList select_list, void* arg, bool* probes = nullptr);
+struct Partials;
+char* changes_union(Query* base, SelectList select_list, void* arg, bool* probes = nullptr,
+                    const Partials* shared = nullptr);
 // Planner settings for a statement that probes (above): returns the GUC
 // nest level to restore with AtEOXact_GUC(true, level), or -1 if `probes`
 // is false.
@@ -86,13 +90,32 @@ int partner_probe_settings(bool probes);
 // (nullptr when the query is no keyed outer join).
 bool is_keyed_outer_join(Query* q, List* inputs);
 char* outer_join_changes(Query* base, List* inputs, SelectList select_list, void* arg,
-                         bool* probes);
-// Changes aggregated before they are joined (preaggregate.cpp): appends to
-// a sums term's output (keys, mz_diff, then the `summable` list's
-// aggregated expressions) each expression's partial count of non-null
-// values and sum, and when it can, rewrites the term to aggregate its
-// changed input's changes first.
-void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, List* summable);
+                         bool* probes, const Partials* shared);
+// Changes aggregated before they are joined (preaggregate.cpp).  One
+// statement's: the `summable` flags of its aggregated expressions, and the
+// aggregated changes its terms read, each a common table expression of
+// the statement (SharedChanges) that other terms may read too.
+struct Partials {
+    List* summable;
+    List* shared = NIL;
+};
+// Appends to a sums term's output (keys, mz_diff, then the aggregated
+// expressions) each expression's partial count of non-null values and
+// sum, and when it can, rewrites the term to read its changed input's
+// changes aggregated first (registered in `p`).
+void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Partials* p);
+// The name of the aggregated changes of `input` registered in `p` whose
+// rows are per value of (among others) `column`, or nullptr.
+const char* shared_changes(const Partials* p, int64 input, const char* column);
+// Replaces a range table entry by the subquery `sql`, which may read the
+// aggregated changes registered in `p` by name (as read_subquery_text).
+void read_subquery_sharing(RangeTblEntry* rte, const char* sql, const Partials* p);
+// How many changes `input` has at decoupled.as_of, counted up to
+// kCountedChanges (a kept statement).
+constexpr int64 kCountedChanges = 10000;
+int64 input_changes(int64 input);
+// "WITH name AS (...), ... " for the statement whose terms read them, or "".
+char* with_shared_changes(const Partials* p);
 // A SQL literal of `value` as a value of `type`.
 char* typed_literal(const char* value, Oid type);
 // `expr` over `in`'s columns, deparsed over its storage's columns, or

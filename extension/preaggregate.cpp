@@ -21,6 +21,15 @@
 // subquery, whole-row references, correlated subqueries, no column to
 // drop) output NULL partials and stay as they were.
 //
+// The subquery is a common table expression of the whole statement
+// (SharedChanges, named mz_changes_<input>_<n>): a keyed outer join's
+// null-extended rows (outer_join_terms.cpp) need the nullable side's keys
+// whose number of rows changed, which are those of its aggregated changes
+// with a net count, and read them there instead of passing over the
+// changes again.  Each statement's Partials holds its registry; texts that
+// name an entry are analyzed under the statement's WITH and kept without
+// it, so that deparsed they name it and the statement defines it once.
+//
 // No C++ objects: every function may longjmp.
 extern "C" {
 #include "postgres.h"
@@ -74,16 +83,19 @@ bool correlated_walker(Node* node, void* arg) {
     return expression_tree_walker(node, as_walker(correlated_walker), arg);
 }
 
-// The changes' view of the term's changed input, or InvalidOid when the
-// entry is anything else (a subquery the changes were carried up through).
-Oid changes_view(Query* q, int rti) {
+// The changes' view of the term's changed input (c<input>_delta), or
+// InvalidOid when the entry is anything else (a subquery the changes were
+// carried up through).
+Oid changes_view(Query* q, int rti, int64* input) {
     RangeTblEntry* rte = rt_fetch(rti, q->rtable);
     if (rte->rtekind != RTE_RELATION || rte->relkind != RELKIND_VIEW) return InvalidOid;
     const char* name = get_rel_name(rte->relid);
-    size_t len = name ? strlen(name) : 0;
-    if (len < 6 || strcmp(name + len - 6, "_delta") != 0 ||
+    char* end = nullptr;
+    if (name == nullptr || name[0] != 'c' ||
         get_rel_namespace(rte->relid) != get_namespace_oid("decoupled_storage", false))
         return InvalidOid;
+    *input = strtoll(name + 1, &end, 10);
+    if (end == name + 1 || strcmp(end, "_delta") != 0) return InvalidOid;
     return rte->relid;
 }
 
@@ -150,14 +162,81 @@ void count_relations(Node* node, int* count) {
     }
 }
 
+// The aggregated changes of one input that a statement's terms read by
+// name: a common table expression of the statement.
+struct SharedChanges {
+    int64 input;
+    char* name;
+    char* sql;
+    List* grouped;  // the columns they are per value of (quoted)
+};
+
+// Registers `sql`, the aggregated changes of `input` per value of
+// `grouped`, in `p` (once per text); returns its name.
+const char* share_changes(Partials* p, int64 input, char* sql, List* grouped) {
+    ListCell* lc;
+    foreach (lc, p->shared) {
+        auto* s = static_cast<SharedChanges*>(lfirst(lc));
+        if (s->input == input && strcmp(s->sql, sql) == 0) return s->name;
+    }
+    auto* s = static_cast<SharedChanges*>(palloc(sizeof(SharedChanges)));
+    s->input = input;
+    // mz_* names are the extension's: a view's query may not use them.
+    s->name = psprintf("mz_changes_" INT64_FORMAT "_%d", input, list_length(p->shared) + 1);
+    s->sql = sql;
+    s->grouped = grouped;
+    p->shared = lappend(p->shared, s);
+    return s->name;
+}
+
 }  // namespace
 
-void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, List* summable) {
+const char* shared_changes(const Partials* p, int64 input, const char* column) {
+    if (p == nullptr) return nullptr;
+    ListCell* lc;
+    foreach (lc, p->shared) {
+        auto* s = static_cast<SharedChanges*>(lfirst(lc));
+        if (s->input != input) continue;
+        ListCell* c;
+        foreach (c, s->grouped)
+            if (strcmp(static_cast<char*>(lfirst(c)), column) == 0) return s->name;
+    }
+    return nullptr;
+}
+
+char* with_shared_changes(const Partials* p) {
+    if (p == nullptr || p->shared == NIL) return pstrdup("");
+    StringInfoData sql;
+    initStringInfo(&sql);
+    ListCell* lc;
+    foreach (lc, p->shared) {
+        auto* s = static_cast<SharedChanges*>(lfirst(lc));
+        appendStringInfo(&sql, "%s%s AS (%s)", sql.len ? ", " : "WITH ", s->name, s->sql);
+    }
+    appendStringInfoChar(&sql, ' ');
+    return sql.data;
+}
+
+// The subquery is analyzed under the statement's WITH and then kept
+// without it: deparsed, it names the shared changes, which the statement's
+// own WITH (with_shared_changes) defines.
+void read_subquery_sharing(RangeTblEntry* rte, const char* sql, const Partials* p) {
+    if (p == nullptr || p->shared == NIL) {
+        read_subquery_text(rte, sql);
+        return;
+    }
+    read_subquery_text(rte, psprintf("%s%s", with_shared_changes(p), sql));
+    rte->subquery->cteList = NIL;
+}
+
+void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Partials* p) {
+    List* summable = p->summable;
     int nargs = list_length(summable);
     int first_arg = nkeys + 2;  // keys, mz_diff, then the aggregated expressions
     bool* own = static_cast<bool*>(palloc0(sizeof(bool) * Max(nargs, 1)));
     Node** flat = static_cast<Node**>(palloc0(sizeof(Node*) * Max(nargs, 1)));
-    Oid view = changes_view(q, changed_rti);
+    int64 input = 0;
+    Oid view = changes_view(q, changed_rti, &input);
     bool rewrite = OidIsValid(view);
 
     // More than one relation in FROM: a term of one input alone gains
@@ -212,6 +291,7 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Li
     int next_attno = changed_ncols + 2;
     if (rewrite) {
         StringInfoData sql, group, having;
+        List* grouped = NIL;
         initStringInfo(&sql);
         initStringInfo(&group);
         initStringInfo(&having);
@@ -221,6 +301,7 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Li
             if (bms_is_member(a - FirstLowInvalidHeapAttributeNumber, read)) {
                 appendStringInfo(&sql, "c.%s, ", name);
                 appendStringInfo(&group, "%sc.%s", group.len ? ", " : "", name);
+                grouped = lappend(grouped, pstrdup(name));
             } else {
                 Oid type, collation;
                 int32 typmod;
@@ -263,7 +344,11 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Li
 
         RangeTblEntry* rte = rt_fetch(changed_rti, q->rtable);
         List* names = list_copy(rte->eref->colnames);
-        read_subquery_text(rte, sql.data);
+        // A statement-wide common table expression: a keyed outer join's
+        // null-extended rows read the same changes' net counts per key
+        // (outer_join_terms.cpp), and read them from there.
+        const char* shared = share_changes(p, input, sql.data, grouped);
+        read_subquery_sharing(rte, psprintf("SELECT * FROM %s", shared), p);
         for (int j = 0; j < nargs; ++j)
             if (own[j]) {
                 names = lappend(names, makeString(psprintf("mz_nn_%d", j + 1)));

@@ -594,6 +594,16 @@ SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT decoupled.create_materialized_view('pa_left',
     'SELECT d.k, count(f.id) AS n, sum(f.v) AS sv FROM pa_dim d LEFT JOIN pa_fact f ON f.k = d.k '
     'GROUP BY d.k') > 0 AS created;
+-- The null-extended rows read the nullable side's changes as the inner
+-- join's term aggregated them (one statement-wide WITH): both sides of a
+-- FULL JOIN, and a RIGHT JOIN.
+SELECT decoupled.create_materialized_view('pa_full',
+    'SELECT d.k AS dk, f.k AS fk, count(f.id) AS n, count(d.x) AS nx, sum(f.v) AS sv, '
+    '       sum(d.x) AS sx FROM pa_dim d FULL JOIN pa_fact f ON f.k = d.k '
+    'GROUP BY d.k, f.k') > 0 AS created;
+SELECT decoupled.create_materialized_view('pa_right',
+    'SELECT f.k, count(d.x) AS nx, sum(f.v) AS sv FROM pa_dim d RIGHT JOIN pa_fact f '
+    'ON f.k = d.k GROUP BY f.k') > 0 AS created;
 SELECT decoupled.create_materialized_view('pa_using',
     'SELECT k, count(*) AS n, sum(v) AS sv, sum(x) AS sx FROM pa_fact JOIN pa_dim USING (k) '
     'GROUP BY k') > 0 AS created;
