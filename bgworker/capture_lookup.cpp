@@ -26,6 +26,7 @@ extern "C" {
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_index.h"
@@ -68,9 +69,14 @@ bool open_key_index(Side* s, const int* key_fields, int nkeys) {
     foreach (lc, indexes) {
         Relation idx = index_open(lfirst_oid(lc), AccessShareLock);
         Form_pg_index form = idx->rd_index;
+        // As the planner would: an index made over broken HOT chains is
+        // usable only by snapshots that postdate it (indcheckxmin).
         bool ok = idx->rd_rel->relam == BTREE_AM_OID && form->indisvalid && form->indisready &&
-                  form->indnkeyatts == nkeys &&
-                  heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, nullptr);
+                  form->indislive && form->indnkeyatts == nkeys &&
+                  heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, nullptr) &&
+                  (!form->indcheckxmin ||
+                   TransactionIdPrecedes(HeapTupleHeaderGetXmin(idx->rd_indextuple->t_data),
+                                         TransactionXmin));
         for (int c = 0; ok && c < nkeys; c++) {
             int field = form->indkey.values[c] - s->prefix;  // an expression: <= 0
             s->key_of[c] = -1;
@@ -140,6 +146,10 @@ struct Found {
     char* row;
     int64 diff;
 };
+
+int found_cmp(const void* a, const void* b) {
+    return strcmp(static_cast<const Found*>(a)->row, static_cast<const Found*>(b)->row);
+}
 
 // Prints the table's columns of the row in `slot` as ROW(...)::text does.
 char* row_text(TupleTableSlot* slot, int prefix, TupleDesc row_desc, FmgrInfo* record_out) {
@@ -253,18 +263,18 @@ bool probe_live_rows(int64 id, const int* key_fields, int nkeys, int nlookups, c
         probe(&pending, pending_scan, pending_slot, nkeys, row_desc, &record_out, per_key, &rows,
               &n, &capacity);
         MemoryContextSwitchTo(per_key);
-        // Net per row: a row pending retracts is no longer live.
-        for (int a = 0; a < n; a++) {
-            if (rows[a].row == nullptr) continue;
-            int64 net = rows[a].diff;
-            for (int b = a + 1; b < n; b++)
-                if (rows[b].row != nullptr && strcmp(rows[a].row, rows[b].row) == 0) {
-                    net += rows[b].diff;
-                    rows[b].row = nullptr;
-                }
+        // Net per row: a row pending retracts is no longer live.  Sorted,
+        // equal rows are adjacent (a hot key can have many copies pending).
+        qsort(rows, n, sizeof(Found), found_cmp);
+        for (int a = 0; a < n;) {
+            int64 net = 0;
+            int b = a;
+            for (; b < n && strcmp(rows[a].row, rows[b].row) == 0; b++) net += rows[b].diff;
             if (net > 0) found(i, rows[a].row, arg);
+            a = b;
         }
         MemoryContextReset(per_key);
+        CHECK_FOR_INTERRUPTS();
     }
 
     MemoryContextSwitchTo(context);

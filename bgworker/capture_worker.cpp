@@ -346,9 +346,11 @@ void keyed_lookups(Target* t) {
             const std::string& v = (*lookups)[i][k];
             texts[i * t->nkeys + k] = pnstrdup(v.data(), v.size());
         }
-    // As the table's owner, in a security-restricted operation, like the
-    // reading of its rows (parse_as_owner): the key's input and the rows'
-    // output are the table's types'.
+    // The probes run as the table's owner, in a security-restricted
+    // operation, like the reading of its rows (parse_as_owner): the key's
+    // input and the rows' output are the table's types'.  (The statement
+    // below runs as the worker, as it always has: registration refuses
+    // domains whose checks a role that is no superuser wrote.)
     Oid user;
     int sec_context;
     GetUserIdAndSecContext(&user, &sec_context);

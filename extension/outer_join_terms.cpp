@@ -175,9 +175,8 @@ void null_extended_terms(Query* base, const Side& preserved, const Side& nullabl
     // twice, they are materialized; that costs more than a second pass
     // over a few thousand changes (a LEFT JOIN view's step after 1,000
     // changed rows: 8.5 ms against 4.5), so only many changes share them.
-    const char* aggregated = shared != nullptr && input_changes(n) >= kCountedChanges
-                                 ? shared_changes(shared, n, nk)
-                                 : nullptr;
+    const char* aggregated = shared_changes(shared, n, nk);
+    if (aggregated != nullptr && input_changes(n) < kCountedChanges) aggregated = nullptr;
     char* nullable_changes =
         aggregated ? pstrdup(aggregated)
                    : psprintf("decoupled_storage.c" INT64_FORMAT "_delta", n);
