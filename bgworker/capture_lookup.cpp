@@ -154,11 +154,8 @@ int found_cmp(const void* a, const void* b) {
 // Prints the table's columns of the row in `slot` as ROW(...)::text does.
 char* row_text(TupleTableSlot* slot, int prefix, TupleDesc row_desc, FmgrInfo* record_out) {
     slot_getallattrs(slot);
-    HeapTuple tuple =
-        heap_form_tuple(row_desc, slot->tts_values + prefix, slot->tts_isnull + prefix);
-    // A composite datum: TOASTed values are taken in.
-    Datum record = heap_copy_tuple_as_datum(tuple, row_desc);
-    return OutputFunctionCall(record_out, record);
+    return decoupled::record_text(row_desc, record_out, slot->tts_values + prefix,
+                                  slot->tts_isnull + prefix);
 }
 
 // Every row of the key set in s->keys, into found[*n] (grown as needed),
@@ -219,15 +216,8 @@ bool probe_live_rows(int64 id, const int* key_fields, int nkeys, int nlookups, c
         fmgr_info(fn, &input[k]);
     }
     // The rows are printed as a record of the table's columns.
-    int ncols = cur_desc->natts - kCurPrefix;
-    TupleDesc row_desc = CreateTemplateTupleDesc(ncols);
-    for (int i = 0; i < ncols; i++) {
-        Form_pg_attribute a = TupleDescAttr(cur_desc, kCurPrefix + i);
-        TupleDescInitEntry(row_desc, (AttrNumber)(i + 1), NameStr(a->attname), a->atttypid,
-                           a->atttypmod, 0);
-        TupleDescInitEntryCollation(row_desc, (AttrNumber)(i + 1), a->attcollation);
-    }
-    row_desc = BlessTupleDesc(row_desc);
+    TupleDesc row_desc =
+        decoupled::columns_record(cur_desc, kCurPrefix, cur_desc->natts - kCurPrefix);
     FmgrInfo record_out;
     fmgr_info(F_RECORD_OUT, &record_out);
 

@@ -25,7 +25,6 @@ extern "C" {
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/memutils.h"
@@ -77,12 +76,7 @@ bool write_pending_rows(int64 id, Oid owner, const Datum* rows, int n) {
     // insert.
     PushActiveSnapshot(GetTransactionSnapshot());
     EState* estate = CreateExecutorState();
-    RangeTblEntry* rte = makeNode(RangeTblEntry);
-    rte->rtekind = RTE_RELATION;
-    rte->relid = relid;
-    rte->relkind = RELKIND_RELATION;
-    rte->rellockmode = RowExclusiveLock;
-    ExecInitRangeTable(estate, list_make1(rte));
+    ExecInitRangeTable(estate, list_make1(relation_rte(pending)));
     estate->es_output_cid = GetCurrentCommandId(true);
     estate->es_snapshot = GetActiveSnapshot();
     ResultRelInfo* target = makeNode(ResultRelInfo);

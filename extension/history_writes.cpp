@@ -72,6 +72,10 @@ bool written_by_us_only(Relation rel) {
            !rel->rd_rel->relrowsecurity;
 }
 
+}  // namespace
+
+namespace decoupled {
+
 RangeTblEntry* relation_rte(Relation rel) {
     RangeTblEntry* rte = makeNode(RangeTblEntry);
     rte->rtekind = RTE_RELATION;
@@ -81,9 +85,22 @@ RangeTblEntry* relation_rte(Relation rel) {
     return rte;
 }
 
-}  // namespace
+TupleDesc columns_record(TupleDesc desc, int from, int ncols) {
+    TupleDesc row = CreateTemplateTupleDesc(ncols);
+    for (int i = 0; i < ncols; i++) {
+        Form_pg_attribute a = TupleDescAttr(desc, from + i);
+        TupleDescInitEntry(row, (AttrNumber)(i + 1), NameStr(a->attname), a->atttypid,
+                           a->atttypmod, 0);
+    }
+    return BlessTupleDesc(row);
+}
 
-namespace decoupled {
+char* record_text(TupleDesc record, FmgrInfo* record_out, const Datum* values, const bool* nulls) {
+    HeapTuple tuple = heap_form_tuple(record, const_cast<Datum*>(values), const_cast<bool*>(nulls));
+    char* text = OutputFunctionCall(record_out, HeapTupleGetDatum(tuple));
+    heap_freetuple(tuple);
+    return text;
+}
 
 bool starts_with_columns(TupleDesc desc, const char* const* names, const Oid* types, int n) {
     if (desc->natts < n) return false;
@@ -205,22 +222,13 @@ int32 row_text_hash(HistoryWriter* w, Datum* values, bool* nulls) {
         // it and record_out's cache live as long as the writer, whatever
         // context the caller writes a row in.
         MemoryContext caller = MemoryContextSwitchTo(w->estate->es_query_cxt);
-        TupleDesc cur_desc = RelationGetDescr(w->cur_rel);
-        TupleDesc row = CreateTemplateTupleDesc(w->ncols);
-        for (int i = 0; i < w->ncols; i++) {
-            Form_pg_attribute a = TupleDescAttr(cur_desc, kHistoryPrefix + i);
-            TupleDescInitEntry(row, (AttrNumber)(i + 1), NameStr(a->attname), a->atttypid,
-                               a->atttypmod, 0);
-        }
-        w->row_desc = BlessTupleDesc(row);
+        w->row_desc = columns_record(RelationGetDescr(w->cur_rel), kHistoryPrefix, w->ncols);
         fmgr_info(F_RECORD_OUT, &w->record_out);
         MemoryContextSwitchTo(caller);
     }
-    HeapTuple tuple = heap_form_tuple(w->row_desc, values, nulls);
-    char* text = OutputFunctionCall(&w->record_out, HeapTupleGetDatum(tuple));
+    char* text = record_text(w->row_desc, &w->record_out, values, nulls);
     Datum hash = DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, CStringGetTextDatum(text));
     pfree(text);
-    heap_freetuple(tuple);
     return DatumGetInt32(hash);
 }
 

@@ -65,6 +65,16 @@ bool same_images(const ImageColumns& cols, const Datum* values, const bool* null
 // Whether the first `n` columns of `desc` are `names` of `types`.
 bool starts_with_columns(TupleDesc desc, const char* const* names, const Oid* types, int n);
 
+// `ncols` columns of `desc` from position `from` (0-based) as an anonymous
+// record, as ROW(...) of them is (blessed, in the current memory context),
+// and a row of them printed as ROW(...)::text prints it (`record_out`:
+// fmgr_info(F_RECORD_OUT, ...); TOASTed values are taken in).
+TupleDesc columns_record(TupleDesc desc, int from, int ncols);
+char* record_text(TupleDesc record, FmgrInfo* record_out, const Datum* values, const bool* nulls);
+
+// A range table entry of `rel` for an executor state that writes it.
+RangeTblEntry* relation_rte(Relation rel);
+
 // Whether `cur` and `dead` are plain tables laid out as _create_storage
 // made them, with `ncols` columns of their own (the first `ncols` columns
 // of `like` from `like_from`: names and types), and written by nothing
