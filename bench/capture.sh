@@ -10,6 +10,11 @@
 # the medians, so drift on a shared machine hits both sides alike.  Each
 # run starts from a table of ROWS rows.
 #
+# Beside each registered run's tps: the CPU the extension's workers used
+# per transaction (capture, ticks, replicas; /proc), until capture took the
+# run's changes in — the cost the ratio measures, without the drift of a
+# shared machine's load.
+#
 # bulk: one UPDATE of 1,000 and of 100,000 rows of a ROWS-row table:
 # the statement's time on a plain table and on a registered one, and, with
 # WAL capture, the time from its commit until capture took it in
@@ -67,6 +72,30 @@ tps_of() {  # script clients
         sed -nE 's/^tps = ([0-9.]+) .*/\1/p'
 }
 
+# CPU time, in clock ticks, the extension's background workers (capture,
+# controller and its ticks, replicas) have used so far.
+workers_cpu() {
+    local total=0 pid ticks
+    for pid in $(bench_psql -Atc \
+            "SELECT pid FROM pg_stat_activity WHERE backend_type LIKE 'pg_decoupled%'"); do
+        ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null)
+        total=$((total + ${ticks:-0}))
+    done
+    echo "$total"
+}
+
+# A registered run: its tps, and the workers' CPU per transaction in
+# microseconds (until capture has taken in the run's changes) — what the
+# writers' throughput ratio hides on a machine whose load drifts.
+registered_run() {  # script clients
+    local before after tps
+    before=$(workers_cpu)
+    tps=$(tps_of "$1" "$2")
+    bench_psql >/dev/null -c "SELECT decoupled.wait_for_capture('600 s')"
+    after=$(workers_cpu)
+    echo "$tps $(echo "($after - $before) * 1000000 / $(getconf CLK_TCK) / ($tps * $SECONDS_PER_RUN)" | bc -l)"
+}
+
 bench_psql >/dev/null -c "ALTER SYSTEM SET decoupled.table_tick_interval = '1s'" \
     -c "SELECT pg_reload_conf()"
 
@@ -77,24 +106,27 @@ set_capture() {
 writers() {
     echo "-- writer throughput, pgbench, $ROWS-row table, wal_level = logical" \
          "(median of $RUNS x ${SECONDS_PER_RUN}s, interleaved with the plain table)"
-    printf '%-8s %-9s %8s %12s %15s %8s\n' "capture" "statement" "clients" "plain tps" \
-        "registered tps" "ratio"
+    printf '%-8s %-9s %8s %12s %15s %8s %14s\n' "capture" "statement" "clients" "plain tps" \
+        "registered tps" "ratio" "worker us/txn"
     for mode in $MODES; do
         set_capture "$mode"
         for statement in $STATEMENTS; do
             for clients in $CLIENT_COUNTS; do
-                local plain=() registered=()
+                local plain=() registered=() cpu=() run
                 for _ in $(seq "$RUNS"); do
                     fresh_table no
                     plain+=("$(tps_of "$statement" "$clients")")
                     fresh_table yes
-                    registered+=("$(tps_of "$statement" "$clients")")
+                    run=$(registered_run "$statement" "$clients")
+                    registered+=("${run% *}")
+                    cpu+=("${run#* }")
                 done
-                local p r
+                local p r c
                 p=$(printf '%s\n' "${plain[@]}" | median)
                 r=$(printf '%s\n' "${registered[@]}" | median)
-                printf '%-8s %-9s %8s %12.0f %15.0f %7.2fx\n' "$mode" "$statement" "$clients" \
-                    "$p" "$r" "$(echo "$r / $p" | bc -l)"
+                c=$(printf '%s\n' "${cpu[@]}" | median)
+                printf '%-8s %-9s %8s %12.0f %15.0f %7.2fx %14.1f\n' "$mode" "$statement" \
+                    "$clients" "$p" "$r" "$(echo "$r / $p" | bc -l)" "$c"
             done
         done
     done

@@ -16,6 +16,16 @@
 // per key with pending's signs.  Storage not laid out so — no such index —
 // falls back to the statement.
 //
+// Most old rows are not needed at all: an update's or a delete's
+// retraction only has to name the row, and the tick that moves it probes
+// cur by the key anyway.  So pending is read first, and a key nothing
+// pending touches is answered "current" without reading cur: the worker
+// writes a retraction by key (a pending row with mz_diff 0), and under
+// random updates of a large table — whose cur holds a dead copy of most
+// rows until vacuum — the probe that read those pages is gone.  A key
+// pending touches is answered from pending alone when a retraction by key
+// is among its rows (cur's row is retracted by it), else from both.
+//
 // Written in PostgreSQL's C style: no C++ object with a destructor lives
 // in these frames.
 extern "C" {
@@ -159,11 +169,23 @@ char* row_text(TupleTableSlot* slot, int prefix, TupleDesc row_desc, FmgrInfo* r
 }
 
 // Every row of the key set in s->keys, into found[*n] (grown as needed),
-// printed in `rows`' context; the scan allocates in the caller's.
-void probe(Side* s, IndexScanDesc scan, TupleTableSlot* slot, int nkeys, TupleDesc row_desc,
+// printed in `rows`' context; the scan allocates in the caller's.  Returns
+// whether a retraction by key (mz_diff 0, in pending) was among them; it
+// is not printed (its diff nets nothing).
+bool probe(Side* s, IndexScanDesc scan, TupleTableSlot* slot, int nkeys, TupleDesc row_desc,
            FmgrInfo* record_out, MemoryContext rows, Found** found, int* n, int* capacity) {
+    bool by_key = false;
     index_rescan(scan, s->keys, nkeys, nullptr, 0);
     while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+        int64 diff = 1;
+        if (s->prefix == kPendingPrefix) {
+            bool isnull = false;
+            diff = DatumGetInt64(slot_getattr(slot, 1, &isnull));
+        }
+        if (diff == 0) {
+            by_key = true;
+            continue;
+        }
         MemoryContext scan_context = MemoryContextSwitchTo(rows);
         if (*n == *capacity) {
             *capacity *= 2;
@@ -171,15 +193,11 @@ void probe(Side* s, IndexScanDesc scan, TupleTableSlot* slot, int nkeys, TupleDe
         }
         Found* f = &(*found)[(*n)++];
         f->row = row_text(slot, s->prefix, row_desc, record_out);
-        if (s->prefix == kPendingPrefix) {
-            bool isnull = false;
-            f->diff = DatumGetInt64(slot_getattr(slot, 1, &isnull));
-        } else {
-            f->diff = 1;
-        }
+        f->diff = diff;
         MemoryContextSwitchTo(scan_context);
         CHECK_FOR_INTERRUPTS();
     }
+    return by_key;
 }
 
 }  // namespace
@@ -187,7 +205,7 @@ void probe(Side* s, IndexScanDesc scan, TupleTableSlot* slot, int nkeys, TupleDe
 namespace decoupled {
 
 bool probe_live_rows(int64 id, const int* key_fields, int nkeys, int nlookups, char** texts,
-                     KeyRowFound found, void* arg) {
+                     const bool* need_row, KeyRowFound found, KeyRowCurrent current, void* arg) {
     if (nkeys < 1 || nkeys > INDEX_MAX_KEYS) return false;
     MemoryContext context = AllocSetContextCreate(CurrentMemoryContext, "pg_decoupled key lookup",
                                                   ALLOCSET_DEFAULT_SIZES);
@@ -248,10 +266,18 @@ bool probe_live_rows(int64 id, const int* key_fields, int nkeys, int nlookups, c
         // The scans allocate as they go (dead items they mark): in the
         // lookup's context, which outlives the key's.
         MemoryContextSwitchTo(context);
-        probe(&cur, cur_scan, cur_slot, nkeys, row_desc, &record_out, per_key, &rows, &n,
-              &capacity);
-        probe(&pending, pending_scan, pending_slot, nkeys, row_desc, &record_out, per_key, &rows,
-              &n, &capacity);
+        bool by_key = probe(&pending, pending_scan, pending_slot, nkeys, row_desc, &record_out,
+                            per_key, &rows, &n, &capacity);
+        if (n == 0 && !by_key && !need_row[i]) {
+            MemoryContextSwitchTo(per_key);
+            current(i, arg);
+            MemoryContextReset(per_key);
+            continue;
+        }
+        // cur's row counts unless pending retracts it by its key.
+        if (!by_key)
+            probe(&cur, cur_scan, cur_slot, nkeys, row_desc, &record_out, per_key, &rows, &n,
+                  &capacity);
         MemoryContextSwitchTo(per_key);
         // Net per row: a row pending retracts is no longer live.  Sorted,
         // equal rows are adjacent (a hot key can have many copies pending).

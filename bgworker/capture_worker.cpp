@@ -19,6 +19,7 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogutils.h"
@@ -49,6 +50,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/pg_lsn.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -60,6 +62,7 @@ extern "C" {
 #include "pending_writes.hpp"
 #include "../extension/core/keyed_changes.hpp"
 #include "../extension/gucs.hpp"
+#include "../extension/storage_names.hpp"
 #include "../extension/shmem.hpp"
 
 extern "C" {
@@ -223,7 +226,9 @@ void record_progress(XLogRecPtr lsn) {
 // line format in extension/capture_plugin.cpp).  KeyedChanges finds it
 // among the batch's earlier rows or asks for a lookup in storage, which the
 // probes of each flush (capture_lookup.cpp) answer from the collection's
-// current and pending rows — the state before the batch.  KeyedChanges is C++ with standard
+// current and pending rows — the state before the batch — or, for a row
+// that is current and not needed, with a retraction by key for the tick
+// to pair (resolve_current).  KeyedChanges is C++ with standard
 // containers: every call into it is wrapped so that no exception reaches
 // these frames, and its errors become PostgreSQL errors after the call.
 
@@ -282,9 +287,32 @@ void know_key(Target* t) {
     if (lookup == nullptr)
         elog(ERROR, "could not prepare the key lookup of collection " INT64_FORMAT, t->lifetime_id);
     SPI_keepplan(lookup);
+    // Retractions by key leave the other columns NULL, which a domain's
+    // input may refuse: a table with a domain column outside its key
+    // retracts whole rows, as before.
+    // (A catalog whose readers of pending predate them gets none either.)
+    size_t columns = 0;
+    Oid pending = decoupled::storage_relid(t->lifetime_id, "pending");
+    bool readers_know =
+        query_int8("SELECT count(*) FROM pg_catalog.to_regprocedure("
+                   "'decoupled._capture_held_negated(bigint)') f WHERE f IS NOT NULL") > 0;
+    if (readers_know && OidIsValid(pending)) {
+        Relation rel = table_open(pending, AccessShareLock);
+        TupleDesc desc = RelationGetDescr(rel);
+        columns = (size_t)desc->natts - 1;
+        for (int a = 1; a < desc->natts; ++a) {
+            bool in_key = false;
+            for (int i = 0; i < n; ++i) in_key = in_key || positions[i] == a;
+            Form_pg_attribute att = TupleDescAttr(desc, a);
+            if (att->attisdropped || (!in_key && get_typtype(att->atttypid) == TYPTYPE_DOMAIN))
+                columns = 0;
+        }
+        table_close(rel, AccessShareLock);
+    }
     bool failed = false;
     try {
-        t->keyed = new decoupled::KeyedChanges(std::vector<int>(positions, positions + n));
+        t->keyed =
+            new decoupled::KeyedChanges(std::vector<int>(positions, positions + n), columns);
     } catch (const std::exception&) {
         failed = true;
     }
@@ -331,6 +359,16 @@ void resolve_lookup(int i, const char* row, void* arg) {
     if (problem) keyed_failed(t, problem);
 }
 
+// A lookup's row is current in history, retracted by its key.
+void resolve_current(int i, void* arg) {
+    auto* t = static_cast<Target*>(arg);
+    char message[256];
+    const char* problem = keyed_try(
+        t, [&](decoupled::KeyedChanges& k) { return k.mark((size_t)i); }, message,
+        sizeof(message));
+    if (problem) keyed_failed(t, problem);
+}
+
 // The batch's old rows that were not in it, from storage: index probes
 // (bgworker/capture_lookup.cpp), or one statement where storage has no
 // index to probe.
@@ -341,11 +379,14 @@ void keyed_lookups(Target* t) {
     // The key values as C strings, lookup by lookup (copied out of the
     // C++ containers: the probes may raise an error).
     char** texts = (char**)palloc(sizeof(char*) * nlookups * t->nkeys);
-    for (int i = 0; i < nlookups; ++i)
+    bool* need_row = (bool*)palloc(sizeof(bool) * nlookups);
+    for (int i = 0; i < nlookups; ++i) {
+        need_row[i] = t->keyed->needs_row((size_t)i) || !t->keyed->marks();
         for (int k = 0; k < t->nkeys; ++k) {
             const std::string& v = (*lookups)[i][k];
             texts[i * t->nkeys + k] = pnstrdup(v.data(), v.size());
         }
+    }
     // The probes run as the table's owner, in a security-restricted
     // operation, like the reading of its rows (parse_as_owner): the key's
     // input and the rows' output are the table's types'.  (The statement
@@ -356,8 +397,9 @@ void keyed_lookups(Target* t) {
     GetUserIdAndSecContext(&user, &sec_context);
     SetUserIdAndSecContext(t->owner, sec_context | SECURITY_RESTRICTED_OPERATION);
     bool probed = decoupled::probe_live_rows(t->lifetime_id, t->key_fields, t->nkeys, nlookups,
-                                             texts, resolve_lookup, t);
+                                             texts, need_row, resolve_lookup, resolve_current, t);
     SetUserIdAndSecContext(user, sec_context);
+    pfree(need_row);
     if (probed) {
         for (int i = 0; i < nlookups * t->nkeys; ++i) pfree(texts[i]);
         pfree(texts);
@@ -589,6 +631,10 @@ void add_keyed_line(Target* t, char* line) {
                         errmsg("registered table \"%s\" has no key to locate its retractions",
                                t->name),
                         errhint("Registered tables need a primary key or REPLICA IDENTITY FULL.")));
+    // A full batch is flushed before the next line, never between an
+    // update's retraction and its new row ("U"), which may take values
+    // from the retracted row.
+    if (line[0] != 'U' && t->keyed->size() >= (size_t)kBatchRows) flush(t);
     if (line[0] == 'K') {
         keyed_add(t, KeyedOp::kRetractKey, line + 2, nullptr);
     } else if (line[0] == 'U') {
@@ -601,7 +647,6 @@ void add_keyed_line(Target* t, char* line) {
         keyed_add(t, strncmp(line, "(-", 2) == 0 ? KeyedOp::kRetractRow : KeyedOp::kInsert, line,
                   nullptr);
     }
-    if (t->keyed->size() >= (size_t)kBatchRows) flush(t);
 }
 
 void truncated(Target* t) {

@@ -43,7 +43,10 @@
 --     _capture_key_lookup and register_table.  Ticks and appends pair such
 --     a table's retractions by the key too, so register_table drops its
 --     cur's row hash index (tables registered under 1.0 have no key:
---     they keep it and pair by the row hash).
+--     they keep it and pair by the row hash).  An old row nothing pending
+--     touches is retracted by its key (a pending row with mz_diff 0) and
+--     found by the tick: _capture_key_lookup, _capture_truncate and
+--     _capture_resync (through _capture_held_negated) read such rows.
 --   * Kept min/max (C13.2): a GROUP BY view whose aggregates are counts,
 --     sums of integers and min/max of built-in types keeps them per group
 --     (_stage_sums's filter, _merge_sums's replace and unknown); views
@@ -2399,7 +2402,9 @@ $$;
 -- batch's keys — one text[] parameter per key column, the n-th elements
 -- being the n-th key — as (n, the row's text), from the collection's
 -- current and pending rows, through the indexes on their key (cur's made
--- at registration, pending's at adoption).  NULLs for other tables.
+-- at registration, pending's at adoption); a pending retraction by key
+-- (mz_diff 0, index_tick.cpp) retracts the key's current row.  NULLs for
+-- other tables.
 CREATE FUNCTION decoupled._capture_key_lookup(id bigint, OUT key_fields integer[],
                                               OUT statement text)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -2422,7 +2427,8 @@ BEGIN
                              CASE WHEN a.attcollation <> 0
                                   THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END,
                              n.i), ', ' ORDER BY n.i) AS typed,
-           string_agg(format('c.%I OPERATOR(pg_catalog.=) k.mz_k%s', n.name, n.i), ' AND ' ORDER BY n.i) AS on_key
+           string_agg(format('c.%I OPERATOR(pg_catalog.=) k.mz_k%s', n.name, n.i), ' AND ' ORDER BY n.i) AS on_key,
+           string_agg(format('p.%I OPERATOR(pg_catalog.=) k.mz_k%s', n.name, n.i), ' AND ' ORDER BY n.i) AS on_key_p
       INTO k
       FROM jsonb_array_elements_text(v_def->'key') WITH ORDINALITY AS n(name, i)
       JOIN jsonb_array_elements(v_def->'columns') WITH ORDINALITY AS c(col, ord)
@@ -2437,14 +2443,17 @@ BEGIN
         'WITH k AS (SELECT k.mz_n, %1$s FROM ROWS FROM (%2$s) WITH ORDINALITY AS k(%3$s, mz_n)), '
         '     x AS (SELECT k.mz_n, y.* FROM k CROSS JOIN LATERAL ( '
         '             SELECT 1::pg_catalog.int8 AS mz_d, ROW(%4$s)::pg_catalog.text AS mz_row '
-        '               FROM %5$s c WHERE %6$s OFFSET 0) y '
+        '               FROM %5$s c WHERE %6$s AND NOT EXISTS ( '
+        '                     SELECT FROM %7$s p WHERE %8$s AND p.mz_diff OPERATOR(pg_catalog.=) 0) '
+        '             OFFSET 0) y '
         '           UNION ALL '
         '           SELECT k.mz_n, y.* FROM k CROSS JOIN LATERAL ( '
         '             SELECT c.mz_diff, ROW(%4$s)::pg_catalog.text '
-        '               FROM %7$s c WHERE %6$s OFFSET 0) y) '
+        '               FROM %7$s c WHERE %6$s AND c.mz_diff OPERATOR(pg_catalog.<>) 0 '
+        '             OFFSET 0) y) '
         'SELECT x.mz_n, x.mz_row FROM x GROUP BY x.mz_n, x.mz_row '
         'HAVING pg_catalog.sum(x.mz_d) > 0',
-        k.typed, k.args, k.names, v_cols, v_cur, k.on_key, v_pend);
+        k.typed, k.args, k.names, v_cols, v_cur, k.on_key, v_pend, k.on_key_p);
 END
 $$;
 
@@ -2476,6 +2485,78 @@ $$;
 
 REVOKE ALL ON FUNCTION decoupled._capture_key(regclass), decoupled._capture_key_lookup(bigint),
     decoupled._index_pending_key(bigint, boolean) FROM PUBLIC;
+
+-- A statement that yields every row collection `id` holds — its current
+-- rows and what is pending — negated, as rows of its pending table.  A
+-- pending retraction by key (mz_diff 0, index_tick.cpp) has retracted its
+-- key's current row already: that row is not retracted twice.
+CREATE FUNCTION decoupled._capture_held_negated(id bigint) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_key    jsonb := (SELECT o.definition->'key' FROM decoupled.catalog_objects o
+                        WHERE o.lifetime_id = id);
+    v_pend   text := decoupled._storage(id, 'pending');
+    v_marked text := '';
+BEGIN
+    IF v_key IS NOT NULL THEN
+        v_marked := format(' WHERE NOT EXISTS (SELECT FROM %s p '
+                           '  WHERE p.mz_diff OPERATOR(pg_catalog.=) 0 AND %s)', v_pend,
+                           (SELECT string_agg(format('p.%1$I OPERATOR(pg_catalog.=) c.%1$I', k),
+                                              ' AND ')
+                              FROM jsonb_array_elements_text(v_key) k));
+    END IF;
+    RETURN format('SELECT -1, %1$s FROM %2$s c%3$s '
+                  'UNION ALL SELECT -p.mz_diff, %4$s FROM %5$s p '
+                  ' WHERE p.mz_diff OPERATOR(pg_catalog.<>) 0',
+                  decoupled._cols(id, 'c.'), decoupled._storage(id, 'cur'), v_marked,
+                  decoupled._cols(id, 'p.'), v_pend);
+END
+$$;
+
+-- A truncation in the WAL: every row the collection holds at that point of
+-- the commit order (its current rows and what is pending) is retracted.
+CREATE OR REPLACE FUNCTION decoupled._capture_truncate(id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE format('INSERT INTO %s %s', decoupled._storage(id, 'pending'),
+                   decoupled._capture_held_negated(id));
+END
+$$;
+
+-- The slot was lost under WAL-captured tables (dropped by hand, or by a
+-- DROP EXTENSION that rolled back): what they wrote since is not in any
+-- slot.  With their writers excluded, each table's pending changes get the
+-- difference between its contents and its collection (current rows and
+-- pending), and capture skips every transaction that committed before —
+-- as registration takes a table's contents.  The new slot exists already.
+CREATE OR REPLACE FUNCTION decoupled._capture_resync() RETURNS pg_lsn
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r     record;
+    v_lsn pg_lsn;
+BEGIN
+    FOR r IN SELECT c.lifetime_id, c.relation FROM decoupled.capture_relations c
+              ORDER BY c.lifetime_id LOOP
+        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', r.relation::regclass);
+    END LOOP;
+    -- Every transaction that wrote them committed before this point; every
+    -- later one commits after it.
+    v_lsn := pg_current_wal_insert_lsn();
+    FOR r IN SELECT c.lifetime_id, c.relation FROM decoupled.capture_relations c
+              ORDER BY c.lifetime_id LOOP
+        EXECUTE format('INSERT INTO %1$s %2$s UNION ALL SELECT 1, %3$s FROM ONLY %4$s t',
+                       decoupled._storage(r.lifetime_id, 'pending'),
+                       decoupled._capture_held_negated(r.lifetime_id),
+                       decoupled._cols(r.lifetime_id, 't.'), r.relation::regclass);
+    END LOOP;
+    INSERT INTO decoupled.capture_progress AS p (slot_name, captured_lsn)
+    VALUES ('pg_decoupled', v_lsn)
+    ON CONFLICT (only_row) DO UPDATE SET captured_lsn = EXCLUDED.captured_lsn, captured_at = now();
+    RETURN v_lsn;
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._capture_held_negated(bigint) FROM PUBLIC;
 
 ------------------------------------------------------------------------------
 -- Last: the catalog is at the schema version of 1.1.

@@ -491,13 +491,27 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
             types[0] = INT8OID;
             bool probe = kind == kOneTimeProbe || kind == kTickProbe;
             bool tick = kind == kTickProbe || kind == kTickScan;
+            // A keyed table's retractions by key (mz_diff 0, written by WAL
+            // capture: index_tick.cpp) become retractions of the copy cur
+            // holds for the key; with none, an all-NULL row that pairs
+            // with nothing, and the tick fails as for any unpaired one.
+            const char* captured =
+                keyed ? psprintf("(SELECT m.mz_diff%2$s FROM m WHERE m.mz_diff <> 0 "
+                                 " UNION ALL "
+                                 " SELECT -1::bigint%3$s FROM m LEFT JOIN LATERAL "
+                                 "        (SELECT c.* FROM %1$s c WHERE %4$s AND c.mz_ts < $1 "
+                                 "          OFFSET 0) y ON true "
+                                 "  WHERE m.mz_diff = 0)",
+                                 cur, column_list(c, "m.", true), column_list(c, "y.", true),
+                                 key_equal(c, "c", "m"))
+                      : "m";
             const char* source =
                 tick ? psprintf("m AS (DELETE FROM %s RETURNING *), "
                                 "src AS (SELECT $1::bigint AS mz_ts, x.mz_diff, x.mz_key, "
                                 "               hashtext(x.mz_key) AS mz_hash%s "
                                 "          FROM (SELECT m.*, ROW(%s)::text AS mz_key "
-                                "                  FROM m OFFSET 0) x), ",
-                                pending, column_list(c, "x.", true), m_row)
+                                "                  FROM %s m OFFSET 0) x), ",
+                                pending, column_list(c, "x.", true), m_row, captured)
                      : psprintf("src AS (SELECT * FROM %s), ", stage);
             const char* pairs =
                 probe ? psprintf("SELECT x.ctid FROM r CROSS JOIN LATERAL "
@@ -596,7 +610,8 @@ char* statement(const Collection* c, PlanKind kind, int* nargs, Oid* types) {
         case kPendingShape:
             return psprintf(
                 "SELECT min(mz_diff), max(mz_diff), "
-                "       coalesce(-sum(mz_diff) FILTER (WHERE mz_diff < 0), 0)::bigint FROM %s",
+                "       (coalesce(-sum(mz_diff) FILTER (WHERE mz_diff < 0), 0) "
+                "        + count(*) FILTER (WHERE mz_diff = 0))::bigint FROM %s",
                 pending);
         case kPendingToCur:
             *nargs = 1;

@@ -16,6 +16,10 @@
 // net retraction probes that index and moves the oldest copies with the
 // same image, older than the tick, to dead; each net insertion is written
 // to cur (history_writes.hpp: how rows compare and how they are written).
+// A retraction by key (mz_diff 0, written by WAL capture for an old row it
+// did not read) first becomes the retraction of the copy cur holds for
+// the key, so that it nets with the rest: a row updated away and back
+// before the tick moves nothing.
 //
 // Falls back to the statement (returns false before writing) when the
 // storage is not laid out as _create_storage made it, has triggers or row
@@ -63,6 +67,10 @@ struct Row {
     uint32 hash;       // of its image
     int32 text_hash;   // of its text (mz_hash), for a table without a key
 };
+
+// mz_diff of a retraction by key (keyed_changes.hpp): the key's columns
+// set, the others NULL; it retracts whichever copy cur holds for the key.
+constexpr int64 kRetractByKey = 0;
 
 // The index column that holds mz_hash rather than a table column (a table
 // without a key finds a row's copies by the hash of its text).
@@ -131,12 +139,8 @@ struct Sorting {
 };
 const Sorting* sorting = nullptr;
 
-// Rows in the probe index's order, then by image: retractions probe the
-// index, and insertions extend it, in its order (each probe finds the
-// pages the one before it read), and equal rows are adjacent.
-int row_cmp(const void* x, const void* y) {
-    const Row* a = *(const Row* const*)x;
-    const Row* b = *(const Row* const*)y;
+// The order of the probe index: rows with one key are adjacent.
+int key_cmp(const Row* a, const Row* b) {
     for (int k = 0; k < sorting->nkeys; k++) {
         bool a_null = false, b_null = false;
         Datum av = probe_value(a, sorting->key_cols[k], &a_null);
@@ -144,6 +148,20 @@ int row_cmp(const void* x, const void* y) {
         int c = ApplySortComparator(av, a_null, bv, b_null, &sorting->key_order[k]);
         if (c != 0) return c;
     }
+    return 0;
+}
+
+// Rows in the probe index's order, a key's retractions by key first, then
+// by image: retractions probe the index, and insertions extend it, in its
+// order (each probe finds the pages the one before it read), and equal
+// rows are adjacent.
+int row_cmp(const void* x, const void* y) {
+    const Row* a = *(const Row* const*)x;
+    const Row* b = *(const Row* const*)y;
+    int c = key_cmp(a, b);
+    if (c != 0) return c;
+    bool a_by_key = a->diff == kRetractByKey, b_by_key = b->diff == kRetractByKey;
+    if (a_by_key != b_by_key) return a_by_key ? -1 : 1;
     if (a->hash != b->hash) return a->hash < b->hash ? -1 : 1;
     return decoupled::image_cmp(*sorting->cols, a->values, a->nulls, b->values, b->nulls);
 }
@@ -169,11 +187,13 @@ Row* keep_row(TupleTableSlot* slot, const decoupled::ImageColumns& cols,
     return r;
 }
 
-// Probes cur through the probe index for the copies of `row` older than ts
-// and moves the oldest `n` of them to dead; returns how many moved.
-int64 retract_row(decoupled::HistoryWriter* w, IndexScanDesc scan, ScanKey keys,
-                  const int* key_cols, int nkeys, TupleTableSlot* slot, const Row* row, int64 n,
-                  int64 ts, const decoupled::ImageColumns& cols) {
+// Probes cur through the probe index for the copies older than ts of
+// `row` (with `same_image`) or of its key, oldest first; returns how many
+// there are, in *out (palloc'd in the current context).
+int find_copies(IndexScanDesc scan, ScanKey keys, const int* key_cols, int nkeys,
+                TupleTableSlot* slot, const Row* row, bool same_image, int64 ts,
+                const decoupled::ImageColumns& cols, Copy** out) {
+    *out = nullptr;
     for (int k = 0; k < nkeys; k++) {
         bool isnull = false;
         keys[k].sk_argument = probe_value(row, key_cols[k], &isnull);
@@ -193,9 +213,10 @@ int64 retract_row(decoupled::HistoryWriter* w, IndexScanDesc scan, ScanKey keys,
         if (!found) break;
         slot_getallattrs(slot);
         int64 copy_ts = DatumGetInt64(slot->tts_values[1]);
-        if (copy_ts >= ts || !decoupled::same_images(cols, slot->tts_values + kHistoryPrefix,
-                                                     slot->tts_isnull + kHistoryPrefix,
-                                                     row->values, row->nulls))
+        if (copy_ts >= ts ||
+            (same_image && !decoupled::same_images(cols, slot->tts_values + kHistoryPrefix,
+                                                   slot->tts_isnull + kHistoryPrefix,
+                                                   row->values, row->nulls)))
             continue;
         if (ncopies == capacity) {
             capacity *= 2;
@@ -207,11 +228,67 @@ int64 retract_row(decoupled::HistoryWriter* w, IndexScanDesc scan, ScanKey keys,
         c->rowid = DatumGetInt64(slot->tts_values[0]);
         c->tuple = ExecCopySlotHeapTuple(slot);
     }
-    if (ncopies > n) qsort(copies, ncopies, sizeof(Copy), copy_cmp);
+    if (ncopies > 1) qsort(copies, ncopies, sizeof(Copy), copy_cmp);
+    *out = copies;
+    return ncopies;
+}
+
+// Moves the oldest `n` copies of `row` older than ts from cur to dead;
+// returns how many moved.
+int64 retract_row(decoupled::HistoryWriter* w, IndexScanDesc scan, ScanKey keys,
+                  const int* key_cols, int nkeys, TupleTableSlot* slot, const Row* row, int64 n,
+                  int64 ts, const decoupled::ImageColumns& cols) {
+    Copy* copies = nullptr;
+    int ncopies = find_copies(scan, keys, key_cols, nkeys, slot, row, true, ts, cols, &copies);
     int64 moved = 0;
     for (int i = 0; i < ncopies && moved < n; i++, moved++)
         decoupled::retract_current(w, &copies[i].tid, copies[i].tuple, ts);
     return moved;
+}
+
+// The copy cur holds for the key of a retraction by key (one: the table's
+// key is unique at every commit), deformed into `values`/`nulls` (the
+// table's columns from kHistoryPrefix on), in the current context.  False
+// when cur holds none, or more than one.
+bool copy_of_key(IndexScanDesc scan, ScanKey keys, const int* key_cols, int nkeys,
+                 TupleTableSlot* slot, const Row* row, int64 ts,
+                 const decoupled::ImageColumns& cols, Copy* copy, Datum* values, bool* nulls) {
+    Copy* copies = nullptr;
+    if (find_copies(scan, keys, key_cols, nkeys, slot, row, false, ts, cols, &copies) != 1)
+        return false;
+    *copy = copies[0];
+    heap_deform_tuple(copy->tuple, slot->tts_tupleDescriptor, values, nulls);
+    return true;
+}
+
+// What writing one consolidated row needs.
+struct Net {
+    decoupled::HistoryWriter* w;
+    IndexScanDesc scan;
+    ScanKey keys;
+    const int* key_cols;
+    int nkeys;
+    TupleTableSlot* slot;
+    int64 ts;
+    const decoupled::ImageColumns* cols;
+    bool by_text_hash;
+    int64* wanted;
+    int64* moved;
+};
+
+// A row's net change: retractions move its oldest copies to dead,
+// insertions write it to cur.
+void write_net(const Net* n, const Row* row, int64 net) {
+    if (net < 0) {
+        *n->wanted += -net;
+        *n->moved += retract_row(n->w, n->scan, n->keys, n->key_cols, n->nkeys, n->slot, row, -net,
+                                 n->ts, *n->cols);
+    } else if (net > 0) {
+        int32 hash = n->by_text_hash ? row->text_hash
+                                     : decoupled::row_text_hash(n->w, row->values, row->nulls);
+        for (int64 k = 0; k < net; k++)
+            decoupled::insert_current(n->w, row->values, row->nulls, n->ts, hash);
+    }
 }
 
 }  // namespace
@@ -267,12 +344,20 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
     Row** rows = (Row**)palloc(sizeof(Row*) * capacity);
     TableScanDesc pscan = table_beginscan(pending, snap, 0, nullptr);
     TupleTableSlot* pslot = table_slot_create(pending, nullptr);
+    int nmarkers = 0;
     while (table_scan_getnextslot(pscan, ForwardScanDirection, pslot)) {
         if (nrows == capacity) {
             capacity *= 2;
             rows = (Row**)repalloc_huge(rows, sizeof(Row*) * capacity);
         }
-        rows[nrows++] = keep_row(pslot, cols, by_text_hash ? &w : nullptr);
+        Row* row = keep_row(pslot, cols, by_text_hash ? &w : nullptr);
+        if (row->diff == kRetractByKey) {
+            if (by_text_hash)
+                elog(ERROR, "captured changes of \"%s\" retract by a key it does not have",
+                     tick.name);
+            nmarkers++;
+        }
+        rows[nrows++] = row;
         simple_table_tuple_delete(pending, &pslot->tts_tid, snap);
         CHECK_FOR_INTERRUPTS();
     }
@@ -302,30 +387,77 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
         PrepareSortSupportFromIndexRel(index, BTLessStrategyNumber, order);
     }
 
-    // Consolidate: equal rows are adjacent.
     Sorting order{&cols, nkeys, key_cols, key_order};
     sorting = &order;
-    qsort(rows, nrows, sizeof(Row*), row_cmp);
-
     IndexScanDesc iscan = index_beginscan(cur, index, snap, nkeys, 0);
     TupleTableSlot* islot = table_slot_create(cur, nullptr);
+
+    // Consolidate: equal rows are adjacent, and a key's rows too.
+    qsort(rows, nrows, sizeof(Row*), row_cmp);
+    Net net_writer{&w, iscan, keys, key_cols, nkeys, islot, tick.ts, &cols, by_text_hash, wanted,
+                   moved};
+    TupleDesc cur_desc = RelationGetDescr(cur);
+    Datum* copy_values = (Datum*)palloc(sizeof(Datum) * cur_desc->natts);
+    bool* copy_nulls = (bool*)palloc(sizeof(bool) * cur_desc->natts);
     for (int i = 0; i < nrows;) {
-        int64 net = 0;
-        int j = i;
-        for (; j < nrows && row_cmp(&rows[i], &rows[j]) == 0; j++) net += rows[j]->diff;
-        const Row* row = rows[i];
-        i = j;
-        if (net == 0) continue;
         MemoryContextSwitchTo(per_row);
-        if (net < 0) {
-            *wanted += -net;
-            *moved += retract_row(&w, iscan, keys, key_cols, nkeys, islot, row, -net, tick.ts,
-                                  cols);
+        if (rows[i]->diff != kRetractByKey) {
+            int64 net = 0;
+            int j = i;
+            for (; j < nrows && row_cmp(&rows[i], &rows[j]) == 0; j++) net += rows[j]->diff;
+            write_net(&net_writer, rows[i], net);
+            i = j;
         } else {
-            int32 hash = by_text_hash ? row->text_hash
-                                      : decoupled::row_text_hash(&w, row->values, row->nulls);
-            for (int64 k = 0; k < net; k++)
-                decoupled::insert_current(&w, row->values, row->nulls, tick.ts, hash);
+            // A retraction by key, first among its key's rows: it retracts
+            // the copy cur holds for the key, which nets with the key's
+            // rows of the same image (a row updated away and back moves
+            // nothing) or is moved as found, without a second probe.
+            int n = 1, end = i + 1;
+            while (end < nrows && key_cmp(rows[i], rows[end]) == 0) {
+                if (rows[end]->diff == kRetractByKey) n++;
+                end++;
+            }
+            Copy copy;
+            if (n != 1 || !copy_of_key(iscan, keys, key_cols, nkeys, islot, rows[i], tick.ts, cols,
+                                       &copy, copy_values, copy_nulls))
+                ereport(ERROR,
+                        (errcode(ERRCODE_DATA_CORRUPTED),
+                         errmsg("captured changes of registered table \"%s\" retract a key "
+                                "whose current row its history does not hold",
+                                tick.name),
+                         errdetail("%d retractions by one key, which finds other than one "
+                                   "current row.", n)));
+            bool paired = false;
+            for (int g = i + n; g < end;) {
+                int64 net = 0;
+                int j = g;
+                for (; j < end && row_cmp(&rows[g], &rows[j]) == 0; j++) net += rows[j]->diff;
+                if (!paired && decoupled::same_images(cols, copy_values + kHistoryPrefix,
+                                                      copy_nulls + kHistoryPrefix, rows[g]->values,
+                                                      rows[g]->nulls)) {
+                    // The retraction by key nets with the rows of its
+                    // copy's image: when they insert it again, the copy
+                    // stays.  Otherwise it goes, and any further
+                    // retraction of it (a capture gone wrong) is wanted,
+                    // never moved: the tick fails.
+                    paired = true;
+                    net -= 1;
+                    if (net < 0) {
+                        decoupled::retract_current(&w, &copy.tid, copy.tuple, tick.ts);
+                        *moved += 1;
+                        *wanted += -net;
+                        net = 0;
+                    }
+                }
+                write_net(&net_writer, rows[g], net);
+                g = j;
+            }
+            if (!paired) {
+                decoupled::retract_current(&w, &copy.tid, copy.tuple, tick.ts);
+                *wanted += 1;
+                *moved += 1;
+            }
+            i = end;
         }
         MemoryContextSwitchTo(context);
         MemoryContextReset(per_row);

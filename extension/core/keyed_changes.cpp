@@ -61,7 +61,8 @@ std::string with_diff(std::string_view row, const char* diff) {
 
 }  // namespace
 
-KeyedChanges::KeyedChanges(std::vector<int> key_fields) : key_fields_(std::move(key_fields)) {}
+KeyedChanges::KeyedChanges(std::vector<int> key_fields, std::size_t columns)
+    : key_fields_(std::move(key_fields)), columns_(columns) {}
 
 bool KeyedChanges::fail(std::string message) {
     error_ = std::move(message);
@@ -95,6 +96,7 @@ bool KeyedChanges::insert(std::string row, const std::vector<int>& masked) {
         return fail("an update's unchanged values come without its old row: " + row);
     std::size_t source = *last_retraction_;
     last_retraction_.reset();
+    if (entries_[source].kind == Kind::kRetractLookup) needs_row_[entries_[source].source] = true;
     std::string key;
     if (!catch_up() || !key_of(row, &key)) return false;
     entries_.push_back(Entry{Kind::kMaskedInsert, std::move(row), source, masked});
@@ -136,6 +138,9 @@ bool KeyedChanges::retract_key(const std::string& key_literal) {
             values.push_back(std::move(*v));
         }
         lookups_.push_back(std::move(values));
+        key_literals_.push_back(key_literal);
+        needs_row_.push_back(false);
+        marked_.push_back(false);
         resolved_.emplace_back();
         entries_.push_back(Entry{Kind::kRetractLookup, {}, lookups_.size() - 1, {}});
         keys_.emplace(std::move(key), KeyState{false, 0});
@@ -157,9 +162,34 @@ bool KeyedChanges::retract_row(std::string row) {
 
 bool KeyedChanges::resolve(std::size_t i, const std::string& row) {
     if (i >= resolved_.size()) return fail("no lookup " + std::to_string(i));
-    if (resolved_[i]) return fail("a key has more than one live row: " + row);
+    if (resolved_[i] || marked_[i]) return fail("a key has more than one live row: " + row);
     resolved_[i] = row;
     return true;
+}
+
+bool KeyedChanges::mark(std::size_t i) {
+    if (i >= resolved_.size()) return fail("no lookup " + std::to_string(i));
+    bool fits = columns_ > 0;
+    for (int f : key_fields_) fits = fits && f >= 1 && static_cast<std::size_t>(f) <= columns_;
+    if (!fits || needs_row_[i] || resolved_[i] || marked_[i])
+        return fail("key " + key_literals_[i] + " cannot be retracted by its key");
+    marked_[i] = true;
+    return true;
+}
+
+// "(0,k1,...)": the key's fields where the table has them, NULL elsewhere.
+std::string KeyedChanges::marker(std::size_t i) const {
+    std::vector<std::string_view> fields;
+    record_split(key_literals_[i], &fields);  // checked by retract_key
+    std::vector<std::string_view> row(columns_ + 1);
+    row[0] = "0";
+    for (std::size_t k = 0; k < key_fields_.size(); ++k) row[key_fields_[k]] = fields[k];
+    std::string out = "(";
+    for (std::size_t f = 0; f < row.size(); ++f) {
+        if (f > 0) out += ',';
+        out += row[f];
+    }
+    return out + ')';
 }
 
 bool KeyedChanges::rows(std::vector<std::string>* out) {
@@ -172,6 +202,10 @@ bool KeyedChanges::rows(std::vector<std::string>* out) {
                 out->push_back(e.text);
                 break;
             case Kind::kRetractLookup: {
+                if (marked_[e.source]) {
+                    out->push_back(marker(e.source));
+                    break;
+                }
                 const std::optional<std::string>& row = resolved_[e.source];
                 if (!row) {
                     std::string key;
@@ -228,6 +262,9 @@ void KeyedChanges::clear() {
     indexed_ = 0;
     entries_.clear();
     lookups_.clear();
+    key_literals_.clear();
+    needs_row_.clear();
+    marked_.clear();
     resolved_.clear();
     keys_.clear();
     last_retraction_.reset();

@@ -31,7 +31,9 @@ class KeyedChanges {
 public:
     // `key_fields`: the positions of the key's columns in a row literal of
     // the pending table, whose field 0 is mz_diff (so the first column is 1).
-    explicit KeyedChanges(std::vector<int> key_fields);
+    // `columns`: how many columns the table has, for retractions by key
+    // (mark); 0 when they are not written.
+    explicit KeyedChanges(std::vector<int> key_fields, std::size_t columns = 0);
 
     // "(1,v1,...)": an inserted row.  `masked`: fields the WAL did not
     // carry, taken from the row the change's retraction (the line just
@@ -48,6 +50,16 @@ public:
     // The live row of lookup `i`, as a record literal of the table's
     // columns "(v1,...)".
     bool resolve(std::size_t i, const std::string& row);
+    // Whether lookup `i`'s row itself is needed: an update's unchanged
+    // values come from it.
+    bool needs_row(std::size_t i) const { return needs_row_[i]; }
+    // Lookup `i`'s live row is the one history holds for the key (nothing
+    // pending touches it) and is not needed: it is retracted by its key, a
+    // pending row "(0,k1,...)" with mz_diff 0, the key's fields and NULL
+    // elsewhere, which the tick pairs with the copy it finds by the key.
+    bool mark(std::size_t i);
+    // Whether retractions by key are written at all (a width was given).
+    bool marks() const { return columns_ > 0; }
 
     // The rows to write, as record literals of the pending table, in order.
     // False (with error()) when a lookup found no row.  The keys the batch
@@ -85,11 +97,16 @@ private:
 
     bool key_of(const std::string& row, std::string* key);
     bool catch_up();
+    std::string marker(std::size_t i) const;
     bool fail(std::string message);
 
     std::vector<int> key_fields_;
+    std::size_t columns_;
     std::vector<Entry> entries_;
     std::vector<std::vector<std::string>> lookups_;
+    std::vector<std::string> key_literals_;  // per lookup, as captured
+    std::vector<bool> needs_row_;
+    std::vector<bool> marked_;
     std::vector<std::optional<std::string>> resolved_;
     // The keys of the batch's rows; the plain insertions from indexed_ on
     // are not in it yet (catch_up).

@@ -199,3 +199,38 @@ TEST(KeyedChanges, BatchesThatOnlyInsertReadNoKeys) {
     ASSERT_TRUE(k.insert("bad"));
     EXPECT_FALSE(k.retract_key("(3)"));  // the queued row is read now, and refused
 }
+
+TEST(KeyedChanges, RowsNobodyNeedsAreRetractedByTheirKey) {
+    KeyedChanges k({3, 1}, 3);  // a composite key: columns 3 and 1 of three
+    ASSERT_TRUE(k.retract_key("(\"x,y\",7)"));  // an update of (7, "x,y")
+    ASSERT_TRUE(k.insert("(1,7,new,\"x,y\")"));
+    ASSERT_TRUE(k.retract_key("(b,8)"));  // a delete
+    ASSERT_EQ(k.lookups().size(), 2u);
+    EXPECT_FALSE(k.needs_row(0));
+    EXPECT_FALSE(k.needs_row(1));
+    ASSERT_TRUE(k.mark(0));
+    ASSERT_TRUE(k.mark(1));
+    EXPECT_FALSE(k.mark(1));             // once
+    EXPECT_FALSE(k.resolve(1, "(8,z,b)"));  // and not also found
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(0,7,,\"x,y\")", "(1,7,new,\"x,y\")",
+                                                 "(0,8,,b)"}));
+    k.clear();
+    EXPECT_EQ(k.known(), 1u);  // the inserted row: its next retraction is literal
+    ASSERT_TRUE(k.retract_key("(\"x,y\",7)"));
+    EXPECT_TRUE(k.lookups().empty());
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(-1,7,new,\"x,y\")"}));
+}
+
+TEST(KeyedChanges, ARowWhoseValuesAreTakenIsNotMarked) {
+    KeyedChanges k({1}, 2);
+    ASSERT_TRUE(k.retract_key("(5)"));
+    ASSERT_TRUE(k.insert("(1,5,)", {2}));  // its unchanged TOASTed value
+    EXPECT_TRUE(k.needs_row(0));
+    EXPECT_FALSE(k.mark(0));
+    KeyedChanges unsized({1});  // no width given: never marked
+    ASSERT_TRUE(unsized.retract_key("(5)"));
+    EXPECT_FALSE(unsized.mark(0));
+    KeyedChanges narrow({3}, 2);  // a key field past the columns
+    ASSERT_TRUE(narrow.retract_key("(5)"));
+    EXPECT_FALSE(narrow.mark(0));
+}
