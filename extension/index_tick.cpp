@@ -187,22 +187,37 @@ Row* keep_row(TupleTableSlot* slot, const decoupled::ImageColumns& cols,
     return r;
 }
 
+// What probing cur and writing history need, for the tick at `ts`.
+struct Net {
+    decoupled::HistoryWriter* w;
+    IndexScanDesc scan;  // of the probe index, with `keys` in its column order
+    ScanKey keys;
+    const int* key_cols;
+    int nkeys;
+    TupleTableSlot* slot;  // cur's
+    int64 ts;
+    const decoupled::ImageColumns* cols;
+    bool by_text_hash;
+    int64* wanted;
+    int64* moved;
+};
+
 // Probes cur through the probe index for the copies older than ts of
 // `row` (with `same_image`) or of its key, oldest first; returns how many
 // there are, in *out (palloc'd in the current context).
-int find_copies(IndexScanDesc scan, ScanKey keys, const int* key_cols, int nkeys,
-                TupleTableSlot* slot, const Row* row, bool same_image, int64 ts,
-                const decoupled::ImageColumns& cols, Copy** out) {
+int find_copies(const Net* n, const Row* row, bool same_image, Copy** out) {
     *out = nullptr;
-    for (int k = 0; k < nkeys; k++) {
+    for (int k = 0; k < n->nkeys; k++) {
         bool isnull = false;
-        keys[k].sk_argument = probe_value(row, key_cols[k], &isnull);
+        n->keys[k].sk_argument = probe_value(row, n->key_cols[k], &isnull);
         if (isnull) return 0;  // a key is never null: no copy
     }
     // The scan allocates as it goes (dead items it marks): in its own
     // context, which outlives the row's.
+    IndexScanDesc scan = n->scan;
+    TupleTableSlot* slot = n->slot;
     MemoryContext row_context = MemoryContextSwitchTo(GetMemoryChunkContext(scan));
-    index_rescan(scan, keys, nkeys, nullptr, 0);
+    index_rescan(scan, n->keys, n->nkeys, nullptr, 0);
     MemoryContextSwitchTo(row_context);
     int ncopies = 0, capacity = 4;
     Copy* copies = (Copy*)palloc(sizeof(Copy) * capacity);
@@ -213,8 +228,8 @@ int find_copies(IndexScanDesc scan, ScanKey keys, const int* key_cols, int nkeys
         if (!found) break;
         slot_getallattrs(slot);
         int64 copy_ts = DatumGetInt64(slot->tts_values[1]);
-        if (copy_ts >= ts ||
-            (same_image && !decoupled::same_images(cols, slot->tts_values + kHistoryPrefix,
+        if (copy_ts >= n->ts ||
+            (same_image && !decoupled::same_images(*n->cols, slot->tts_values + kHistoryPrefix,
                                                    slot->tts_isnull + kHistoryPrefix,
                                                    row->values, row->nulls)))
             continue;
@@ -233,56 +248,32 @@ int find_copies(IndexScanDesc scan, ScanKey keys, const int* key_cols, int nkeys
     return ncopies;
 }
 
-// Moves the oldest `n` copies of `row` older than ts from cur to dead;
-// returns how many moved.
-int64 retract_row(decoupled::HistoryWriter* w, IndexScanDesc scan, ScanKey keys,
-                  const int* key_cols, int nkeys, TupleTableSlot* slot, const Row* row, int64 n,
-                  int64 ts, const decoupled::ImageColumns& cols) {
-    Copy* copies = nullptr;
-    int ncopies = find_copies(scan, keys, key_cols, nkeys, slot, row, true, ts, cols, &copies);
-    int64 moved = 0;
-    for (int i = 0; i < ncopies && moved < n; i++, moved++)
-        decoupled::retract_current(w, &copies[i].tid, copies[i].tuple, ts);
-    return moved;
+// Moves a copy found in cur to dead.
+void retract_copy(const Net* n, Copy* copy) {
+    decoupled::retract_current(n->w, &copy->tid, copy->tuple, n->ts);
+    *n->moved += 1;
 }
 
 // The copy cur holds for the key of a retraction by key (one: the table's
-// key is unique at every commit), deformed into `values`/`nulls` (the
-// table's columns from kHistoryPrefix on), in the current context.  False
-// when cur holds none, or more than one.
-bool copy_of_key(IndexScanDesc scan, ScanKey keys, const int* key_cols, int nkeys,
-                 TupleTableSlot* slot, const Row* row, int64 ts,
-                 const decoupled::ImageColumns& cols, Copy* copy, Datum* values, bool* nulls) {
+// key is unique at every commit), deformed into `values`/`nulls` (all of
+// cur's columns), in the current context.  False when cur holds none, or
+// more than one.
+bool copy_of_key(const Net* n, const Row* row, Copy* copy, Datum* values, bool* nulls) {
     Copy* copies = nullptr;
-    if (find_copies(scan, keys, key_cols, nkeys, slot, row, false, ts, cols, &copies) != 1)
-        return false;
+    if (find_copies(n, row, false, &copies) != 1) return false;
     *copy = copies[0];
-    heap_deform_tuple(copy->tuple, slot->tts_tupleDescriptor, values, nulls);
+    heap_deform_tuple(copy->tuple, n->slot->tts_tupleDescriptor, values, nulls);
     return true;
 }
-
-// What writing one consolidated row needs.
-struct Net {
-    decoupled::HistoryWriter* w;
-    IndexScanDesc scan;
-    ScanKey keys;
-    const int* key_cols;
-    int nkeys;
-    TupleTableSlot* slot;
-    int64 ts;
-    const decoupled::ImageColumns* cols;
-    bool by_text_hash;
-    int64* wanted;
-    int64* moved;
-};
 
 // A row's net change: retractions move its oldest copies to dead,
 // insertions write it to cur.
 void write_net(const Net* n, const Row* row, int64 net) {
     if (net < 0) {
         *n->wanted += -net;
-        *n->moved += retract_row(n->w, n->scan, n->keys, n->key_cols, n->nkeys, n->slot, row, -net,
-                                 n->ts, *n->cols);
+        Copy* copies = nullptr;
+        int ncopies = find_copies(n, row, true, &copies);
+        for (int i = 0; i < ncopies && i < -net; i++) retract_copy(n, &copies[i]);
     } else if (net > 0) {
         int32 hash = n->by_text_hash ? row->text_hash
                                      : decoupled::row_text_hash(n->w, row->values, row->nulls);
@@ -344,19 +335,15 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
     Row** rows = (Row**)palloc(sizeof(Row*) * capacity);
     TableScanDesc pscan = table_beginscan(pending, snap, 0, nullptr);
     TupleTableSlot* pslot = table_slot_create(pending, nullptr);
-    int nmarkers = 0;
     while (table_scan_getnextslot(pscan, ForwardScanDirection, pslot)) {
         if (nrows == capacity) {
             capacity *= 2;
             rows = (Row**)repalloc_huge(rows, sizeof(Row*) * capacity);
         }
         Row* row = keep_row(pslot, cols, by_text_hash ? &w : nullptr);
-        if (row->diff == kRetractByKey) {
-            if (by_text_hash)
-                elog(ERROR, "captured changes of \"%s\" retract by a key it does not have",
-                     tick.name);
-            nmarkers++;
-        }
+        if (row->diff == kRetractByKey && by_text_hash)
+            elog(ERROR, "captured changes of \"%s\" retract by a key it does not have",
+                 tick.name);
         rows[nrows++] = row;
         simple_table_tuple_delete(pending, &pslot->tts_tid, snap);
         CHECK_FOR_INTERRUPTS();
@@ -394,8 +381,8 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
 
     // Consolidate: equal rows are adjacent, and a key's rows too.
     qsort(rows, nrows, sizeof(Row*), row_cmp);
-    Net net_writer{&w, iscan, keys, key_cols, nkeys, islot, tick.ts, &cols, by_text_hash, wanted,
-                   moved};
+    const Net probe{&w, iscan, keys, key_cols, nkeys, islot, tick.ts, &cols, by_text_hash, wanted,
+                  moved};
     TupleDesc cur_desc = RelationGetDescr(cur);
     Datum* copy_values = (Datum*)palloc(sizeof(Datum) * cur_desc->natts);
     bool* copy_nulls = (bool*)palloc(sizeof(bool) * cur_desc->natts);
@@ -405,7 +392,7 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
             int64 net = 0;
             int j = i;
             for (; j < nrows && row_cmp(&rows[i], &rows[j]) == 0; j++) net += rows[j]->diff;
-            write_net(&net_writer, rows[i], net);
+            write_net(&probe, rows[i], net);
             i = j;
         } else {
             // A retraction by key, first among its key's rows: it retracts
@@ -418,8 +405,7 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
                 end++;
             }
             Copy copy;
-            if (n != 1 || !copy_of_key(iscan, keys, key_cols, nkeys, islot, rows[i], tick.ts, cols,
-                                       &copy, copy_values, copy_nulls))
+            if (n != 1 || !copy_of_key(&probe, rows[i], &copy, copy_values, copy_nulls))
                 ereport(ERROR,
                         (errcode(ERRCODE_DATA_CORRUPTED),
                          errmsg("captured changes of registered table \"%s\" retract a key "
@@ -443,19 +429,17 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
                     paired = true;
                     net -= 1;
                     if (net < 0) {
-                        decoupled::retract_current(&w, &copy.tid, copy.tuple, tick.ts);
-                        *moved += 1;
+                        retract_copy(&probe, &copy);
                         *wanted += -net;
                         net = 0;
                     }
                 }
-                write_net(&net_writer, rows[g], net);
+                write_net(&probe, rows[g], net);
                 g = j;
             }
             if (!paired) {
-                decoupled::retract_current(&w, &copy.tid, copy.tuple, tick.ts);
+                retract_copy(&probe, &copy);
                 *wanted += 1;
-                *moved += 1;
             }
             i = end;
         }

@@ -310,6 +310,10 @@ UPDATE wc_marked SET v = v * 2;
 UPDATE wc_marked SET v = 7 WHERE id = 5;
 SELECT decoupled.wait_for_capture('60 s') AS captured;
 SELECT by_key >= 19000 AS by_key FROM wc_pending('wc_marked');
+-- Larger than maintenance_work_mem at 1MB: the C tick steps aside.
+SELECT pg_relation_size(format('decoupled_storage.%I', 'c' || lifetime_id || '_pending')) > 1024 * 1024
+       AS over_1mb
+  FROM decoupled.catalog_objects WHERE name = 'wc_marked' AND dropped_at IS NULL;
 SET maintenance_work_mem = '1MB';
 SELECT wc_tick_matches('wc_marked') AS matches;
 RESET maintenance_work_mem;
