@@ -21,6 +21,13 @@
 # Ticks run in one session that ticked once before, as the controller's
 # does: what a tick costs, not what a new backend costs.
 #
+# CAPTURE=wal: the server runs with wal_level = logical, so the table is
+# captured from the WAL (C14.1) and every timed tick first waits for
+# capture (wait_for_capture, not timed).  SPREAD=random: the UPDATE and
+# DELETE of a round change CHANGES rows at random over the whole table
+# instead of the rows the round inserted — what writers of a large table
+# do, and the tick then probes and writes all over its indexes.
+#
 #   bash bench/append_throughput.sh [append|tick|idle ...]
 #   (RUNS=5 SECONDS_PER_RUN=10 BATCHES="1 100 10000" BASE_ROWS=100000
 #    CHANGES="1000 100000" IDLE_TABLES=1000)
@@ -34,6 +41,9 @@
 # what is left of a commit.
 CMDLINE=("$0" "$@")
 BENCH_CONF="decoupled.table_tick_interval = 0"$'\n'"synchronous_commit = off"$'\n'"${BENCH_CONF:-}"
+CAPTURE=${CAPTURE:-trigger}
+SPREAD=${SPREAD:-inserted}
+if [ "$CAPTURE" = wal ]; then BENCH_CONF+=$'\n'"wal_level = logical"; fi
 source "$(dirname "$0")/lib.sh"
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
 BATCHES=${BATCHES:-1 100 10000}
@@ -44,7 +54,8 @@ PARTS=("$@")
 if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(append tick idle); fi
 
 echo "# ${CMDLINE[*]}  (RUNS=$RUNS SECONDS_PER_RUN=$SECONDS_PER_RUN BATCHES=\"$BATCHES\"" \
-     "BASE_ROWS=$BASE_ROWS CHANGES=\"$CHANGES\" IDLE_TABLES=$IDLE_TABLES)"
+     "BASE_ROWS=$BASE_ROWS CHANGES=\"$CHANGES\" IDLE_TABLES=$IDLE_TABLES CAPTURE=$CAPTURE" \
+     "SPREAD=$SPREAD)"
 echo "# commit $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)," \
      "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -109,23 +120,45 @@ SQL
 part_tick() {
     bench_psql >/dev/null <<SQL
 CREATE TABLE ticked (id bigint PRIMARY KEY, k int, v text);
+CREATE TABLE gone (id bigint);
 INSERT INTO ticked SELECT g, g % 1000, md5(g::text) FROM generate_series(1, $BASE_ROWS) g;
 SELECT decoupled.register_table('ticked', retain_history => '0');
 VACUUM ANALYZE ticked;
 SQL
-    local next=$((BASE_ROWS + 1)) script="$BENCH_DIR/ticks.sql"
+    local next=$((BASE_ROWS + 1)) script="$BENCH_DIR/ticks.sql" wait=""
+    # With WAL capture a tick moves what capture took in: wait for it first.
+    if [ "$CAPTURE" = wal ]; then wait='SELECT decoupled.wait_for_capture() \gset'; fi
     echo 'SELECT decoupled.tick_tables();' > "$script"
     for n in $CHANGES; do
         for _ in $(seq "$RUNS"); do
             local lo=$next hi=$((next + n - 1))
             next=$((hi + 1))
+            # The rows an UPDATE and a DELETE change: the round's own, or
+            # n distinct ids drawn over the whole table (those a DELETE
+            # drew are inserted again after its tick, so every round finds
+            # n rows to delete).
+            local changed="id BETWEEN $lo AND $hi"
+            if [ "$SPREAD" = random ]; then
+                changed="id IN (SELECT DISTINCT (random() * ($BASE_ROWS - 1))::bigint + 1
+                                  FROM generate_series(1, $n * 2) LIMIT $n)"
+            fi
             {
                 echo "INSERT INTO ticked SELECT g, g % 1000, md5(g::text) FROM generate_series($lo, $hi) g;"
+                echo "$wait"
                 measured "insert $n" 'SELECT decoupled.tick_tables();'
-                echo "UPDATE ticked SET v = v || 'x' WHERE id BETWEEN $lo AND $hi;"
+                echo "UPDATE ticked SET v = v || 'x' WHERE $changed;"
+                echo "$wait"
                 measured "update $n" 'SELECT decoupled.tick_tables();'
-                echo "DELETE FROM ticked WHERE id BETWEEN $lo AND $hi;"
+                echo "WITH d AS (DELETE FROM ticked WHERE $changed RETURNING id)
+                      INSERT INTO gone SELECT id FROM d;"
+                echo "$wait"
                 measured "delete $n" 'SELECT decoupled.tick_tables();'
+                if [ "$SPREAD" = random ]; then
+                    echo "INSERT INTO ticked SELECT id, id % 1000, md5(id::text) FROM gone;"
+                    echo "TRUNCATE gone;"
+                    echo "$wait"
+                    echo 'SELECT decoupled.tick_tables();'
+                fi
             } >> "$script"
             cat >> "$script" <<SQL
 VACUUM ticked;

@@ -17,10 +17,11 @@
 #   PERF_OUT=/tmp/replica.perf bash bench/maintenance_cpu.sh   (also records
 #       a perf profile of the replica backend during the registered run;
 #       needs perf, Debian package linux-perf)
-#   FUNCTIONS=1 bash bench/maintenance_cpu.sh   (also prints the mean time
-#       per call of the step's functions during the registered run, from
-#       pg_stat_user_functions: track_functions = all, which costs a clock
-#       reading per call)
+#   FUNCTIONS=1 bash bench/maintenance_cpu.sh   (also prints, for every
+#       function of the extension called at least once a second during the
+#       registered run, its calls and mean total and self time per call,
+#       from pg_stat_user_functions: track_functions = all, which costs a
+#       clock reading per call)
 ROWS=${ROWS:-1000000}
 RATE=${RATE:-800}
 CLIENTS=${CLIENTS:-2}
@@ -81,12 +82,12 @@ done
 echo "# CPU in % of one core over ${SECONDS_PER_RUN}s (the whole machine's includes the writers)"
 if [ "${FUNCTIONS:-0}" = 1 ]; then
     sleep 1  # the replica reports its function counts at its next transaction's end
-    echo "# the step's functions during the registered run: calls, mean ms per call"
-    bench_psql -F ' ' -c "SELECT funcname, calls, round((total_time / calls)::numeric, 3)
+    echo "# the functions during the registered run: calls, mean ms per call, mean self ms per call"
+    # Every function of the extension called at least once per second, by
+    # total time (a nested function's time counts in its caller's too).
+    bench_psql -F ' ' -c "SELECT funcname, calls, round((total_time / calls)::numeric, 3),
+                                 round(self_time::numeric / calls, 3) AS self_ms
                             FROM pg_stat_user_functions
-                           WHERE schemaname = 'decoupled' AND calls > 0
-                             AND funcname IN ('replica_maintain', '_stage_sums', '_merge_sums',
-                                              '_stage_kept', '_replace_staged',
-                                              '_append_staged', '_change_times')
-                           ORDER BY funcname" | sed 's/^/#   /'
+                           WHERE schemaname = 'decoupled' AND calls >= $SECONDS_PER_RUN
+                           ORDER BY total_time DESC" | sed 's/^/#   /'
 fi

@@ -176,7 +176,7 @@ bool probe(Side* s, IndexScanDesc scan, TupleTableSlot* slot, int nkeys, TupleDe
            FmgrInfo* record_out, MemoryContext rows, Found** found, int* n, int* capacity) {
     bool by_key = false;
     index_rescan(scan, s->keys, nkeys, nullptr, 0);
-    while (index_getnext_slot(scan, ForwardScanDirection, slot)) {
+    while (decoupled::next_stored_row(scan, slot)) {
         int64 diff = 1;
         if (s->prefix == kPendingPrefix) {
             bool isnull = false;

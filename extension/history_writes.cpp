@@ -2,10 +2,13 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
@@ -18,6 +21,7 @@ extern "C" {
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "storage/bufmgr.h"
 #include "utils/rel.h"
 }
 
@@ -258,6 +262,37 @@ void retract_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, int64 t
     ExecStoreVirtualTuple(slot);
     ExecSimpleRelationInsert(w->dead, w->estate, slot);
     ResetPerTupleExprContext(w->estate);
+}
+
+bool next_stored_row(IndexScanDesc scan, TupleTableSlot* slot) {
+    Relation rel = scan->heapRelation;
+    if (rel->rd_rel->relam != HEAP_TABLE_AM_OID || !TTS_IS_BUFFERTUPLE(slot))
+        return index_getnext_slot(scan, ForwardScanDirection, slot);
+    // The slot keeps a pointer to the tuple header it stores: its own.
+    HeapTuple tuple = &((BufferHeapTupleTableSlot*)slot)->base.tupdata;
+    for (;;) {
+        ItemPointer tid = index_getnext_tid(scan, ForwardScanDirection);
+        if (tid == nullptr) return false;
+        // What heapam's index fetch does, less heap_page_prune_opt.
+        Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(tid));
+        LockBuffer(buffer, BUFFER_LOCK_SHARE);
+        ExecClearTuple(slot);
+        tuple->t_self = *tid;
+        bool all_dead = false;
+        bool found =
+            heap_hot_search_buffer(tid, rel, buffer, scan->xs_snapshot, tuple, &all_dead, true);
+        if (found) {
+            // The slot takes a pin of its own; the tuple stays valid with it.
+            ExecStoreBufferHeapTuple(tuple, slot, buffer);
+            slot->tts_tableOid = RelationGetRelid(rel);
+        }
+        LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+        ReleaseBuffer(buffer);
+        if (found) return true;
+        // As index_fetch_heap: the index entry of a row dead to everyone
+        // is marked, and later scans skip it.
+        if (!scan->xactStartedInRecovery) scan->kill_prior_tuple = all_dead;
+    }
 }
 
 }  // namespace decoupled

@@ -23,6 +23,7 @@ extern "C" {
 #include "postgres.h"
 
 #include "access/htup.h"
+#include "access/genam.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "nodes/execnodes.h"
@@ -61,6 +62,18 @@ int image_cmp(const ImageColumns& cols, const Datum* a, const bool* a_nulls, con
 // Whether values (as stored, maybe toasted) have the images of `copy`.
 bool same_images(const ImageColumns& cols, const Datum* values, const bool* nulls,
                  const Datum* copy, const bool* copy_nulls);
+
+// The next row an index scan of history storage (cur, pending) finds,
+// visible to the scan's snapshot, into `slot` (a heap tuple slot of the
+// scanned table); false at the end.  As index_getnext_slot, including the
+// marking of index entries whose rows are dead to everyone, but without
+// pruning each heap page it visits (heap_page_prune_opt): the extension
+// never updates a stored row in place, so pruning frees no room for an
+// update there, and a tick probing random keys of a large table pruned a
+// page per probe — a third of its time in one profile (docs/
+// performance.md).  VACUUM prunes those pages, all at once.  Tables of
+// another access method take index_getnext_slot.
+bool next_stored_row(IndexScanDesc scan, TupleTableSlot* slot);
 
 // Whether the first `n` columns of `desc` are `names` of `types`.
 bool starts_with_columns(TupleDesc desc, const char* const* names, const Oid* types, int n);

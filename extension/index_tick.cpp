@@ -223,7 +223,7 @@ int find_copies(const Net* n, const Row* row, bool same_image, Copy** out) {
     Copy* copies = (Copy*)palloc(sizeof(Copy) * capacity);
     for (;;) {
         MemoryContextSwitchTo(GetMemoryChunkContext(scan));
-        bool found = index_getnext_slot(scan, ForwardScanDirection, slot);
+        bool found = decoupled::next_stored_row(scan, slot);
         MemoryContextSwitchTo(row_context);
         if (!found) break;
         slot_getallattrs(slot);
