@@ -110,8 +110,10 @@ ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader mainta
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters
-# must not fail our -Werror build.
-PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -Wno-register -isystem $(shell $(PG_CONFIG) --includedir-server) -I$(srcdir)/extension
+# must not fail our -Werror build.  Frame pointers, as PostgreSQL's own C
+# is built: a profile (perf record -g) of a worker then sees through the
+# extension's frames (bench/maintenance_cpu.sh PERF_OUT=...).
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -Wno-register -fno-omit-frame-pointer -isystem $(shell $(PG_CONFIG) --includedir-server) -I$(srcdir)/extension
 SHLIB_LINK = -lpqxx -lpq -lstdc++ -lrt
 
 # No LLVM bitcode: JIT-inlining this library's C++ buys nothing and would

@@ -16,7 +16,9 @@
 #   PG_CONFIG=/other/pg_config bash bench/maintenance_cpu.sh   (another build)
 #   PERF_OUT=/tmp/replica.perf bash bench/maintenance_cpu.sh   (also records
 #       a perf profile of the replica backend during the registered run;
-#       needs perf, Debian package linux-perf)
+#       needs perf, Debian package linux-perf; call graphs by frame
+#       pointers, which PostgreSQL and the extension keep — PERF_CALL_GRAPH
+#       =dwarf for another build, at a hundred times the file size)
 #   FUNCTIONS=1 bash bench/maintenance_cpu.sh   (also prints, for every
 #       function of the extension called at least once a second during the
 #       registered run, its calls and mean total and self time per call,
@@ -68,7 +70,7 @@ for table in plain_w w; do
     r0=$(ticks "$replica"); c0=$(ticks "$capture"); o0=$(ticks "$controller"); m0=$(machine)
     perf_pid=
     if [ "$table" = w ] && [ -n "${PERF_OUT:-}" ]; then
-        perf record -q --call-graph "${PERF_CALL_GRAPH:-dwarf,32768}" -p "$replica" -o "$PERF_OUT" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 &
+        perf record -q --call-graph "${PERF_CALL_GRAPH:-fp}" -p "$replica" -o "$PERF_OUT" -- sleep "$SECONDS_PER_RUN" >/dev/null 2>&1 &
         perf_pid=$!
     fi
     tps=$(bench_pgbench -n -c "$CLIENTS" -j "$CLIENTS" -T "$SECONDS_PER_RUN" -R "$RATE" \
