@@ -44,6 +44,7 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
+#include "history_writes.hpp"
 #include "storage_names.hpp"
 
 extern "C" {
@@ -134,7 +135,7 @@ struct Probe {
 bool first_row(const Probe& p, ScanKey keys, int nkeys, AttrNumber att, int64* value) {
     IndexScanDesc scan = index_beginscan(p.heap, p.index, p.snapshot, nkeys, 0);
     index_rescan(scan, keys, nkeys, nullptr, 0);
-    bool found = index_getnext_slot(scan, ForwardScanDirection, p.slot);
+    bool found = decoupled::next_stored_row(scan, p.slot);
     if (found) {
         bool isnull = false;
         Datum d = slot_getattr(p.slot, att, &isnull);
@@ -178,7 +179,7 @@ void inserted_and_retracted(const Probe& p, AttrNumber valid_from, int64 from, i
     key(&keys[0], 1, BTGreaterEqualStrategyNumber, from);
     IndexScanDesc scan = index_beginscan(p.heap, p.index, p.snapshot, 1, 0);
     index_rescan(scan, keys, 1, nullptr, 0);
-    while (index_getnext_slot(scan, ForwardScanDirection, p.slot)) {
+    while (decoupled::next_stored_row(scan, p.slot)) {
         bool isnull = false;
         Datum d = slot_getattr(p.slot, valid_from, &isnull);
         if (isnull) continue;

@@ -16,12 +16,12 @@ extern "C" {
 #include "executor/executor.h"
 #include "funcapi.h"
 #include "nodes/makefuncs.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "storage/bufmgr.h"
 #include "utils/rel.h"
 }
 
@@ -274,9 +274,9 @@ bool next_stored_row(IndexScanDesc scan, TupleTableSlot* slot) {
         ItemPointer tid = index_getnext_tid(scan, ForwardScanDirection);
         if (tid == nullptr) return false;
         // What heapam's index fetch does, less heap_page_prune_opt.
+        ExecClearTuple(slot);
         Buffer buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(tid));
         LockBuffer(buffer, BUFFER_LOCK_SHARE);
-        ExecClearTuple(slot);
         tuple->t_self = *tid;
         bool all_dead = false;
         bool found =

@@ -22,8 +22,8 @@
 extern "C" {
 #include "postgres.h"
 
-#include "access/htup.h"
 #include "access/genam.h"
+#include "access/htup.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "nodes/execnodes.h"
@@ -63,7 +63,7 @@ int image_cmp(const ImageColumns& cols, const Datum* a, const bool* a_nulls, con
 bool same_images(const ImageColumns& cols, const Datum* values, const bool* nulls,
                  const Datum* copy, const bool* copy_nulls);
 
-// The next row an index scan of history storage (cur, pending) finds,
+// The next row an index scan of history storage (cur, dead, pending) finds,
 // visible to the scan's snapshot, into `slot` (a heap tuple slot of the
 // scanned table); false at the end.  As index_getnext_slot, including the
 // marking of index entries whose rows are dead to everyone, but without
