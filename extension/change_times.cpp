@@ -44,7 +44,6 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
-#include "history_writes.hpp"
 #include "storage_names.hpp"
 
 extern "C" {
@@ -135,7 +134,7 @@ struct Probe {
 bool first_row(const Probe& p, ScanKey keys, int nkeys, AttrNumber att, int64* value) {
     IndexScanDesc scan = index_beginscan(p.heap, p.index, p.snapshot, nkeys, 0);
     index_rescan(scan, keys, nkeys, nullptr, 0);
-    bool found = decoupled::next_stored_row(scan, p.slot);
+    bool found = index_getnext_slot(scan, ForwardScanDirection, p.slot);
     if (found) {
         bool isnull = false;
         Datum d = slot_getattr(p.slot, att, &isnull);
@@ -179,7 +178,11 @@ void inserted_and_retracted(const Probe& p, AttrNumber valid_from, int64 from, i
     key(&keys[0], 1, BTGreaterEqualStrategyNumber, from);
     IndexScanDesc scan = index_beginscan(p.heap, p.index, p.snapshot, 1, 0);
     index_rescan(scan, keys, 1, nullptr, 0);
-    while (decoupled::next_stored_row(scan, p.slot)) {
+    // heapam's own fetch (not next_stored_row): the walk reads many rows
+    // of a page in a row, and heapam keeps that page pinned from one to
+    // the next.  With next_stored_row a walk of 100,000 retracted rows
+    // took twice as long (docs/performance.md).
+    while (index_getnext_slot(scan, ForwardScanDirection, p.slot)) {
         bool isnull = false;
         Datum d = slot_getattr(p.slot, valid_from, &isnull);
         if (isnull) continue;

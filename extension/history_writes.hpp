@@ -63,7 +63,7 @@ int image_cmp(const ImageColumns& cols, const Datum* a, const bool* a_nulls, con
 bool same_images(const ImageColumns& cols, const Datum* values, const bool* nulls,
                  const Datum* copy, const bool* copy_nulls);
 
-// The next row an index scan of history storage (cur, dead, pending) finds,
+// The next row an index probe of history storage (cur, pending) finds,
 // visible to the scan's snapshot, into `slot` (a heap tuple slot of the
 // scanned table); false at the end.  As index_getnext_slot, including the
 // marking of index entries whose rows are dead to everyone, but without
@@ -71,8 +71,11 @@ bool same_images(const ImageColumns& cols, const Datum* values, const bool* null
 // never updates a stored row in place, so pruning frees no room for an
 // update there, and a tick probing random keys of a large table pruned a
 // page per probe — a third of its time in one profile (docs/
-// performance.md).  VACUUM prunes those pages, all at once.  Tables of
-// another access method take index_getnext_slot.
+// performance.md).  VACUUM prunes those pages, all at once.  For probes,
+// a row or two per key: a walk over many rows of one page is cheaper with
+// index_getnext_slot, which keeps the page pinned between rows (the change
+// times' walks keep it).  Tables of another access method take
+// index_getnext_slot.
 bool next_stored_row(IndexScanDesc scan, TupleTableSlot* slot);
 
 // Whether the first `n` columns of `desc` are `names` of `types`.
