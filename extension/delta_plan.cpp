@@ -1545,6 +1545,21 @@ char* state_of(Oid dstate) {
                                       sibling_name(dstate, "_dstate", "_state"));
 }
 
+// The one input whose arrangement on (key, value) answers `q`'s groups'
+// extremes by ordered probes (ordered_extremes_sql); nullptr where the
+// view groups by more than one key, reads more than one input, or the
+// arrangement is not there (a view made before those probes).
+Input* ordered_probe_input(Query* q, const Keys& keys, const SumsContext& c) {
+    if (keys.n != 1) return nullptr;
+    List* inputs;
+    (void)describe(q, &inputs);
+    if (list_length(inputs) != 1) return nullptr;
+    auto* in = static_cast<Input*>(linitial(inputs));
+    if (in->outer != NIL || !has_arrangement(in->id, ordered_arrangement(q, in, c.extremes)))
+        return nullptr;
+    return in;
+}
+
 // The rows of the groups `filter` selects when only their extremes are
 // unknown (a retraction reached them): counts and sums from the state,
 // which has them exact, and each extreme the least (greatest) of the
@@ -1558,15 +1573,10 @@ char* state_of(Oid dstate) {
 // names groups by literals (then every aggregate is computed again).
 char* ordered_extremes_sql(Query* q, const Keys& keys, const SumsContext& c, Oid dstate,
                            const char* filter) {
-    if (keys.n != 1 || decoupled::names_literals(filter) || strcmp(filter, "true") == 0)
-        return nullptr;
+    if (decoupled::names_literals(filter) || strcmp(filter, "true") == 0) return nullptr;
     q = static_cast<Query*>(copyObjectImpl(q));  // the caller's stays as it was
-    List* inputs;
-    (void)describe(q, &inputs);
-    if (list_length(inputs) != 1) return nullptr;
-    auto* in = static_cast<Input*>(linitial(inputs));
-    if (in->outer != NIL || !has_arrangement(in->id, ordered_arrangement(q, in, c.extremes)))
-        return nullptr;
+    Input* in = ordered_probe_input(q, keys, c);
+    if (in == nullptr) return nullptr;
     // The view's rows before grouping (keys, args, extremes), from one
     // part of the input's history.
     ungroup(q, sums_select_list(q, nullptr));
@@ -1728,6 +1738,22 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     PG_RETURN_INT64(static_cast<int64>(rows));
 }
 
+// Whether the groups whose extremes became unknown are computed afresh by
+// one pass over the input rather than group by group.  Ordered probes cost
+// a few index probes a group whatever its size, so they are weighed
+// against the input's rows; computing a group again reads all its rows,
+// so that is weighed against the view's (the state's) groups.  `by_state`:
+// the groups are named by the state's marks, not by literals, which
+// ordered probes need (ordered_extremes_sql).
+bool unknown_in_full(Query* q, const Keys& keys, const SumsContext& c, int64 unknown,
+                     Oid state, bool by_state) {
+    Input* in = by_state ? ordered_probe_input(static_cast<Query*>(copyObjectImpl(q)), keys, c)
+                         : nullptr;
+    if (in != nullptr)
+        return decoupled::probe_extremes_in_full(unknown, live_rows(storage_view(in->id, "cur")));
+    return decoupled::recompute_touched_groups_in_full(unknown, live_rows(state));
+}
+
 // decoupled._merge_sums(plan regclass, state regclass, dstate regclass,
 //                       replace text DEFAULT NULL,
 //                       OUT groups bigint, OUT filter text, OUT unknown text)
@@ -1840,12 +1866,13 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
             for (uint64 r = 0; r < nunknown; ++r)
                 for (int k = 0; k < keys.n; ++k)
                     null_key |= SPI_getvalue(unknown_rows[r], SPI_tuptable->tupdesc, k + 1) == nullptr;
+            bool by_state = keys.n == 1 && !OidIsValid(get_element_type(keys.types[0])) && !null_key;
             if (nunknown == 0)
                 unknown_filter = nullptr;
-            else if (decoupled::recompute_touched_groups_in_full(static_cast<int64>(nunknown),
-                                                                 live_rows(PG_GETARG_OID(1))))
+            else if (unknown_in_full(q, keys, c, static_cast<int64>(nunknown), PG_GETARG_OID(1),
+                                     by_state))
                 unknown_filter = pstrdup("true");
-            else if (keys.n == 1 && !OidIsValid(get_element_type(keys.types[0])) && !null_key)
+            else if (by_state)
                 // The state marks them: a text without literals, whose plans
                 // are kept (an ANY over a subquery's array is pushed down to
                 // the arrangement, as in restrict_partners).

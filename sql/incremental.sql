@@ -459,6 +459,31 @@ SELECT decoupled.drop('inc_ext_mm'), decoupled.drop('inc_ext_enum'), decoupled.d
 DROP TABLE inc_ext;
 DROP FUNCTION inc_ext_verified();
 
+-- Many groups' extremes retracted, over an input with hundreds of rows a
+-- group: ordered probes still find them group by group (a pass over the
+-- input is chosen only past one group per 256 of its rows), and each step
+-- equals the recomputation — every group's minimum and maximum moved, then
+-- most groups' minimum deleted, NULLs among the values.
+CREATE TABLE inc_wide (id int PRIMARY KEY, g int NOT NULL, v int);
+INSERT INTO inc_wide SELECT i, i % 80, CASE WHEN i % 97 = 0 THEN NULL ELSE i END
+  FROM generate_series(1, 40000) i;
+SELECT decoupled.register_table('inc_wide') > 0 AS registered;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT decoupled.create_materialized_view('inc_wide_mm',
+    'SELECT g, min(v) AS lo, max(v) AS hi, count(*) AS n FROM inc_wide GROUP BY g') > 0 AS created;
+SELECT inc_caught_up('inc_wide_mm') AND decoupled.verify('inc_wide_mm') AS verified;
+UPDATE inc_wide SET v = v + 7 WHERE v < 100 OR v > 39900;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT inc_caught_up('inc_wide_mm') AND decoupled.verify('inc_wide_mm') AS verified;
+DELETE FROM inc_wide WHERE id IN (SELECT min(id) FILTER (WHERE v IS NOT NULL) FROM inc_wide
+                                   WHERE g < 75 GROUP BY g);
+UPDATE inc_wide SET v = NULL WHERE id IN (SELECT max(id) FROM inc_wide GROUP BY g);
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT inc_caught_up('inc_wide_mm') AND decoupled.verify('inc_wide_mm') AS verified;
+SELECT name, method, recompute_steps FROM decoupled.view_maintenance WHERE name = 'inc_wide_mm';
+SELECT decoupled.drop('inc_wide_mm'), decoupled.unregister_table('inc_wide');
+DROP TABLE inc_wide;
+
 -- Kept sums over a keyed outer join (C13.2): one LEFT, RIGHT or FULL join
 -- of two inputs whose ON is one equality of a column of each.  Its changes
 -- are its inner join's plus those of its null-extended rows — for the keys

@@ -77,14 +77,28 @@ const char* strategy_name(StrategyKind kind) {
     return "recompute";
 }
 
+// Below this many groups the probes always win.
+constexpr int64_t kAlwaysProbe = 64;
+
 bool recompute_touched_groups_in_full(int64_t touched, double view_rows) {
-    // Below this many groups the probes always win; above a quarter of the
-    // view's rows a sequential pass over the input does (the figures are in
-    // docs/performance.md).
-    constexpr int64_t kAlwaysProbe = 64;
+    // Above a quarter of the view's rows a sequential pass over the input
+    // wins (the figures are in docs/performance.md).
     if (touched <= kAlwaysProbe) return false;
     if (view_rows < 0) return false;
     return static_cast<double>(touched) * 4 > view_rows;
+}
+
+bool probe_extremes_in_full(int64_t groups, double input_rows) {
+    // Measured on 1,000,000 rows in 1,000 groups (docs/performance.md,
+    // "Extremes probed group by group"): an ordered probe of a group's
+    // extremes costs about 0.1 ms, a pass over the input about 0.2 µs a
+    // row, so they break even near 500 rows a group; half of that leaves
+    // the pass, whose cost does not depend on the index's state, the
+    // benefit of the doubt.
+    constexpr double kInputRowsPerProbedGroup = 256;
+    if (groups <= kAlwaysProbe) return false;
+    if (input_rows < 0) return false;
+    return static_cast<double>(groups) * kInputRowsPerProbedGroup > input_rows;
 }
 
 }  // namespace decoupled

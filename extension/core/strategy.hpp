@@ -84,4 +84,10 @@ const char* strategy_name(StrategyKind kind);
 // `view_rows` is the planner's estimate (negative: unknown).
 bool recompute_touched_groups_in_full(int64_t touched, double view_rows);
 
+// A `sums` step finds the new extremes of the groups a retraction reached
+// by ordered probes (a few index probes a group, whatever its size); one
+// pass over the input is cheaper only once there is a group for every few
+// hundred of the input's rows.  `input_rows`: negative if unknown.
+bool probe_extremes_in_full(int64_t groups, double input_rows);
+
 }  // namespace decoupled

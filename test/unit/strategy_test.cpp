@@ -173,6 +173,16 @@ TEST(Strategy, ManyTouchedGroupsRecomputeInFull) {
     EXPECT_FALSE(recompute_touched_groups_in_full(1000, 1000000));
 }
 
+TEST(Strategy, ExtremesProbedWhileGroupsAreFewAgainstTheInput) {
+    using decoupled::probe_extremes_in_full;
+    // Every group of 1,000,000 rows in 1,000: still cheaper probed.
+    EXPECT_FALSE(probe_extremes_in_full(1000, 1000000));
+    EXPECT_FALSE(probe_extremes_in_full(64, 100));
+    EXPECT_TRUE(probe_extremes_in_full(5000, 1000000));
+    EXPECT_TRUE(probe_extremes_in_full(100, 1000));
+    EXPECT_FALSE(probe_extremes_in_full(100000, -1));
+}
+
 TEST(Strategy, UnknownViewSizeProbes) {
     EXPECT_FALSE(recompute_touched_groups_in_full(5000, -1));
 }
