@@ -8,8 +8,8 @@
 //
 // What.  Each row read by record_in of pending's row type, as the owner in
 // a security-restricted operation as before (a domain's check runs with
-// the owner's rights), then inserted with its indexes maintained as the
-// executor does for a plain table (ExecSimpleRelationInsert).  Pending not
+// the owner's rights), then inserted with its indexes maintained as COPY
+// does, a few pages at a time (history_writes.hpp, InsertBuffer).  Pending not
 // laid out as _create_storage made it — triggers, row security, another
 // first column — is written by the statements.
 //
@@ -82,19 +82,19 @@ bool write_pending_rows(int64 id, Oid owner, const Datum* rows, int n) {
     ResultRelInfo* target = makeNode(ResultRelInfo);
     InitResultRelInfo(target, pending, 1, nullptr, 0);
     ExecOpenIndices(target, false);
-    TupleTableSlot* slot = ExecInitExtraTupleSlot(estate, desc, &TTSOpsVirtual);
+    InsertBuffer buffer;
+    init_insert_buffer(&buffer, target);
     for (int i = 0; i < n; i++) {
         HeapTupleData tuple;
         tuple.t_len = HeapTupleHeaderGetDatumLength(read[i]);
         ItemPointerSetInvalid(&tuple.t_self);
         tuple.t_tableOid = InvalidOid;
         tuple.t_data = read[i];
-        ExecClearTuple(slot);
+        TupleTableSlot* slot = buffered_slot(estate, &buffer);
         heap_deform_tuple(&tuple, desc, slot->tts_values, slot->tts_isnull);
-        ExecStoreVirtualTuple(slot);
-        ExecSimpleRelationInsert(target, estate, slot);
-        ResetPerTupleExprContext(estate);
+        add_buffered(estate, &buffer, slot);
     }
+    flush_buffered(estate, &buffer);
     ExecCloseIndices(target);
     ExecResetTupleTable(estate->es_tupleTable, false);
     FreeExecutorState(estate);

@@ -191,6 +191,67 @@ bool history_laid_out(Relation cur, Relation dead, TupleDesc like, int like_from
            same_columns(d, kHistoryPrefix, like, like_from, ncols);
 }
 
+// A buffer holds at most this many rows, or about this many bytes of them:
+// a page or a few, written by one table_multi_insert.  (COPY buffers 1,000
+// rows, but makes their slots once per statement; a writer makes them per
+// tick or step, and 1,000 of them cost a 1,000-row tick more than the
+// batching saved.)
+constexpr int kBufferedRows = 128;
+constexpr Size kBufferedBytes = 65535;
+
+void init_insert_buffer(InsertBuffer* b, ResultRelInfo* target) {
+    b->target = target;
+    b->slots = static_cast<TupleTableSlot**>(palloc0(sizeof(TupleTableSlot*) * kBufferedRows));
+    b->made = 0;
+    b->used = 0;
+    b->bytes = 0;
+}
+
+void flush_buffered(EState* estate, InsertBuffer* b) {
+    if (b->used == 0) return;
+    MemoryContext caller = MemoryContextSwitchTo(GetPerTupleMemoryContext(estate));
+    table_multi_insert(b->target->ri_RelationDesc, b->slots, b->used, estate->es_output_cid, 0,
+                       nullptr);
+    MemoryContextSwitchTo(caller);
+    for (int i = 0; i < b->used; ++i) {
+        if (b->target->ri_NumIndices > 0)
+            (void)ExecInsertIndexTuples(b->target, b->slots[i], estate, false, false, nullptr,
+                                        NIL);
+        ResetPerTupleExprContext(estate);
+        ExecClearTuple(b->slots[i]);
+    }
+    b->used = 0;
+    b->bytes = 0;
+}
+
+TupleTableSlot* buffered_slot(EState* estate, InsertBuffer* b) {
+    if (b->used == b->made) {
+        // The slot, and the rows it copies, live as long as the writer,
+        // whatever context the caller writes a row in.
+        Relation rel = b->target->ri_RelationDesc;
+        MemoryContext caller = MemoryContextSwitchTo(estate->es_query_cxt);
+        b->slots[b->made++] =
+            ExecInitExtraTupleSlot(estate, RelationGetDescr(rel), table_slot_callbacks(rel));
+        MemoryContextSwitchTo(caller);
+    }
+    TupleTableSlot* slot = b->slots[b->used];
+    ExecClearTuple(slot);
+    return slot;
+}
+
+void add_buffered(EState* estate, InsertBuffer* b, TupleTableSlot* slot) {
+    ExecStoreVirtualTuple(slot);
+    ExecMaterializeSlot(slot);
+    Relation rel = b->target->ri_RelationDesc;
+    if (rel->rd_att->constr) ExecConstraints(b->target, slot, estate);
+    bool should_free = false;
+    HeapTuple tuple = ExecFetchSlotHeapTuple(slot, false, &should_free);
+    b->bytes += tuple->t_len;
+    if (should_free) heap_freetuple(tuple);
+    b->used++;
+    if (b->used == kBufferedRows || b->bytes >= kBufferedBytes) flush_buffered(estate, b);
+}
+
 void begin_history_writes(HistoryWriter* w, Relation cur, Relation dead, int ncols,
                           Snapshot snapshot) {
     w->cur_rel = cur;
@@ -208,12 +269,16 @@ void begin_history_writes(HistoryWriter* w, Relation cur, Relation dead, int nco
     ExecOpenIndices(w->dead, false);
     w->cur_slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(cur), &TTSOpsVirtual);
     w->dead_slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(dead), &TTSOpsVirtual);
+    init_insert_buffer(&w->cur_rows, w->cur);
+    init_insert_buffer(&w->dead_rows, w->dead);
     w->row_desc = nullptr;  // made by the first row_text_hash
     w->rowid_seq = get_relname_relid("rowid_seq", get_namespace_oid("decoupled", false));
     if (!OidIsValid(w->rowid_seq)) elog(ERROR, "sequence decoupled.rowid_seq does not exist");
 }
 
 void end_history_writes(HistoryWriter* w) {
+    flush_buffered(w->estate, &w->cur_rows);
+    flush_buffered(w->estate, &w->dead_rows);
     ExecCloseIndices(w->cur);
     ExecCloseIndices(w->dead);
     ExecResetTupleTable(w->estate->es_tupleTable, false);
@@ -238,30 +303,24 @@ int32 row_text_hash(HistoryWriter* w, Datum* values, bool* nulls) {
 
 void insert_current(HistoryWriter* w, const Datum* values, const bool* nulls, int64 ts,
                     int32 mz_hash) {
-    TupleTableSlot* slot = w->cur_slot;
-    ExecClearTuple(slot);
+    TupleTableSlot* slot = buffered_slot(w->estate, &w->cur_rows);
     slot->tts_values[0] = Int64GetDatum(nextval_internal(w->rowid_seq, true));
     slot->tts_values[1] = Int64GetDatum(ts);
     slot->tts_values[2] = Int32GetDatum(mz_hash);
     memset(slot->tts_isnull, 0, sizeof(bool) * kHistoryPrefix);
     memcpy(slot->tts_values + kHistoryPrefix, values, sizeof(Datum) * w->ncols);
     memcpy(slot->tts_isnull + kHistoryPrefix, nulls, sizeof(bool) * w->ncols);
-    ExecStoreVirtualTuple(slot);
-    ExecSimpleRelationInsert(w->cur, w->estate, slot);
-    ResetPerTupleExprContext(w->estate);
+    add_buffered(w->estate, &w->cur_rows, slot);
 }
 
 void retract_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, int64 ts) {
     simple_table_tuple_delete(w->cur_rel, tid, w->snapshot);
-    TupleTableSlot* slot = w->dead_slot;
-    ExecClearTuple(slot);
+    TupleTableSlot* slot = buffered_slot(w->estate, &w->dead_rows);
     // cur's (mz_rowid, mz_ts, mz_hash, columns) become dead's (mz_rowid,
     // valid_from, valid_to, columns).
     heap_deform_tuple(tuple, RelationGetDescr(w->cur_rel), slot->tts_values, slot->tts_isnull);
     slot->tts_values[2] = Int64GetDatum(ts);
-    ExecStoreVirtualTuple(slot);
-    ExecSimpleRelationInsert(w->dead, w->estate, slot);
-    ResetPerTupleExprContext(w->estate);
+    add_buffered(w->estate, &w->dead_rows, slot);
 }
 
 bool next_stored_row(IndexScanDesc scan, TupleTableSlot* slot) {

@@ -10,10 +10,13 @@
 // written again rather than kept, which history shows as the same row
 // retracted and inserted at one time: the same contents.
 //
-// Writes go through the executor's simple-relation routines
-// (ExecSimpleRelationInsert: the relation's constraints and every index,
-// as the logical replication apply worker writes), so indexes made after
-// the storage (arrangements) are maintained as by an INSERT.
+// Rows written to cur and dead wait in a buffer and go to the table a few
+// pages at a time (table_multi_insert: one WAL record and one buffer lock
+// per page instead of per row), each followed by its index entries, as
+// COPY writes: the relation's constraints checked and every index
+// maintained, so indexes made after the storage (arrangements) are kept
+// as by an INSERT.  Nothing reads a written row before the writer ends:
+// the writes' command is not visible to the snapshot they read with.
 //
 // C-style C++: nothing with a destructor lives in a frame an ereport may
 // leave.
@@ -97,6 +100,24 @@ RangeTblEntry* relation_rte(Relation rel);
 // but the extension (no trigger, no row security).
 bool history_laid_out(Relation cur, Relation dead, TupleDesc like, int like_from, int ncols);
 
+// Rows on their way into one table, a few pages at a time (above): the
+// history's writes and the capture worker's into pending.
+struct InsertBuffer {
+    ResultRelInfo* target;
+    TupleTableSlot** slots;  // made as needed, kept as long as the EState
+    int made;
+    int used;
+    Size bytes;
+};
+// For `target` (opened, its indexes too) of an EState that outlives it.
+void init_insert_buffer(InsertBuffer* b, ResultRelInfo* target);
+// An empty slot for the next row; its values filled, add_buffered takes it
+// (a copy of the row of its own, checked against the table's constraints
+// as an INSERT would), writing the buffer when it is full.
+TupleTableSlot* buffered_slot(EState* estate, InsertBuffer* b);
+void add_buffered(EState* estate, InsertBuffer* b, TupleTableSlot* slot);
+// The buffered rows into the table, then their index entries.
+void flush_buffered(EState* estate, InsertBuffer* b);
 // Everything the writes of one statement's worth of history share.
 struct HistoryWriter {
     Relation cur_rel;
@@ -110,6 +131,8 @@ struct HistoryWriter {
     Oid rowid_seq;
     int ncols;
     Snapshot snapshot;
+    InsertBuffer cur_rows;
+    InsertBuffer dead_rows;
 };
 
 // Opens the indexes of `cur` and `dead` (open, locked RowExclusiveLock)
@@ -117,6 +140,7 @@ struct HistoryWriter {
 // reads with.
 void begin_history_writes(HistoryWriter* w, Relation cur, Relation dead, int ncols,
                           Snapshot snapshot);
+// Writes what is buffered, then closes the indexes.
 void end_history_writes(HistoryWriter* w);
 
 // hashtext(ROW(columns)::text): the mz_hash every write stores.
