@@ -267,8 +267,6 @@ void begin_history_writes(HistoryWriter* w, Relation cur, Relation dead, int nco
     InitResultRelInfo(w->dead, dead, 2, nullptr, 0);
     ExecOpenIndices(w->cur, false);
     ExecOpenIndices(w->dead, false);
-    w->cur_slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(cur), &TTSOpsVirtual);
-    w->dead_slot = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(dead), &TTSOpsVirtual);
     init_insert_buffer(&w->cur_rows, w->cur);
     init_insert_buffer(&w->dead_rows, w->dead);
     w->row_desc = nullptr;  // made by the first row_text_hash

@@ -124,8 +124,6 @@ struct HistoryWriter {
     EState* estate;
     ResultRelInfo* cur;
     ResultRelInfo* dead;
-    TupleTableSlot* cur_slot;
-    TupleTableSlot* dead_slot;
     TupleDesc row_desc;  // the collection's columns as an anonymous record, once needed
     FmgrInfo record_out;
     Oid rowid_seq;
