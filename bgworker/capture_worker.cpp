@@ -729,9 +729,13 @@ void note_catalog_changes() {
 // and committed, or failed: the situation is read again (situation()) and
 // the next decoding clears the caches on both sides.
 bool seen_valid = false;  // situation(): what look() saw still holds
+// The skipped relation files are read again before the next decoding: a
+// table this worker adopted is decoded from its adoption on.
+bool skipped_stale = true;
 
 void changed_here() {
     seen_valid = false;
+    skipped_stale = true;
     last_catalog_change = GetXLogInsertRecPtr();
     forget_known_rows();
 }
@@ -741,22 +745,24 @@ void clear_caches_if_changed(XLogRecPtr start) {
     if (start < last_catalog_change) InvalidateSystemCaches();
 }
 
-// The extension's own relation files (capture_skip.cpp), read again when
-// the catalog epoch moves (views and tables come and go), and otherwise at
-// most every 250 ms once invalidations say relations may have changed (a
-// tick compacting pending gives it a new file): until then a new file is
-// decoded, which costs time and loses nothing.
+// The relation files not decoded (capture_skip.cpp), read again when the
+// catalog epoch moves (tables are registered, views come and go) or this
+// worker changed the catalog, and otherwise at most every 250 ms once
+// invalidations say relations may have changed (a tick compacting pending
+// gives it a new file): until then a new file is decoded, which costs time
+// and loses nothing.
 void refresh_skipped_relations() {
     static uint64 at_epoch = 0;
     static uint64 at_invalidation = 0;
     static TimestampTz at = 0;
     uint64 epoch = pg_atomic_read_u64(&shared()->catalog_epoch);
     TimestampTz now = GetCurrentTimestamp();
-    if (at != 0 && epoch == at_epoch &&
+    if (at != 0 && epoch == at_epoch && !skipped_stale &&
         (SharedInvalidMessageCounter == at_invalidation ||
          !TimestampDifferenceExceeds(at, now, 250)))
         return;
     decoupled::capture_skip_refresh();
+    skipped_stale = false;
     at_epoch = epoch;
     at_invalidation = SharedInvalidMessageCounter;
     at = now;

@@ -77,6 +77,11 @@ MemoryContext cache_context = nullptr;
 uint64 cache_epoch = 0;
 bool cache_loaded = false;
 bool cache_loaded_in_xact = false;  // forget it if this transaction aborts
+// decoupled.catalog_objects when the cache was loaded (InvalidOid: no
+// extension then).  DROP EXTENSION bumps no epoch but drops that table,
+// which a syscache probe sees: get_extension_oid scans pg_extension, 4% of
+// a single-row writer's CPU when every statement asked it.
+Oid cache_catalog_relid = InvalidOid;
 bool in_rewrite = false;   // our own analysis and cache loads are not rewritten
 int suppress_depth = 0;    // decoupled._execute_unrewritten()
 
@@ -113,8 +118,10 @@ void load_cache(uint64 epoch) {
                              HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
     Oid nsp = get_namespace_oid("decoupled", true);
-    if (OidIsValid(get_extension_oid("pg_decoupled", true)) && OidIsValid(nsp) &&
-        OidIsValid(get_relname_relid("catalog_objects", nsp))) {
+    Oid catalog_relid = OidIsValid(nsp) ? get_relname_relid("catalog_objects", nsp) : InvalidOid;
+    cache_catalog_relid = InvalidOid;
+    if (OidIsValid(get_extension_oid("pg_decoupled", true)) && OidIsValid(catalog_relid)) {
+        cache_catalog_relid = catalog_relid;
         decoupled::SavedUser saved = decoupled::become_catalog_reader();
         SPI_connect();
         SPIPlanPtr plan = SPI_prepare(kLoadSql, 0, nullptr);
@@ -365,7 +372,7 @@ void rewrite_with_cache(Query* target) {
         if (!cache_loaded || epoch != cache_epoch) load_cache(epoch);
         if (hash_get_num_entries(read_cache) > 0) {
             // DROP EXTENSION bumps no epoch: check before relying on the cache.
-            if (!OidIsValid(get_extension_oid("pg_decoupled", true)))
+            if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(cache_catalog_relid)))
                 load_cache(epoch);
             else
                 rewrite_query(target);
