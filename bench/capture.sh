@@ -20,7 +20,12 @@
 # WAL capture, the time from its commit until capture took it in
 # (wait_for_capture) as rows/s (two captured rows per updated row).
 #
-#   bash bench/capture.sh [writers|bulk ...]
+# bystanders: pgbench single-row INSERT into a table nobody registered,
+# while a registered table is captured from the WAL (the slot decodes the
+# whole database) and while none is (no slot): what the extension costs
+# the writers of every other table, and its workers' CPU per transaction.
+#
+#   bash bench/capture.sh [writers|bulk|bystanders ...]
 #   (ROWS=100000 RUNS=5 SECONDS_PER_RUN=10 CLIENT_COUNTS="2 8" BULK="1000 100000"
 #    MODES="trigger wal" STATEMENTS="insert update delete")
 # synchronous_commit = off: a WAL flush per commit (several ms on this
@@ -45,6 +50,9 @@ SQL
 cat > "$BENCH_DIR/update.sql" <<SQL
 \set id random(1, $ROWS)
 UPDATE w SET v = v + 1 WHERE id = :id;
+SQL
+cat > "$BENCH_DIR/other.sql" <<'SQL'
+INSERT INTO other (k, v) VALUES ((random() * 1000)::int, 1);
 SQL
 cat > "$BENCH_DIR/delete.sql" <<SQL
 \set id random(1, $ROWS)
@@ -130,6 +138,36 @@ writers() {
             done
         done
     done
+}
+
+bystanders() {
+    echo "-- writers of a table nobody registered, pgbench single-row INSERT, another" \
+         "$ROWS-row table captured from the WAL or none (median of $RUNS x ${SECONDS_PER_RUN}s, interleaved)"
+    printf '%8s %16s %16s %8s %14s\n' "clients" "none captured" "one captured" "ratio" \
+        "worker us/txn"
+    set_capture wal
+    bench_psql >/dev/null -c "DROP TABLE IF EXISTS other" \
+        -c "CREATE TABLE other (id bigserial PRIMARY KEY, k int, v int)"
+    local clients
+    for clients in $CLIENT_COUNTS; do
+        local none=() captured=() cpu=() run
+        for _ in $(seq "$RUNS"); do
+            fresh_table no
+            bench_psql >/dev/null -c "TRUNCATE other"
+            none+=("$(tps_of other "$clients")")
+            fresh_table yes
+            bench_psql >/dev/null -c "TRUNCATE other" -c "SELECT decoupled.wait_for_capture('60 s')"
+            run=$(registered_run other "$clients")
+            captured+=("${run% *}")
+            cpu+=("${run#* }")
+        done
+        local n c u
+        n=$(printf '%s\n' "${none[@]}" | median)
+        c=$(printf '%s\n' "${captured[@]}" | median)
+        u=$(printf '%s\n' "${cpu[@]}" | median)
+        printf '%8s %16.0f %16.0f %7.2fx %14.1f\n' "$clients" "$n" "$c" "$(echo "$c / $n" | bc -l)" "$u"
+    done
+    bench_psql >/dev/null -c "DROP TABLE other"
 }
 
 # Milliseconds `sql` takes (psql's own clock, commit included).

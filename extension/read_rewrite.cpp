@@ -22,6 +22,13 @@
 // else its `ONLY t` branch would become a second union, and EXPLAIN would
 // show a plan that never runs.
 //
+// The subquery is parsed and analysed once per table and backend, and
+// copied at each read after that (cached_replacement): parsing and
+// analysing it at every statement was a fifth of a single-row SELECT's
+// CPU.  The copy holds OIDs, not names (renames cannot make it wrong);
+// it goes whenever either relation it reads or any function changes, and
+// with the rest of the cache.
+//
 // No C++ objects live here: parse analysis may longjmp through this file.
 extern "C" {
 #include "postgres.h"
@@ -70,6 +77,8 @@ struct ReadEntry {
     int64 lifetime_id;
     char* columns;     // quoted, comma-separated
     Oid history_relid;  // decoupled_storage.c<id>_history
+    Query* analyzed;    // the replacement, analysed (in trees_context) ...
+    uint64 analyzed_in;  // ... while trees_generation is this
 };
 
 HTAB* read_cache = nullptr;
@@ -82,6 +91,38 @@ bool cache_loaded_in_xact = false;  // forget it if this transaction aborts
 // which a syscache probe sees: get_extension_oid scans pg_extension, 4% of
 // a single-row writer's CPU when every statement asked it.
 Oid cache_catalog_relid = InvalidOid;
+// The analysed replacements; reset (and the generation moved on) by
+// invalidations of what they read (forget_trees).
+MemoryContext trees_context = nullptr;
+uint64 trees_generation = 1;
+
+void forget_trees() {
+    if (trees_context) MemoryContextReset(trees_context);
+    ++trees_generation;
+}
+
+// A relation's definition changed (InvalidOid: every relation's): the
+// trees reading it go.
+void forget_trees_of_relation(Datum, Oid relid) {
+    if (read_cache == nullptr) return;
+    if (!OidIsValid(relid) || hash_search(read_cache, &relid, HASH_FIND, nullptr) != nullptr) {
+        forget_trees();
+        return;
+    }
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, read_cache);
+    while (auto* entry = static_cast<ReadEntry*>(hash_seq_search(&seq))) {
+        if (entry->history_relid == relid) {
+            hash_seq_term(&seq);
+            forget_trees();
+            return;
+        }
+    }
+}
+
+// A function changed (decoupled.as_of, whose OID the trees hold, among
+// them).
+void forget_trees_of_function(Datum, int, uint32) { forget_trees(); }
 bool in_rewrite = false;   // our own analysis and cache loads are not rewritten
 int suppress_depth = 0;    // decoupled._execute_unrewritten()
 
@@ -99,6 +140,7 @@ constexpr const char* kLoadSql = R"sql(
 )sql";
 
 void reset_cache() {
+    forget_trees();
     if (cache_context) MemoryContextReset(cache_context);
     read_cache = nullptr;
     cache_loaded = false;
@@ -145,6 +187,8 @@ void load_cache(uint64 epoch) {
             entry->lifetime_id = lifetime_id;
             entry->columns = MemoryContextStrdup(cache_context, columns);
             entry->history_relid = history_null ? InvalidOid : history;
+            entry->analyzed = nullptr;
+            entry->analyzed_in = 0;
         }
         SPI_finish();
         decoupled::restore_user(saved);
@@ -169,10 +213,12 @@ char* replacement_for(Oid relid) {
 }
 
 // A cache (re)loaded by a transaction that aborts may hold that
-// transaction's own, never committed, view of the catalog.
+// transaction's own, never committed, view of the catalog; so may a tree
+// analysed in it.
 void forget_on_abort(XactEvent event, void*) {
     if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) {
         if (cache_loaded_in_xact) cache_loaded = false;
+        forget_trees();
     }
     if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
         event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
@@ -199,6 +245,36 @@ bool is_write_target(Query* q, int rti) {
 Query* analyze_replacement(const char* sql) {
     List* raw = raw_parser(sql, RAW_PARSE_DEFAULT);
     return parse_analyze_fixedparams(linitial_node(RawStmt, raw), sql, nullptr, 0, nullptr);
+}
+
+// The analysed replacement of a read of `relid` (in the current context),
+// or nullptr when it is not a registered table: a copy of the one kept for
+// it, with the locks its analysis took, in the same order; analysed afresh
+// (and kept) when there is none, or when taking those locks brought an
+// invalidation of it.
+Query* cached_replacement(Oid relid) {
+    auto* entry = static_cast<ReadEntry*>(hash_search(read_cache, &relid, HASH_FIND, nullptr));
+    if (entry == nullptr) return nullptr;
+    if (OidIsValid(entry->history_relid) && entry->analyzed != nullptr &&
+        entry->analyzed_in == trees_generation) {
+        Query* copy = static_cast<Query*>(copyObjectImpl(entry->analyzed));
+        LockRelationOid(relid, AccessShareLock);
+        LockRelationOid(entry->history_relid, AccessShareLock);
+        if (entry->analyzed_in == trees_generation) return copy;
+    }
+    char* sql = replacement_for(relid);
+    if (sql == nullptr) return nullptr;
+    Query* analyzed = analyze_replacement(sql);
+    if (OidIsValid(entry->history_relid)) {
+        if (trees_context == nullptr)
+            trees_context = AllocSetContextCreate(CacheMemoryContext, "pg_decoupled read trees",
+                                                  ALLOCSET_SMALL_SIZES);
+        MemoryContext old = MemoryContextSwitchTo(trees_context);
+        entry->analyzed = static_cast<Query*>(copyObjectImpl(analyzed));
+        entry->analyzed_in = trees_generation;
+        MemoryContextSwitchTo(old);
+    }
+    return analyzed;
 }
 
 // A query that selects columns of its one range table entry, with a WHERE
@@ -326,9 +402,8 @@ void rewrite_query(Query* q) {
         if (rte->rtekind != RTE_RELATION || rte->tablesample || is_write_target(q, rti) ||
             uses_system_columns(rte))
             continue;
-        char* sql = replacement_for(rte->relid);
-        if (!sql) continue;
-        Query* sub = analyze_replacement(sql);
+        Query* sub = cached_replacement(rte->relid);
+        if (!sub) continue;
         // The subquery checks SELECT on the table itself, as the reader.
         decoupled::read_entry_through(rte, sub);
     }
@@ -591,6 +666,8 @@ void install_read_rewrite() {
     prev_executor_run_hook = ExecutorRun_hook;
     ExecutorRun_hook = run_reads;
     RegisterXactCallback(forget_on_abort, nullptr);
+    CacheRegisterRelcacheCallback(forget_trees_of_relation, (Datum)0);
+    CacheRegisterSyscacheCallback(PROCOID, forget_trees_of_function, (Datum)0);
 }
 
 void read_entry_through(RangeTblEntry* rte, Query* sub) {
