@@ -219,6 +219,26 @@ SELECT count(*) AS n, sum(v) AS total
   FROM (SELECT k, v FROM ONLY rp WHERE k > 0 UNION ALL SELECT k, v FROM rp WHERE k > 4) s;
 RESET decoupled.as_of;
 
+-- The analysed replacement is kept per backend and shared by every role
+-- this session takes: privileges are still the reader's, at each read.
+CREATE ROLE rp_reader;
+SELECT count(*) AS n FROM rp;
+SET ROLE rp_reader;
+SELECT count(*) AS n FROM rp;  -- refused
+RESET ROLE;
+GRANT SELECT ON rp TO rp_reader;
+SET ROLE rp_reader;
+SELECT count(*) AS n FROM rp;
+SET decoupled.as_of = :t0;
+SELECT count(*) AS n FROM rp;
+RESET decoupled.as_of;
+RESET ROLE;
+REVOKE SELECT ON rp FROM rp_reader;
+SET ROLE rp_reader;
+SELECT count(*) AS n FROM rp;  -- refused again
+RESET ROLE;
+DROP ROLE rp_reader;
+
 DEALLOCATE rp_p;
 DEALLOCATE rp_g;
 DROP FUNCTION rp_total(), rp_totals_at(bigint[]), rp_shapes(), rp_paths(), plan_shape(text),
