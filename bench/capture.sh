@@ -104,6 +104,25 @@ registered_run() {  # script clients
     echo "$tps $(echo "($after - $before) * 1000000 / $(getconf CLK_TCK) / ($tps * $SECONDS_PER_RUN)" | bc -l)"
 }
 
+# RUNS interleaved pairs of runs of `script` at `clients` — with no table
+# registered, then with a fresh registered one — each side after `sql`:
+# prints the medians "tps-unregistered tps-registered workers-us/txn".
+interleaved() {  # script clients [sql]
+    local plain=() registered=() cpu=() run
+    for _ in $(seq "$RUNS"); do
+        fresh_table no
+        [ -z "${3:-}" ] || bench_psql >/dev/null -c "$3"
+        plain+=("$(tps_of "$1" "$2")")
+        fresh_table yes
+        [ -z "${3:-}" ] || bench_psql >/dev/null -c "$3"
+        run=$(registered_run "$1" "$2")
+        registered+=("${run% *}")
+        cpu+=("${run#* }")
+    done
+    echo "$(printf '%s\n' "${plain[@]}" | median) $(printf '%s\n' "${registered[@]}" | median)" \
+         "$(printf '%s\n' "${cpu[@]}" | median)"
+}
+
 bench_psql >/dev/null -c "ALTER SYSTEM SET decoupled.table_tick_interval = '1s'" \
     -c "SELECT pg_reload_conf()"
 
@@ -120,19 +139,8 @@ writers() {
         set_capture "$mode"
         for statement in $STATEMENTS; do
             for clients in $CLIENT_COUNTS; do
-                local plain=() registered=() cpu=() run
-                for _ in $(seq "$RUNS"); do
-                    fresh_table no
-                    plain+=("$(tps_of "$statement" "$clients")")
-                    fresh_table yes
-                    run=$(registered_run "$statement" "$clients")
-                    registered+=("${run% *}")
-                    cpu+=("${run#* }")
-                done
                 local p r c
-                p=$(printf '%s\n' "${plain[@]}" | median)
-                r=$(printf '%s\n' "${registered[@]}" | median)
-                c=$(printf '%s\n' "${cpu[@]}" | median)
+                read -r p r c <<<"$(interleaved "$statement" "$clients")"
                 printf '%-8s %-9s %8s %12.0f %15.0f %7.2fx %14.1f\n' "$mode" "$statement" \
                     "$clients" "$p" "$r" "$(echo "$r / $p" | bc -l)" "$c"
             done
@@ -150,21 +158,8 @@ bystanders() {
         -c "CREATE TABLE other (id bigserial PRIMARY KEY, k int, v int)"
     local clients
     for clients in $CLIENT_COUNTS; do
-        local none=() captured=() cpu=() run
-        for _ in $(seq "$RUNS"); do
-            fresh_table no
-            bench_psql >/dev/null -c "TRUNCATE other"
-            none+=("$(tps_of other "$clients")")
-            fresh_table yes
-            bench_psql >/dev/null -c "TRUNCATE other" -c "SELECT decoupled.wait_for_capture('60 s')"
-            run=$(registered_run other "$clients")
-            captured+=("${run% *}")
-            cpu+=("${run#* }")
-        done
         local n c u
-        n=$(printf '%s\n' "${none[@]}" | median)
-        c=$(printf '%s\n' "${captured[@]}" | median)
-        u=$(printf '%s\n' "${cpu[@]}" | median)
+        read -r n c u <<<"$(interleaved other "$clients" "TRUNCATE other")"
         printf '%8s %16.0f %16.0f %7.2fx %14.1f\n' "$clients" "$n" "$c" "$(echo "$c / $n" | bc -l)" "$u"
     done
     bench_psql >/dev/null -c "DROP TABLE other"
