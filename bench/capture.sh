@@ -25,7 +25,12 @@
 # whole database) and while none is (no slot): what the extension costs
 # the writers of every other table, and its workers' CPU per transaction.
 #
-#   bash bench/capture.sh [writers|bulk|bystanders ...]
+# freshness: how long after its commit a change is captured (commit ->
+# decoupled.capture.captured_through past it), for PROBES single-row
+# INSERTs 0.1 s apart while pgbench adds RATE more a second; asynchronous
+# commits, as everywhere here.
+#
+#   bash bench/capture.sh [writers|bulk|bystanders|freshness ...]
 #   (ROWS=100000 RUNS=5 SECONDS_PER_RUN=10 CLIENT_COUNTS="2 8" BULK="1000 100000"
 #    MODES="trigger wal" STATEMENTS="insert update delete")
 # synchronous_commit = off: a WAL flush per commit (several ms on this
@@ -163,6 +168,51 @@ bystanders() {
         printf '%8s %16.0f %16.0f %7.2fx %14.1f\n' "$clients" "$n" "$c" "$(echo "$c / $n" | bc -l)" "$u"
     done
     bench_psql >/dev/null -c "DROP TABLE other"
+}
+
+freshness() {
+    local rate=${RATE:-800} probes=${PROBES:-60}
+    echo "-- commit to captured: $probes single-row INSERTs 0.1 s apart, pgbench adding $rate a second," \
+         "a $ROWS-row table captured from the WAL (median of $RUNS rounds)"
+    set_capture wal
+    fresh_table yes
+    local medians=() p90s=() run stats
+    for run in $(seq "$RUNS"); do
+        bench_pgbench -n -c 2 -j 2 -R "$rate" -T $((probes / 10 + 4)) -f "$BENCH_DIR/insert.sql" \
+            >/dev/null 2>&1 &
+        local writers=$!
+        sleep 1
+        stats=$(bench_psql <<SQL | tail -1
+CREATE TEMP TABLE probe_ms (ms float8);
+DO \$\$
+DECLARE
+    lsn pg_lsn;
+    t0 timestamptz;
+BEGIN
+    FOR i IN 1 .. $probes LOOP
+        INSERT INTO w (k, v) VALUES (1, 1);
+        COMMIT;
+        lsn := pg_current_wal_insert_lsn();
+        t0 := clock_timestamp();
+        WHILE (SELECT captured_through FROM decoupled.capture) < lsn LOOP
+            PERFORM pg_sleep(0.001);
+        END LOOP;
+        INSERT INTO probe_ms VALUES (extract(epoch FROM clock_timestamp() - t0) * 1000);
+        COMMIT;
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+\$\$;
+SELECT round(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)::numeric, 1) || ' ' ||
+       round(percentile_cont(0.9) WITHIN GROUP (ORDER BY ms)::numeric, 1) FROM probe_ms;
+SQL
+)
+        wait "$writers"
+        medians+=("${stats% *}")
+        p90s+=("${stats#* }")
+    done
+    echo "   median $(printf '%s\n' "${medians[@]}" | median) ms, p90 $(printf '%s\n' "${p90s[@]}" | median) ms" \
+         "(rounds: medians ${medians[*]}; p90 ${p90s[*]})"
 }
 
 # Milliseconds `sql` takes (psql's own clock, commit included).
