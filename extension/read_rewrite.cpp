@@ -120,9 +120,20 @@ void forget_trees_of_relation(Datum, Oid relid) {
     }
 }
 
+// The plan-time markers' hash values as plan dependencies (see "Plan
+// time" below), remembered when a plan takes one (the GUC's assign hook may
+// not read the catalog); 0 while this backend made no such plan.
+uint32 marker_hash[2] = {0, 0};
+
 // A function changed (decoupled.as_of, whose OID the trees hold, among
-// them).
-void forget_trees_of_function(Datum, int, uint32) { forget_trees(); }
+// them).  Not when decoupled.as_of turned set or unset: that calls the
+// callbacks for a marker, which no tree reads, and reads that switch
+// between AS OF and the latest state would otherwise analyse again at
+// every switch.
+void forget_trees_of_function(Datum, int, uint32 hash) {
+    if (hash != 0 && (hash == marker_hash[0] || hash == marker_hash[1])) return;
+    forget_trees();
+}
 bool in_rewrite = false;   // our own analysis and cache loads are not rewritten
 int suppress_depth = 0;    // decoupled._execute_unrewritten()
 
@@ -506,10 +517,7 @@ constexpr int kCursorOptions =
 
 enum Marker { kPlannedAsOf = 0, kPlannedLatest = 1 };
 const char* const kMarkerNames[] = {"_planned_as_of", "_planned_latest"};
-// The markers' hash values as plan dependencies, remembered when a plan
-// takes one (the GUC's assign hook may not read the catalog); 0 while this
-// backend made no such plan.
-uint32 marker_hash[2] = {0, 0};
+// marker_hash: declared with the trees, whose callback reads it.
 
 // Whether `rel` is a collection's history view, decoupled_storage.c<id>_history.
 bool is_history_view(Oid rel) {
