@@ -26,8 +26,8 @@
 // copied at each read after that (cached_replacement): parsing and
 // analysing it at every statement was a fifth of a single-row SELECT's
 // CPU.  The copy holds OIDs, not names (renames cannot make it wrong);
-// it goes whenever either relation it reads or any function changes, and
-// with the rest of the cache.
+// it goes whenever either relation it reads or any function changes (but
+// not when as_of is set or reset), and with the rest of the cache.
 //
 // No C++ objects live here: parse analysis may longjmp through this file.
 extern "C" {
