@@ -105,8 +105,8 @@ REGRESS = catalog ddl familiar_ddl dump_restore privileges collections permissio
 	wal_capture deployments
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
 	hold_quota append_vs_compaction tick_vs_writers capture_vs_drop tick_vs_drop hold_vs_compaction_point promote_vs_append \
-	compaction_vs_arrangement drop_extension_vs_readers drop_extension_vs_cached_reads tick_cancel \
-	tick_compacts_pending capture_open_transaction
+	compaction_vs_arrangement drop_extension_vs_readers drop_extension_vs_cached_reads capture_vs_extension_recreate \
+	tick_cancel tick_compacts_pending capture_open_transaction
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters

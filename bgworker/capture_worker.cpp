@@ -1101,6 +1101,7 @@ bool switch_tables(const char* ids_sql, const char* switch_sql) {
 
 struct Situation {
     bool extension;
+    Oid extension_oid;  // which CREATE EXTENSION made the catalog read
     bool restoring;  // pg_restore is loading the catalog: nothing to do yet
     bool slot;
     int64 wal_tables;      // captured from the WAL
@@ -1110,7 +1111,8 @@ struct Situation {
 Situation look() {
     Situation now{};
     begin("pg_decoupled capture: reading the catalog");
-    now.extension = OidIsValid(get_extension_oid("pg_decoupled", true));
+    now.extension_oid = get_extension_oid("pg_decoupled", true);
+    now.extension = OidIsValid(now.extension_oid);
     now.slot = SearchNamedReplicationSlot(kSlot, true) != nullptr;
     Oid nsp = get_namespace_oid("decoupled", true);
     now.restoring = now.extension && OidIsValid(nsp) &&
@@ -1144,14 +1146,31 @@ Situation situation() {
     return current;
 }
 
+// The extension whose tables the slot's changes were captured for: the
+// one this worker created the slot under, or the first it saw with it.
+Oid slot_extension = InvalidOid;
+
 // One pass; returns whether it did anything (then the next comes at once).
 bool pass() {
     Situation now = situation();
     if (!now.extension) {
         forget_targets();
         if (now.slot) drop_slot();
+        slot_extension = InvalidOid;
         return false;
     }
+    if (now.slot && OidIsValid(slot_extension) && slot_extension != now.extension_oid) {
+        // The extension was dropped and created again between two looks: the
+        // slot's changes are the dropped one's tables', which the new
+        // catalog knows nothing of (decoding them opened its relations in
+        // the past, where they do not exist yet, and failed at every pass).
+        // Its registered tables, if any, are taken again from their
+        // contents (create_slot, resynchronise).
+        forget_targets();
+        drop_slot();
+        now.slot = false;
+    }
+    slot_extension = now.extension_oid;
     // A restore brings captured tables without a slot: once it is over,
     // the next pass creates one and resynchronises them.
     if (now.restoring) return false;
