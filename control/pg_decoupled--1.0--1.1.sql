@@ -252,9 +252,18 @@ BEGIN
     IF v_strategy.strategy NOT IN ('linear', 'partitions') THEN
         -- Its steps replace rows where they are (_replace_staged) and never
         -- look a retraction up by its row hash: an index on that would
-        -- only cost every row a step writes.
+        -- only cost every row a step writes.  Nor does anything read its
+        -- changes yet: without the time index a step rewrites a group's row
+        -- in place (_ensure_time_index).
         EXECUTE format('DROP INDEX decoupled_storage.%I', 'c' || v_id || '_cur_mz_hash_idx');
+        EXECUTE format('DROP INDEX decoupled_storage.%I', 'c' || v_id || '_cur_mz_ts_idx');
+        -- Room on every page for the new rows of the groups a step touches:
+        -- the first computation fills pages to 70%, and a later step's row
+        -- is written where its old one was (no new page, no index entry).
+        EXECUTE format('ALTER TABLE %s SET (fillfactor = 70)', decoupled._storage(v_id, 'cur'));
     END IF;
+    -- Its steps find the times at which its inputs changed.
+    PERFORM decoupled._ensure_time_index(i) FROM unnest(v_inputs) i;
     IF v_strategy.strategy IN ('sums', 'groups') THEN
         PERFORM decoupled._create_kept_state(v_id, v_plan, v_owner, v_strategy.strategy = 'sums');
     END IF;
@@ -2000,6 +2009,29 @@ END
 $$;
 REVOKE ALL ON FUNCTION decoupled._create_history_parts(bigint) FROM PUBLIC;
 
+-- The time index of a collection's rows in cur (mz_ts), made if it is
+-- missing: what finds the times at which the collection changed for the
+-- views, sinks and subscriptions that read its changes.  A materialized view
+-- whose steps replace rows has none until such a reader appears: without
+-- it a step rewrites a group's row in place (a HOT update: no index entry,
+-- one WAL record; docs/performance.md), with it every write moves the row.
+-- Once made it stays.  The index takes a SHARE lock on cur until the
+-- caller commits: only short transactions call this (creating a view or a
+-- sink, a replica's compaction round), never a reader's.
+CREATE FUNCTION decoupled._ensure_time_index(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    v_name text := 'c' || _ensure_time_index.lifetime_id || '_cur_mz_ts_idx';
+    v_cur  text := decoupled._storage(_ensure_time_index.lifetime_id, 'cur');
+BEGIN
+    IF to_regclass(v_cur) IS NOT NULL
+       AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL THEN
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._ensure_time_index(bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -2013,7 +2045,9 @@ BEGIN
     EXECUTE format('CREATE TABLE %s (mz_rowid bigint NOT NULL, mz_ts bigint NOT NULL, '
                    'mz_hash integer NOT NULL, %s)', decoupled._storage(id, 'cur'), defs);
     EXECUTE format('CREATE INDEX ON %s (mz_hash)', decoupled._storage(id, 'cur'));
-    -- Maintained views and sinks find the times at which a collection changed.
+    -- Maintained views and sinks find the times at which a collection changed
+    -- (the time index; a view whose steps replace rows drops its own until
+    -- something reads its changes: _ensure_time_index).
     EXECUTE format('CREATE INDEX ON %s (mz_ts)', decoupled._storage(id, 'cur'));
     EXECUTE format('CREATE TABLE %s (mz_rowid bigint NOT NULL, valid_from bigint NOT NULL, '
                    'valid_to bigint NOT NULL, %s, CHECK (valid_from < valid_to))',
@@ -2713,6 +2747,102 @@ BEGIN
     -- until commit (as in _maintain_tables).
     v_count := decoupled._apply_compaction(false, v_cluster);
     PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, v_cluster));
+    -- A subscription reads a view's changes by time from its reader's own
+    -- transaction, which must not take the lock an index needs: the
+    -- cluster's replica makes the view's time index, here (until then the
+    -- subscription's reads scan the view's rows).
+    PERFORM decoupled._ensure_time_index(o.lifetime_id)
+       FROM decoupled.catalog_objects o
+      WHERE o.kind = 'materialized view' AND o.dropped_at IS NULL
+        AND o.cluster IS NOT DISTINCT FROM v_cluster
+        AND o.lifetime_id IN (SELECT s.lifetime_id FROM decoupled._shared_holds() s
+                               WHERE s.subscription);
     RETURN v_count;
+END
+$$;
+
+-- 70_sinks: a sink makes its input's time index (_ensure_time_index).
+CREATE OR REPLACE FUNCTION decoupled._create_sink(name text, from_collection text, into_table text,
+                                       cluster text, snapshot boolean)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name    text := _create_sink.name;
+    v_owner   oid := decoupled._caller();
+    v_input   decoupled.catalog_objects;
+    v_parts   text[];
+    v_schema  text;
+    v_table   text;
+    v_version bigint;
+    v_id      bigint;
+    v_as_of   bigint;
+    schema    text := decoupled._caller_schema();
+BEGIN
+    PERFORM decoupled._check_name('sink', v_name);
+    IF snapshot IS NULL THEN
+        RAISE EXCEPTION 'snapshot must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF into_table IS NULL THEN
+        RAISE EXCEPTION 'into_table must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    BEGIN
+        v_parts := parse_ident(into_table);
+    EXCEPTION WHEN OTHERS THEN
+        RAISE EXCEPTION 'invalid table name "%"', into_table USING ERRCODE = 'invalid_name';
+    END;
+    IF cardinality(v_parts) > 2 THEN
+        RAISE EXCEPTION 'invalid table name "%"', into_table
+            USING ERRCODE = 'invalid_name', HINT = 'Give a table name, optionally schema-qualified.';
+    END IF;
+    v_schema := CASE WHEN cardinality(v_parts) = 2 THEN v_parts[1] ELSE schema END;
+    v_table := v_parts[cardinality(v_parts)];
+    IF v_schema IS NULL OR to_regnamespace(quote_ident(v_schema)) IS NULL THEN
+        RAISE EXCEPTION 'schema "%" does not exist', coalesce(v_schema, 'NULL')
+            USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    PERFORM decoupled._check_create_in(v_schema, 'A sink creates its table.');
+
+    v_version := decoupled._begin_catalog_change();
+    PERFORM decoupled._lock_cluster(_create_sink.cluster);
+    v_input := decoupled._collection(from_collection);
+    IF v_input.kind = 'sink' THEN
+        RAISE EXCEPTION '"%" is a sink; a sink reads a collection', v_input.name
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF v_input.relation IS NULL OR NOT decoupled._caller_can_select(v_input.relation) THEN
+        RAISE EXCEPTION 'permission denied for % "%"', v_input.kind, v_input.name
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM decoupled._check_free(v_name, v_schema, v_table);
+    PERFORM decoupled._check_columns(v_input.kind, v_input.name, v_input.definition->'columns');
+    -- Its steps read the input's changes by time.
+    PERFORM decoupled._ensure_time_index(v_input.lifetime_id);
+
+    -- Start at the latest time the input serves that its permission allows;
+    -- the bound lock keeps publication from passing it before commit (FOR
+    -- UPDATE, as the commit-time permission check takes it).
+    PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_input.lifetime_id FOR UPDATE;
+    SELECT greatest(b.bound, f.since, f.upper - 1) INTO v_as_of
+      FROM decoupled.catalog_frontiers f JOIN decoupled.catalog_bounds b USING (lifetime_id)
+     WHERE f.lifetime_id = v_input.lifetime_id;
+
+    EXECUTE format('CREATE TABLE %I.%I (mz_timestamp bigint NOT NULL, mz_diff bigint NOT NULL, %s)',
+                   v_schema, v_table, decoupled._cols(v_input.lifetime_id, '', true));
+    EXECUTE format('GRANT SELECT ON %I.%I TO %s WITH GRANT OPTION', v_schema, v_table,
+                   v_owner::regrole);
+    INSERT INTO decoupled.catalog_objects
+           (name, kind, cluster, relation, definition, created_in_version)
+    VALUES (v_name, 'sink', _create_sink.cluster, format('%I.%I', v_schema, v_table)::regclass,
+            jsonb_build_object('input', v_input.lifetime_id, 'snapshot', snapshot,
+                               'as_of', v_as_of, 'owner', v_owner, 'schema', v_schema,
+                               'table', v_table, 'columns', v_input.definition->'columns'),
+            v_version)
+    RETURNING lifetime_id INTO v_id;
+    -- A sink has no history of its own: its upper is its output progress.
+    INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, NULL, v_as_of);
+    INSERT INTO decoupled.catalog_requirements (lifetime_id, required_by, frontier)
+        VALUES (v_input.lifetime_id, v_id, v_as_of);
+    RETURN v_id;
 END
 $$;

@@ -26,6 +26,7 @@ extern "C" {
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -105,9 +106,15 @@ Relation time_index(Relation heap, AttrNumber first) {
         Relation index = index_open(lfirst_oid(lc), AccessShareLock);
         Form_pg_index form = index->rd_index;
         // Ascending on the column, complete (no predicate) and usable by
-        // every snapshot (no indcheckxmin).
+        // this snapshot: an index made over rows updated in place (a view's
+        // time index, made once something reads its changes) may miss the
+        // older versions' times until every snapshot from before it is gone
+        // (indcheckxmin), as the planner checks.
+        bool visible = !form->indcheckxmin ||
+                       TransactionIdPrecedes(HeapTupleHeaderGetXmin(index->rd_indextuple->t_data),
+                                             TransactionXmin);
         bool usable = index->rd_rel->relam == BTREE_AM_OID && form->indisvalid &&
-                      form->indisready && !form->indcheckxmin &&
+                      form->indisready && visible &&
                       heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr) &&
                       form->indnkeyatts >= 1 && form->indkey.values[0] == first &&
                       (index->rd_indoption[0] & INDOPTION_DESC) == 0;
@@ -170,6 +177,22 @@ void skip_times(const Probe& p, AttrNumber att, int64 from, int64 to, Times* tim
     }
 }
 
+// The same from every row of the heap: a view whose time index is not
+// made yet (its first reader's transaction has not committed, or the index
+// is not usable by this snapshot yet).
+void scanned_times(const Probe& p, AttrNumber att, int64 from, int64 to, Times* times) {
+    TableScanDesc scan = table_beginscan(p.heap, p.snapshot, 0, nullptr);
+    while (table_scan_getnextslot(scan, ForwardScanDirection, p.slot)) {
+        bool isnull = false;
+        Datum d = slot_getattr(p.slot, att, &isnull);
+        if (!isnull && DatumGetInt64(d) >= from && DatumGetInt64(d) < to)
+            add_time(times, DatumGetInt64(d));
+        CHECK_FOR_INTERRUPTS();
+    }
+    table_endscan(scan);
+    ExecClearTuple(p.slot);
+}
+
 // Insertion times in [from, to) of rows retracted since `from`, from
 // those rows.
 void inserted_and_retracted(const Probe& p, AttrNumber valid_from, int64 from, int64 to,
@@ -208,19 +231,22 @@ void times_of(int64 id, int64 from, int64 to, Snapshot snapshot, Times* times) {
     AttrNumber valid_from = column(dead, "valid_from");
     Relation cur_index = time_index(cur, mz_ts);
     Relation dead_index = time_index(dead, valid_to);
-    if (cur_index == nullptr || dead_index == nullptr)
+    if (dead_index == nullptr)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("the storage of collection " INT64_FORMAT " has no time index", id)));
 
     Probe in_cur{cur, cur_index, snapshot, table_slot_create(cur, nullptr)};
-    skip_times(in_cur, mz_ts, from, to, times);
+    if (cur_index != nullptr)
+        skip_times(in_cur, mz_ts, from, to, times);
+    else
+        scanned_times(in_cur, mz_ts, from, to, times);
     Probe in_dead{dead, dead_index, snapshot, table_slot_create(dead, nullptr)};
     skip_times(in_dead, valid_to, from, to, times);
     inserted_and_retracted(in_dead, valid_from, from, to, times);
 
     ExecDropSingleTupleTableSlot(in_cur.slot);
     ExecDropSingleTupleTableSlot(in_dead.slot);
-    index_close(cur_index, AccessShareLock);
+    if (cur_index != nullptr) index_close(cur_index, AccessShareLock);
     index_close(dead_index, AccessShareLock);
     table_close(cur, AccessShareLock);
     table_close(dead, AccessShareLock);

@@ -270,6 +270,7 @@ void begin_history_writes(HistoryWriter* w, Relation cur, Relation dead, int nco
     init_insert_buffer(&w->cur_rows, w->cur);
     init_insert_buffer(&w->dead_rows, w->dead);
     w->row_desc = nullptr;  // made by the first row_text_hash
+    w->replacement = nullptr;  // made by the first replace_current
     w->rowid_seq = get_relname_relid("rowid_seq", get_namespace_oid("decoupled", false));
     if (!OidIsValid(w->rowid_seq)) elog(ERROR, "sequence decoupled.rowid_seq does not exist");
 }
@@ -299,16 +300,85 @@ int32 row_text_hash(HistoryWriter* w, Datum* values, bool* nulls) {
     return DatumGetInt32(hash);
 }
 
-void insert_current(HistoryWriter* w, const Datum* values, const bool* nulls, int64 ts,
-                    int32 mz_hash) {
-    TupleTableSlot* slot = buffered_slot(w->estate, &w->cur_rows);
+// A row of cur at ts with a new row id, into `slot`'s values.
+static void fill_current(HistoryWriter* w, TupleTableSlot* slot, const Datum* values,
+                         const bool* nulls, int64 ts, int32 mz_hash) {
     slot->tts_values[0] = Int64GetDatum(nextval_internal(w->rowid_seq, true));
     slot->tts_values[1] = Int64GetDatum(ts);
     slot->tts_values[2] = Int32GetDatum(mz_hash);
     memset(slot->tts_isnull, 0, sizeof(bool) * kHistoryPrefix);
     memcpy(slot->tts_values + kHistoryPrefix, values, sizeof(Datum) * w->ncols);
     memcpy(slot->tts_isnull + kHistoryPrefix, nulls, sizeof(bool) * w->ncols);
+}
+
+void insert_current(HistoryWriter* w, const Datum* values, const bool* nulls, int64 ts,
+                    int32 mz_hash) {
+    TupleTableSlot* slot = buffered_slot(w->estate, &w->cur_rows);
+    fill_current(w, slot, values, nulls, ts, mz_hash);
     add_buffered(w->estate, &w->cur_rows, slot);
+}
+
+bool in_place_columns(Relation cur, int ncols, int** cols, int* n) {
+    Bitmapset* indexed = RelationGetIndexAttrBitmap(cur, INDEX_ATTR_BITMAP_ALL);
+    *cols = (int*)palloc(sizeof(int) * (ncols > 0 ? ncols : 1));
+    *n = 0;
+    int member = -1;
+    while ((member = bms_next_member(indexed, member)) >= 0) {
+        AttrNumber attnum = member + FirstLowInvalidHeapAttributeNumber;
+        if (attnum <= kHistoryPrefix || attnum > kHistoryPrefix + ncols) return false;
+        (*cols)[(*n)++] = attnum - kHistoryPrefix - 1;
+    }
+    return true;
+}
+
+uint32 columns_hash(const ImageColumns& all, const int* cols, int n, const Datum* values,
+                    const bool* nulls) {
+    uint32 hash = 0;
+    for (int k = 0; k < n; k++) {
+        int i = cols[k];
+        hash = hash_combine(hash, nulls[i] ? 0x9e3779b9
+                                           : value_hash(values[i], all.typbyval[i], all.typlen[i]));
+    }
+    return hash;
+}
+
+int columns_cmp(const ImageColumns& all, const int* cols, int n, const Datum* a,
+                const bool* a_nulls, const Datum* b, const bool* b_nulls) {
+    for (int k = 0; k < n; k++) {
+        int i = cols[k];
+        if (a_nulls[i] != b_nulls[i]) return a_nulls[i] ? -1 : 1;
+        if (a_nulls[i]) continue;
+        int c = value_cmp(a[i], b[i], all.typbyval[i], all.typlen[i]);
+        if (c != 0) return c;
+    }
+    return 0;
+}
+
+void replace_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, const Datum* values,
+                     const bool* nulls, int64 ts, int32 mz_hash) {
+    if (w->replacement == nullptr) {
+        MemoryContext caller = MemoryContextSwitchTo(w->estate->es_query_cxt);
+        w->replacement = ExecInitExtraTupleSlot(w->estate, RelationGetDescr(w->cur_rel),
+                                                &TTSOpsVirtual);
+        MemoryContextSwitchTo(caller);
+    }
+    // The old row to dead first: its tuple is a copy, the update below
+    // leaves it alone.
+    TupleTableSlot* old = buffered_slot(w->estate, &w->dead_rows);
+    heap_deform_tuple(tuple, RelationGetDescr(w->cur_rel), old->tts_values, old->tts_isnull);
+    old->tts_values[2] = Int64GetDatum(ts);
+    add_buffered(w->estate, &w->dead_rows, old);
+
+    TupleTableSlot* slot = w->replacement;
+    ExecClearTuple(slot);
+    fill_current(w, slot, values, nulls, ts, mz_hash);
+    ExecStoreVirtualTuple(slot);
+    if (w->cur_rel->rd_att->constr) ExecConstraints(w->cur, slot, w->estate);
+    bool update_indexes = false;
+    simple_table_tuple_update(w->cur_rel, tid, slot, w->snapshot, &update_indexes);
+    if (update_indexes && w->cur->ri_NumIndices > 0)
+        (void)ExecInsertIndexTuples(w->cur, slot, w->estate, true, false, nullptr, NIL);
+    ResetPerTupleExprContext(w->estate);
 }
 
 void retract_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, int64 ts) {

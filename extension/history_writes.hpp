@@ -71,8 +71,9 @@ bool same_images(const ImageColumns& cols, const Datum* values, const bool* null
 // scanned table); false at the end.  As index_getnext_slot, including the
 // marking of index entries whose rows are dead to everyone, but without
 // pruning each heap page it visits (heap_page_prune_opt): the extension
-// never updates a stored row in place, so pruning frees no room for an
-// update there, and a tick probing random keys of a large table pruned a
+// never updates a table's stored rows or pending ones in place (only a
+// view's, replace_current), so pruning frees no room for an update there,
+// and a tick probing random keys of a large table pruned a
 // page per probe — a third of its time in one profile (docs/
 // performance.md).  VACUUM prunes those pages, all at once.  For probes,
 // a row or two per key: a walk over many rows of one page is cheaper with
@@ -131,6 +132,7 @@ struct HistoryWriter {
     Snapshot snapshot;
     InsertBuffer cur_rows;
     InsertBuffer dead_rows;
+    TupleTableSlot* replacement;  // replace_current's row
 };
 
 // Opens the indexes of `cur` and `dead` (open, locked RowExclusiveLock)
@@ -151,5 +153,27 @@ void insert_current(HistoryWriter* w, const Datum* values, const bool* nulls, in
 // Moves cur's row at `tid` (whose tuple is `tuple`) to dead, retracted at
 // ts.
 void retract_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, int64 ts);
+
+// The collection's columns (0-based among its `ncols`) that an index of
+// `cur` covers, palloc'd: a row replaced by one equal in them can keep its
+// place (replace_current).  False when an index covers one of the
+// history's own columns (mz_ts changes with every write) or the whole row:
+// no replacement could.
+bool in_place_columns(Relation cur, int ncols, int** cols, int* n);
+
+// A hash and a total order of rows (images, as copy_images makes them) by
+// columns cols[0..n) of `all`.
+uint32 columns_hash(const ImageColumns& all, const int* cols, int n, const Datum* values,
+                    const bool* nulls);
+int columns_cmp(const ImageColumns& all, const int* cols, int n, const Datum* a,
+                const bool* a_nulls, const Datum* b, const bool* b_nulls);
+
+// Retracts cur's row at `tid` (whose tuple is `tuple`) at ts and inserts a
+// row of `values` at ts with a new row id, as retract_current and
+// insert_current would, but as one update of the row: the new row takes
+// the old one's place (a HOT update, when the indexed columns are equal
+// and the page has room: no index entry, one WAL record).
+void replace_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, const Datum* values,
+                     const bool* nulls, int64 ts, int32 mz_hash);
 
 }  // namespace decoupled

@@ -60,6 +60,7 @@ struct Entry {
     int64 ts;             // replaced: its mz_ts and mz_rowid
     int64 rowid;
     HeapTuple tuple;      // replaced: cur's tuple
+    uint32 key_hash;      // of its indexed columns, when pairing (below)
 };
 
 const decoupled::ImageColumns* sorting = nullptr;
@@ -99,6 +100,35 @@ Entry* add_entry(Entries* e) {
     Entry* entry = (Entry*)palloc0(sizeof(Entry));
     e->items[e->n++] = entry;
     return entry;
+}
+
+// A slot at the end of `e` for an entry that lives elsewhere.
+Entry** add_slot(Entries* e) {
+    if (e->n == e->capacity) {
+        e->capacity *= 2;
+        e->items = (Entry**)repalloc_huge(e->items, sizeof(Entry*) * e->capacity);
+    }
+    return &e->items[e->n++];
+}
+
+// Insertions and retractions in the order of their indexed columns.
+struct Pairing {
+    const decoupled::ImageColumns* cols;
+    const int* columns;
+    int n;
+};
+Pairing pairing;
+
+uint32 key_hash(const Entry* e) {
+    return decoupled::columns_hash(*pairing.cols, pairing.columns, pairing.n, e->values, e->nulls);
+}
+
+int key_cmp(const void* x, const void* y) {
+    const Entry* a = *(const Entry* const*)x;
+    const Entry* b = *(const Entry* const*)y;
+    if (a->key_hash != b->key_hash) return a->key_hash < b->key_hash ? -1 : 1;
+    return decoupled::columns_cmp(*pairing.cols, pairing.columns, pairing.n, a->values, a->nulls,
+                                  b->values, b->nulls);
 }
 
 // The staged rows; counts those not at ts.
@@ -198,8 +228,10 @@ void replace_rows(const Replacement& r, int64* wanted, int64* moved, int64* outs
     sorting = &cols;
     qsort(e.items, e.n, sizeof(Entry*), entry_cmp);
 
-    HistoryWriter w;
-    begin_history_writes(&w, cur, dead, r.ncols, snap);
+    // What the step writes: rows to insert (an entry, once per copy) and
+    // old rows to retract.
+    Entries inserts{(Entry**)palloc(sizeof(Entry*) * 1024), 0, 1024};
+    Entries retracts{(Entry**)palloc(sizeof(Entry*) * 1024), 0, 1024};
     for (int i = 0; i < e.n;) {
         // One row: its staged entries, then its old copies.
         int64 net = 0;
@@ -213,22 +245,57 @@ void replace_rows(const Replacement& r, int64* wanted, int64* moved, int64* outs
              j++) {
         }
         int64 d = net - (j - first_old);
-        if (d > 0) {
-            for (int64 k = 0; k < d; k++)
-                insert_current(&w, e.items[i]->values, e.items[i]->nulls, r.ts,
-                               e.items[i]->mz_hash);
-        } else if (d < 0) {
+        for (int64 k = 0; k < d; k++) *add_slot(&inserts) = e.items[i];
+        if (d < 0) {
             *wanted += -d;
-            for (int k = first_old; k < first_old - d && k < j; k++) {
-                if (e.items[k]->ts >= r.ts) continue;
-                retract_current(&w, &e.items[k]->tid, e.items[k]->tuple, r.ts);
-                (*moved)++;
-            }
+            for (int k = first_old; k < first_old - d && k < j; k++)
+                if (e.items[k]->ts < r.ts) *add_slot(&retracts) = e.items[k];
         }
         i = j;
         CHECK_FOR_INTERRUPTS();
     }
     sorting = nullptr;
+
+    HistoryWriter w;
+    begin_history_writes(&w, cur, dead, r.ncols, snap);
+    // A retraction and an insertion equal in every indexed column (a
+    // group's old and new row, by the view's key) are one update in place.
+    int* in_place = nullptr;
+    int nin_place = 0;
+    int paired = 0;
+    if (inserts.n > 0 && retracts.n > 0 &&
+        in_place_columns(cur, r.ncols, &in_place, &nin_place)) {
+        pairing = {&cols, in_place, nin_place};
+        for (int k = 0; k < inserts.n; k++) inserts.items[k]->key_hash = key_hash(inserts.items[k]);
+        for (int k = 0; k < retracts.n; k++)
+            retracts.items[k]->key_hash = key_hash(retracts.items[k]);
+        qsort(inserts.items, inserts.n, sizeof(Entry*), key_cmp);
+        qsort(retracts.items, retracts.n, sizeof(Entry*), key_cmp);
+        for (int a = 0, b = 0; a < inserts.n && b < retracts.n;) {
+            int c = key_cmp(&inserts.items[a], &retracts.items[b]);
+            if (c < 0) {
+                a++;
+            } else if (c > 0) {
+                b++;
+            } else {
+                Entry* in = inserts.items[a];
+                Entry* out = retracts.items[b];
+                replace_current(&w, &out->tid, out->tuple, in->values, in->nulls, r.ts,
+                                in->mz_hash);
+                inserts.items[a++] = nullptr;
+                retracts.items[b++] = nullptr;
+                paired++;
+            }
+            CHECK_FOR_INTERRUPTS();
+        }
+    }
+    for (int k = 0; k < retracts.n; k++)
+        if (retracts.items[k]) retract_current(&w, &retracts.items[k]->tid, retracts.items[k]->tuple, r.ts);
+    for (int k = 0; k < inserts.n; k++)
+        if (inserts.items[k])
+            insert_current(&w, inserts.items[k]->values, inserts.items[k]->nulls, r.ts,
+                           inserts.items[k]->mz_hash);
+    *moved = retracts.n;
     end_history_writes(&w);
 
     PopActiveSnapshot();

@@ -148,6 +148,28 @@ BEGIN
 END
 $$;
 
+-- The time index of a collection's rows in cur (mz_ts), made if it is
+-- missing: what finds the times at which the collection changed for the
+-- views, sinks and subscriptions that read its changes.  A materialized view
+-- whose steps replace rows has none until such a reader appears: without
+-- it a step rewrites a group's row in place (a HOT update: no index entry,
+-- one WAL record; docs/performance.md), with it every write moves the row.
+-- Once made it stays.  The index takes a SHARE lock on cur until the
+-- caller commits: only short transactions call this (creating a view or a
+-- sink, a replica's compaction round), never a reader's.
+CREATE FUNCTION decoupled._ensure_time_index(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    v_name text := 'c' || _ensure_time_index.lifetime_id || '_cur_mz_ts_idx';
+    v_cur  text := decoupled._storage(_ensure_time_index.lifetime_id, 'cur');
+BEGIN
+    IF to_regclass(v_cur) IS NOT NULL
+       AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL THEN
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
+    END IF;
+END
+$$;
+
 CREATE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -161,7 +183,9 @@ BEGIN
     EXECUTE format('CREATE TABLE %s (mz_rowid bigint NOT NULL, mz_ts bigint NOT NULL, '
                    'mz_hash integer NOT NULL, %s)', decoupled._storage(id, 'cur'), defs);
     EXECUTE format('CREATE INDEX ON %s (mz_hash)', decoupled._storage(id, 'cur'));
-    -- Maintained views and sinks find the times at which a collection changed.
+    -- Maintained views and sinks find the times at which a collection changed
+    -- (the time index; a view whose steps replace rows drops its own until
+    -- something reads its changes: _ensure_time_index).
     EXECUTE format('CREATE INDEX ON %s (mz_ts)', decoupled._storage(id, 'cur'));
     EXECUTE format('CREATE TABLE %s (mz_rowid bigint NOT NULL, valid_from bigint NOT NULL, '
                    'valid_to bigint NOT NULL, %s, CHECK (valid_from < valid_to))',

@@ -484,6 +484,16 @@ BEGIN
     -- until commit (as in _maintain_tables).
     v_count := decoupled._apply_compaction(false, v_cluster);
     PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, v_cluster));
+    -- A subscription reads a view's changes by time from its reader's own
+    -- transaction, which must not take the lock an index needs: the
+    -- cluster's replica makes the view's time index, here (until then the
+    -- subscription's reads scan the view's rows).
+    PERFORM decoupled._ensure_time_index(o.lifetime_id)
+       FROM decoupled.catalog_objects o
+      WHERE o.kind = 'materialized view' AND o.dropped_at IS NULL
+        AND o.cluster IS NOT DISTINCT FROM v_cluster
+        AND o.lifetime_id IN (SELECT s.lifetime_id FROM decoupled._shared_holds() s
+                               WHERE s.subscription);
     RETURN v_count;
 END
 $$;

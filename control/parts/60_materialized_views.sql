@@ -354,9 +354,18 @@ BEGIN
     IF v_strategy.strategy NOT IN ('linear', 'partitions') THEN
         -- Its steps replace rows where they are (_replace_staged) and never
         -- look a retraction up by its row hash: an index on that would
-        -- only cost every row a step writes.
+        -- only cost every row a step writes.  Nor does anything read its
+        -- changes yet: without the time index a step rewrites a group's row
+        -- in place (_ensure_time_index).
         EXECUTE format('DROP INDEX decoupled_storage.%I', 'c' || v_id || '_cur_mz_hash_idx');
+        EXECUTE format('DROP INDEX decoupled_storage.%I', 'c' || v_id || '_cur_mz_ts_idx');
+        -- Room on every page for the new rows of the groups a step touches:
+        -- the first computation fills pages to 70%, and a later step's row
+        -- is written where its old one was (no new page, no index entry).
+        EXECUTE format('ALTER TABLE %s SET (fillfactor = 70)', decoupled._storage(v_id, 'cur'));
     END IF;
+    -- Its steps find the times at which its inputs changed.
+    PERFORM decoupled._ensure_time_index(i) FROM unnest(v_inputs) i;
     IF v_strategy.strategy IN ('sums', 'groups') THEN
         PERFORM decoupled._create_kept_state(v_id, v_plan, v_owner, v_strategy.strategy = 'sums');
     END IF;

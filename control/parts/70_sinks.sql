@@ -76,6 +76,8 @@ BEGIN
     END IF;
     PERFORM decoupled._check_free(v_name, v_schema, v_table);
     PERFORM decoupled._check_columns(v_input.kind, v_input.name, v_input.definition->'columns');
+    -- Its steps read the input's changes by time.
+    PERFORM decoupled._ensure_time_index(v_input.lifetime_id);
 
     -- Start at the latest time the input serves that its permission allows;
     -- the bound lock keeps publication from passing it before commit (FOR
