@@ -2747,16 +2747,6 @@ BEGIN
     -- until commit (as in _maintain_tables).
     v_count := decoupled._apply_compaction(false, v_cluster);
     PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, v_cluster));
-    -- A subscription reads a view's changes by time from its reader's own
-    -- transaction, which must not take the lock an index needs: the
-    -- cluster's replica makes the view's time index, here (until then the
-    -- subscription's reads scan the view's rows).
-    PERFORM decoupled._ensure_time_index(o.lifetime_id)
-       FROM decoupled.catalog_objects o
-      WHERE o.kind = 'materialized view' AND o.dropped_at IS NULL
-        AND o.cluster IS NOT DISTINCT FROM v_cluster
-        AND o.lifetime_id IN (SELECT s.lifetime_id FROM decoupled._shared_holds() s
-                               WHERE s.subscription);
     RETURN v_count;
 END
 $$;
@@ -2844,5 +2834,33 @@ BEGIN
     INSERT INTO decoupled.catalog_requirements (lifetime_id, required_by, frontier)
         VALUES (v_input.lifetime_id, v_id, v_as_of);
     RETURN v_id;
+END
+$$;
+
+-- 50_replicas: a replica makes the time index of a view a subscription reads.
+CREATE OR REPLACE FUNCTION decoupled.replica_heartbeat(incarnation bigint, status text DEFAULT 'running',
+                                            error text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM decoupled._live_incarnation(replica_heartbeat.incarnation);
+    UPDATE decoupled.catalog_replica_incarnations i
+       SET heartbeat_at = now(), status = replica_heartbeat.status, error = replica_heartbeat.error
+     WHERE i.incarnation = replica_heartbeat.incarnation;
+    -- A subscription reads a view's changes by time from its subscriber's
+    -- own transaction, which must not take the lock an index needs: a
+    -- replica of the view's cluster in the active deployment makes the
+    -- view's time index, here, within a second (until then the
+    -- subscription's reads scan the view's rows).
+    PERFORM decoupled._ensure_time_index(o.lifetime_id)
+       FROM decoupled.catalog_replica_incarnations i
+       JOIN decoupled.catalog_replicas r USING (replica_id)
+       JOIN decoupled.catalog_deployments d ON d.name = i.deployment AND d.state = 'active'
+       JOIN decoupled.catalog_objects o ON o.cluster = r.cluster
+      WHERE i.incarnation = replica_heartbeat.incarnation
+        AND replica_heartbeat.status = 'running'
+        AND o.kind = 'materialized view' AND o.dropped_at IS NULL
+        AND o.lifetime_id IN (SELECT s.lifetime_id FROM decoupled._shared_holds() s
+                               WHERE s.subscription);
 END
 $$;

@@ -156,7 +156,7 @@ $$;
 -- one WAL record; docs/performance.md), with it every write moves the row.
 -- Once made it stays.  The index takes a SHARE lock on cur until the
 -- caller commits: only short transactions call this (creating a view or a
--- sink, a replica's compaction round), never a reader's.
+-- sink, a replica's heartbeat), never a reader's.
 CREATE FUNCTION decoupled._ensure_time_index(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
