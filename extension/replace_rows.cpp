@@ -18,6 +18,14 @@
 // and are written: history_writes.hpp.  The step after 1,000 changes above:
 // 5 ms in _replace_staged.
 //
+// In place.  A retraction and an insertion equal in every column an index
+// of cur covers (a group's old and new row, by the view's key) are then
+// paired, in the order of those columns, and written as one update of the
+// old row (replace_current): with no time index on cur (a view's, until
+// something reads its changes) and room on the page, a HOT update — no
+// index entry, no new page, no dead entry for later lookups to walk.  The
+// same step: 2.9-3.6 ms (docs/performance.md).
+//
 // C-style C++: nothing with a destructor lives in a frame that an ereport
 // may leave.
 extern "C" {
@@ -262,7 +270,6 @@ void replace_rows(const Replacement& r, int64* wanted, int64* moved, int64* outs
     // group's old and new row, by the view's key) are one update in place.
     int* in_place = nullptr;
     int nin_place = 0;
-    int paired = 0;
     if (inserts.n > 0 && retracts.n > 0 &&
         in_place_columns(cur, r.ncols, &in_place, &nin_place)) {
         pairing = {&cols, in_place, nin_place};
@@ -284,13 +291,13 @@ void replace_rows(const Replacement& r, int64* wanted, int64* moved, int64* outs
                                 in->mz_hash);
                 inserts.items[a++] = nullptr;
                 retracts.items[b++] = nullptr;
-                paired++;
             }
             CHECK_FOR_INTERRUPTS();
         }
     }
     for (int k = 0; k < retracts.n; k++)
-        if (retracts.items[k]) retract_current(&w, &retracts.items[k]->tid, retracts.items[k]->tuple, r.ts);
+        if (retracts.items[k])
+            retract_current(&w, &retracts.items[k]->tid, retracts.items[k]->tuple, r.ts);
     for (int k = 0; k < inserts.n; k++)
         if (inserts.items[k])
             insert_current(&w, inserts.items[k]->values, inserts.items[k]->nulls, r.ts,
