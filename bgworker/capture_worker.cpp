@@ -1106,6 +1106,7 @@ struct Situation {
     bool slot;
     int64 wal_tables;      // captured from the WAL
     int64 trigger_tables;  // live, captured by triggers
+    int64 progress_rows;   // capture_progress: a slot made under this catalog has one
 };
 
 Situation look() {
@@ -1119,6 +1120,7 @@ Situation look() {
                     OidIsValid(get_relname_relid("catalog_restore", nsp)) &&
                     query_int8("SELECT count(*) FROM decoupled.catalog_restore") > 0;
     if (now.extension && !now.restoring) {
+        now.progress_rows = query_int8("SELECT count(*) FROM decoupled.capture_progress");
         now.wal_tables = query_int8("SELECT count(*) FROM decoupled.capture_relations");
         now.trigger_tables = query_int8(
             "SELECT count(*) FROM decoupled.catalog_objects o "
@@ -1166,6 +1168,15 @@ bool pass() {
         // the past, where they do not exist yet, and failed at every pass).
         // Its registered tables, if any, are taken again from their
         // contents (create_slot, resynchronise).
+        forget_targets();
+        drop_slot();
+        now.slot = false;
+    }
+    if (now.slot && !OidIsValid(slot_extension) && !now.restoring && now.progress_rows == 0) {
+        // A worker that starts knows of no extension the slot served: one
+        // made under this catalog has its position in capture_progress
+        // (recorded right after the slot is made), one the dropped
+        // extension left has not.
         forget_targets();
         drop_slot();
         now.slot = false;

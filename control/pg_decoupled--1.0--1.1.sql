@@ -141,6 +141,7 @@ DECLARE
     v_hint    text;
     v_state   text;
     v_strategy record;
+    v_lock    text;
 BEGIN
     PERFORM decoupled._check_name('materialized view', v_name);
     IF query IS NULL THEN
@@ -194,16 +195,28 @@ BEGIN
     v_cols := decoupled._relation_columns(v_plan);
     PERFORM decoupled._check_columns('materialized view', v_name, v_cols);
     v_strategy := decoupled._mv_strategy(v_plan);
-    -- The arrangements' indexes lock their inputs' storage against writers:
-    -- take those locks first, in the order every writer takes them
-    -- (ascending lifetime id, cur before dead), so that a replica appending
-    -- to two of them (a source's outputs, a tick) cannot deadlock with us.
-    IF v_strategy.arrangement_inputs IS NOT NULL THEN
-        EXECUTE (SELECT 'LOCK TABLE ' || string_agg(decoupled._storage(i, p), ', ' ORDER BY i, p)
-                        || ' IN SHARE MODE'
-                   FROM (SELECT DISTINCT unnest(v_strategy.arrangement_inputs) AS i) x,
-                        unnest(ARRAY['cur', 'dead']) AS p);
+    -- The arrangements' indexes, and the time index of an input view that
+    -- has none (its steps find the times at which its inputs changed),
+    -- lock their inputs' storage against writers: take those locks first,
+    -- in the order every writer takes them (ascending lifetime id, cur
+    -- before dead), before the inputs' bounds below, so that a replica
+    -- appending to two of them (a source's outputs, a tick) or stepping an
+    -- input view (its storage, then its own inputs' bounds) cannot
+    -- deadlock with us.
+    v_lock := (SELECT 'LOCK TABLE ' || string_agg(decoupled._storage(l.i, l.p), ', '
+                                                 ORDER BY l.i, l.p) || ' IN SHARE MODE'
+                 FROM (SELECT a.i, a.p
+                         FROM (SELECT unnest(v_strategy.arrangement_inputs) AS i) x,
+                              LATERAL (VALUES (x.i, 'cur'), (x.i, 'dead')) a(i, p)
+                       UNION
+                       SELECT t.i, 'cur'
+                         FROM unnest(v_inputs) t(i)
+                        WHERE to_regclass(format('decoupled_storage.c%s_cur_mz_ts_idx', t.i)) IS NULL
+                          AND to_regclass(decoupled._storage(t.i, 'cur')) IS NOT NULL) l(i, p));
+    IF v_lock IS NOT NULL THEN
+        EXECUTE v_lock;
     END IF;
+    PERFORM decoupled._ensure_time_index(i) FROM unnest(v_inputs) i ORDER BY i;
 
     -- Admission (C3.2, C3.3): the first computation reads every input at
     -- as_of, so each must be readable there and stay so; locking their
@@ -262,8 +275,6 @@ BEGIN
         -- is written where its old one was (no new page, no index entry).
         EXECUTE format('ALTER TABLE %s SET (fillfactor = 70)', decoupled._storage(v_id, 'cur'));
     END IF;
-    -- Its steps find the times at which its inputs changed.
-    PERFORM decoupled._ensure_time_index(i) FROM unnest(v_inputs) i;
     IF v_strategy.strategy IN ('sums', 'groups') THEN
         PERFORM decoupled._create_kept_state(v_id, v_plan, v_owner, v_strategy.strategy = 'sums');
     END IF;
@@ -2017,7 +2028,10 @@ REVOKE ALL ON FUNCTION decoupled._create_history_parts(bigint) FROM PUBLIC;
 -- one WAL record; docs/performance.md), with it every write moves the row.
 -- Once made it stays.  The index takes a SHARE lock on cur until the
 -- caller commits: only short transactions call this (creating a view or a
--- sink, a replica's compaction round), never a reader's.
+-- sink, a replica's heartbeat), never a reader's.  Two callers (replicas
+-- of one cluster, a heartbeat and a view's creation) make it one after the
+-- other: the second waits for the first's commit on an advisory lock, and
+-- IF NOT EXISTS, which reads the catalog after locking cur, then finds it.
 CREATE FUNCTION decoupled._ensure_time_index(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
@@ -2026,6 +2040,8 @@ DECLARE
 BEGIN
     IF to_regclass(v_cur) IS NOT NULL
        AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL THEN
+        -- 0x64635449: "dcTI", the extension's time indexes.
+        PERFORM pg_advisory_xact_lock(1684231241, _ensure_time_index.lifetime_id::integer);
         EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
     END IF;
 END
@@ -2842,6 +2858,8 @@ CREATE OR REPLACE FUNCTION decoupled.replica_heartbeat(incarnation bigint, statu
                                             error text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
+DECLARE
+    v_id bigint;
 BEGIN
     PERFORM decoupled._live_incarnation(replica_heartbeat.incarnation);
     UPDATE decoupled.catalog_replica_incarnations i
@@ -2852,15 +2870,21 @@ BEGIN
     -- replica of the view's cluster in the active deployment makes the
     -- view's time index, here, within a second (until then the
     -- subscription's reads scan the view's rows).
-    PERFORM decoupled._ensure_time_index(o.lifetime_id)
-       FROM decoupled.catalog_replica_incarnations i
-       JOIN decoupled.catalog_replicas r USING (replica_id)
-       JOIN decoupled.catalog_deployments d ON d.name = i.deployment AND d.state = 'active'
-       JOIN decoupled.catalog_objects o ON o.cluster = r.cluster
-      WHERE i.incarnation = replica_heartbeat.incarnation
-        AND replica_heartbeat.status = 'running'
-        AND o.kind = 'materialized view' AND o.dropped_at IS NULL
-        AND o.lifetime_id IN (SELECT s.lifetime_id FROM decoupled._shared_holds() s
-                               WHERE s.subscription);
+    -- In ascending lifetime id, as steps lock storage.
+    FOR v_id IN
+        SELECT o.lifetime_id
+          FROM decoupled.catalog_replica_incarnations i
+          JOIN decoupled.catalog_replicas r USING (replica_id)
+          JOIN decoupled.catalog_deployments d ON d.name = i.deployment AND d.state = 'active'
+          JOIN decoupled.catalog_objects o ON o.cluster = r.cluster
+         WHERE i.incarnation = replica_heartbeat.incarnation
+           AND replica_heartbeat.status = 'running'
+           AND o.kind = 'materialized view' AND o.dropped_at IS NULL
+           AND o.lifetime_id IN (SELECT s.lifetime_id FROM decoupled._shared_holds() s
+                                  WHERE s.subscription)
+         ORDER BY o.lifetime_id
+    LOOP
+        PERFORM decoupled._ensure_time_index(v_id);
+    END LOOP;
 END
 $$;

@@ -156,7 +156,10 @@ $$;
 -- one WAL record; docs/performance.md), with it every write moves the row.
 -- Once made it stays.  The index takes a SHARE lock on cur until the
 -- caller commits: only short transactions call this (creating a view or a
--- sink, a replica's heartbeat), never a reader's.
+-- sink, a replica's heartbeat), never a reader's.  Two callers (replicas
+-- of one cluster, a heartbeat and a view's creation) make it one after the
+-- other: the second waits for the first's commit on an advisory lock, and
+-- IF NOT EXISTS, which reads the catalog after locking cur, then finds it.
 CREATE FUNCTION decoupled._ensure_time_index(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
@@ -165,6 +168,8 @@ DECLARE
 BEGIN
     IF to_regclass(v_cur) IS NOT NULL
        AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL THEN
+        -- 0x64635449: "dcTI", the extension's time indexes.
+        PERFORM pg_advisory_xact_lock(1684231241, _ensure_time_index.lifetime_id::integer);
         EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
     END IF;
 END

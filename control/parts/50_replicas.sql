@@ -348,6 +348,8 @@ CREATE FUNCTION decoupled.replica_heartbeat(incarnation bigint, status text DEFA
                                             error text DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
+DECLARE
+    v_id bigint;
 BEGIN
     PERFORM decoupled._live_incarnation(replica_heartbeat.incarnation);
     UPDATE decoupled.catalog_replica_incarnations i
@@ -358,16 +360,22 @@ BEGIN
     -- replica of the view's cluster in the active deployment makes the
     -- view's time index, here, within a second (until then the
     -- subscription's reads scan the view's rows).
-    PERFORM decoupled._ensure_time_index(o.lifetime_id)
-       FROM decoupled.catalog_replica_incarnations i
-       JOIN decoupled.catalog_replicas r USING (replica_id)
-       JOIN decoupled.catalog_deployments d ON d.name = i.deployment AND d.state = 'active'
-       JOIN decoupled.catalog_objects o ON o.cluster = r.cluster
-      WHERE i.incarnation = replica_heartbeat.incarnation
-        AND replica_heartbeat.status = 'running'
-        AND o.kind = 'materialized view' AND o.dropped_at IS NULL
-        AND o.lifetime_id IN (SELECT s.lifetime_id FROM decoupled._shared_holds() s
-                               WHERE s.subscription);
+    -- In ascending lifetime id, as steps lock storage.
+    FOR v_id IN
+        SELECT o.lifetime_id
+          FROM decoupled.catalog_replica_incarnations i
+          JOIN decoupled.catalog_replicas r USING (replica_id)
+          JOIN decoupled.catalog_deployments d ON d.name = i.deployment AND d.state = 'active'
+          JOIN decoupled.catalog_objects o ON o.cluster = r.cluster
+         WHERE i.incarnation = replica_heartbeat.incarnation
+           AND replica_heartbeat.status = 'running'
+           AND o.kind = 'materialized view' AND o.dropped_at IS NULL
+           AND o.lifetime_id IN (SELECT s.lifetime_id FROM decoupled._shared_holds() s
+                                  WHERE s.subscription)
+         ORDER BY o.lifetime_id
+    LOOP
+        PERFORM decoupled._ensure_time_index(v_id);
+    END LOOP;
 END
 $$;
 

@@ -243,6 +243,7 @@ DECLARE
     v_hint    text;
     v_state   text;
     v_strategy record;
+    v_lock    text;
 BEGIN
     PERFORM decoupled._check_name('materialized view', v_name);
     IF query IS NULL THEN
@@ -296,16 +297,28 @@ BEGIN
     v_cols := decoupled._relation_columns(v_plan);
     PERFORM decoupled._check_columns('materialized view', v_name, v_cols);
     v_strategy := decoupled._mv_strategy(v_plan);
-    -- The arrangements' indexes lock their inputs' storage against writers:
-    -- take those locks first, in the order every writer takes them
-    -- (ascending lifetime id, cur before dead), so that a replica appending
-    -- to two of them (a source's outputs, a tick) cannot deadlock with us.
-    IF v_strategy.arrangement_inputs IS NOT NULL THEN
-        EXECUTE (SELECT 'LOCK TABLE ' || string_agg(decoupled._storage(i, p), ', ' ORDER BY i, p)
-                        || ' IN SHARE MODE'
-                   FROM (SELECT DISTINCT unnest(v_strategy.arrangement_inputs) AS i) x,
-                        unnest(ARRAY['cur', 'dead']) AS p);
+    -- The arrangements' indexes, and the time index of an input view that
+    -- has none (its steps find the times at which its inputs changed),
+    -- lock their inputs' storage against writers: take those locks first,
+    -- in the order every writer takes them (ascending lifetime id, cur
+    -- before dead), before the inputs' bounds below, so that a replica
+    -- appending to two of them (a source's outputs, a tick) or stepping an
+    -- input view (its storage, then its own inputs' bounds) cannot
+    -- deadlock with us.
+    v_lock := (SELECT 'LOCK TABLE ' || string_agg(decoupled._storage(l.i, l.p), ', '
+                                                 ORDER BY l.i, l.p) || ' IN SHARE MODE'
+                 FROM (SELECT a.i, a.p
+                         FROM (SELECT unnest(v_strategy.arrangement_inputs) AS i) x,
+                              LATERAL (VALUES (x.i, 'cur'), (x.i, 'dead')) a(i, p)
+                       UNION
+                       SELECT t.i, 'cur'
+                         FROM unnest(v_inputs) t(i)
+                        WHERE to_regclass(format('decoupled_storage.c%s_cur_mz_ts_idx', t.i)) IS NULL
+                          AND to_regclass(decoupled._storage(t.i, 'cur')) IS NOT NULL) l(i, p));
+    IF v_lock IS NOT NULL THEN
+        EXECUTE v_lock;
     END IF;
+    PERFORM decoupled._ensure_time_index(i) FROM unnest(v_inputs) i ORDER BY i;
 
     -- Admission (C3.2, C3.3): the first computation reads every input at
     -- as_of, so each must be readable there and stay so; locking their
@@ -364,8 +377,6 @@ BEGIN
         -- is written where its old one was (no new page, no index entry).
         EXECUTE format('ALTER TABLE %s SET (fillfactor = 70)', decoupled._storage(v_id, 'cur'));
     END IF;
-    -- Its steps find the times at which its inputs changed.
-    PERFORM decoupled._ensure_time_index(i) FROM unnest(v_inputs) i;
     IF v_strategy.strategy IN ('sums', 'groups') THEN
         PERFORM decoupled._create_kept_state(v_id, v_plan, v_owner, v_strategy.strategy = 'sums');
     END IF;
