@@ -2041,7 +2041,8 @@ BEGIN
     IF to_regclass(v_cur) IS NOT NULL
        AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL THEN
         -- 0x64635449: "dcTI", the extension's time indexes.
-        PERFORM pg_advisory_xact_lock(1684231241, _ensure_time_index.lifetime_id::integer);
+        PERFORM pg_advisory_xact_lock(1684231241,
+                                       (_ensure_time_index.lifetime_id % 2147483647)::integer);
         EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
     END IF;
 END

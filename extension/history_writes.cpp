@@ -148,20 +148,30 @@ void copy_images(const ImageColumns& cols, const Datum* values, const bool* null
     *out_nulls = isnull;
 }
 
+// Column i of a row image: its hash folded into `hash`, and its order.
+static inline uint32 column_hash(uint32 hash, const ImageColumns& cols, int i,
+                                 const Datum* values, const bool* nulls) {
+    return hash_combine(hash, nulls[i] ? 0x9e3779b9
+                                       : value_hash(values[i], cols.typbyval[i], cols.typlen[i]));
+}
+
+static inline int column_cmp(const ImageColumns& cols, int i, const Datum* a, const bool* a_nulls,
+                             const Datum* b, const bool* b_nulls) {
+    if (a_nulls[i] != b_nulls[i]) return a_nulls[i] ? -1 : 1;
+    if (a_nulls[i]) return 0;
+    return value_cmp(a[i], b[i], cols.typbyval[i], cols.typlen[i]);
+}
+
 uint32 image_hash(const ImageColumns& cols, const Datum* values, const bool* nulls) {
     uint32 hash = 0;
-    for (int i = 0; i < cols.n; i++)
-        hash = hash_combine(hash, nulls[i] ? 0x9e3779b9
-                                           : value_hash(values[i], cols.typbyval[i], cols.typlen[i]));
+    for (int i = 0; i < cols.n; i++) hash = column_hash(hash, cols, i, values, nulls);
     return hash;
 }
 
 int image_cmp(const ImageColumns& cols, const Datum* a, const bool* a_nulls, const Datum* b,
               const bool* b_nulls) {
     for (int i = 0; i < cols.n; i++) {
-        if (a_nulls[i] != b_nulls[i]) return a_nulls[i] ? -1 : 1;
-        if (a_nulls[i]) continue;
-        int c = value_cmp(a[i], b[i], cols.typbyval[i], cols.typlen[i]);
+        int c = column_cmp(cols, i, a, a_nulls, b, b_nulls);
         if (c != 0) return c;
     }
     return 0;
@@ -300,6 +310,15 @@ int32 row_text_hash(HistoryWriter* w, Datum* values, bool* nulls) {
     return DatumGetInt32(hash);
 }
 
+// cur's row `tuple` into dead, retracted at ts: cur's (mz_rowid, mz_ts,
+// mz_hash, columns) become dead's (mz_rowid, valid_from, valid_to, columns).
+static void add_dead(HistoryWriter* w, HeapTuple tuple, int64 ts) {
+    TupleTableSlot* slot = buffered_slot(w->estate, &w->dead_rows);
+    heap_deform_tuple(tuple, RelationGetDescr(w->cur_rel), slot->tts_values, slot->tts_isnull);
+    slot->tts_values[2] = Int64GetDatum(ts);
+    add_buffered(w->estate, &w->dead_rows, slot);
+}
+
 // A row of cur at ts with a new row id, into `slot`'s values.
 static void fill_current(HistoryWriter* w, TupleTableSlot* slot, const Datum* values,
                          const bool* nulls, int64 ts, int32 mz_hash) {
@@ -334,21 +353,14 @@ bool in_place_columns(Relation cur, int ncols, int** cols, int* n) {
 uint32 columns_hash(const ImageColumns& all, const int* cols, int n, const Datum* values,
                     const bool* nulls) {
     uint32 hash = 0;
-    for (int k = 0; k < n; k++) {
-        int i = cols[k];
-        hash = hash_combine(hash, nulls[i] ? 0x9e3779b9
-                                           : value_hash(values[i], all.typbyval[i], all.typlen[i]));
-    }
+    for (int k = 0; k < n; k++) hash = column_hash(hash, all, cols[k], values, nulls);
     return hash;
 }
 
 int columns_cmp(const ImageColumns& all, const int* cols, int n, const Datum* a,
                 const bool* a_nulls, const Datum* b, const bool* b_nulls) {
     for (int k = 0; k < n; k++) {
-        int i = cols[k];
-        if (a_nulls[i] != b_nulls[i]) return a_nulls[i] ? -1 : 1;
-        if (a_nulls[i]) continue;
-        int c = value_cmp(a[i], b[i], all.typbyval[i], all.typlen[i]);
+        int c = column_cmp(all, cols[k], a, a_nulls, b, b_nulls);
         if (c != 0) return c;
     }
     return 0;
@@ -364,10 +376,7 @@ void replace_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, const D
     }
     // The old row to dead first: its tuple is a copy, the update below
     // leaves it alone.
-    TupleTableSlot* old = buffered_slot(w->estate, &w->dead_rows);
-    heap_deform_tuple(tuple, RelationGetDescr(w->cur_rel), old->tts_values, old->tts_isnull);
-    old->tts_values[2] = Int64GetDatum(ts);
-    add_buffered(w->estate, &w->dead_rows, old);
+    add_dead(w, tuple, ts);
 
     TupleTableSlot* slot = w->replacement;
     ExecClearTuple(slot);
@@ -383,12 +392,7 @@ void replace_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, const D
 
 void retract_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, int64 ts) {
     simple_table_tuple_delete(w->cur_rel, tid, w->snapshot);
-    TupleTableSlot* slot = buffered_slot(w->estate, &w->dead_rows);
-    // cur's (mz_rowid, mz_ts, mz_hash, columns) become dead's (mz_rowid,
-    // valid_from, valid_to, columns).
-    heap_deform_tuple(tuple, RelationGetDescr(w->cur_rel), slot->tts_values, slot->tts_isnull);
-    slot->tts_values[2] = Int64GetDatum(ts);
-    add_buffered(w->estate, &w->dead_rows, slot);
+    add_dead(w, tuple, ts);
 }
 
 bool next_stored_row(IndexScanDesc scan, TupleTableSlot* slot) {
