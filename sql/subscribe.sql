@@ -135,7 +135,9 @@ SET ROLE sub_stranger;
 SELECT regress_try($$SELECT * FROM decoupled.subscribe('items', up_to => 1)$$) AS unprivileged;
 RESET ROLE;
 SELECT decoupled.stop_adapter('default');
-SELECT regress_try(format($$SELECT * FROM decoupled.subscribe('items', up_to => %s)$$, :u + 1000))
+-- (up_to an hour past the latest time: beyond as_of however long this took)
+SELECT regress_try(format($$SELECT * FROM decoupled.subscribe('items', up_to => %s)$$,
+                          (SELECT upper + 3600000 FROM decoupled.frontiers WHERE name = 'items')))
     AS stopped_adapter;
 SELECT decoupled.start_adapter('default');
 DROP ROLE sub_stranger;
