@@ -2049,6 +2049,39 @@ END
 $$;
 REVOKE ALL ON FUNCTION decoupled._ensure_time_index(bigint) FROM PUBLIC;
 
+-- A collection's changes at decoupled.as_of: rows inserted then (+1),
+-- retracted then (-1).  Incremental views read their input through it,
+-- gated like the history (extension/delta_plan.cpp).  Rows both inserted
+-- and retracted after as_of are found through dead's valid_to index by a
+-- range closed on both sides: `valid_to > as_of()` alone is, for a dead
+-- without statistics (compaction empties it faster than ANALYZE runs), a
+-- third of its rows to the planner, and every step of every view over the
+-- collection scanned all of dead (7 of a ten-view step's 8 ms on a table
+-- under single-row inserts; docs/performance.md), where the index holds
+-- only the rows retracted after as_of.
+CREATE FUNCTION decoupled._create_delta_view(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id bigint := _create_delta_view.lifetime_id;
+BEGIN
+    EXECUTE format(
+        'CREATE OR REPLACE VIEW %1$s AS '
+        'SELECT %2$s, 1::bigint AS mz_diff FROM %3$s '
+        ' WHERE decoupled._history_gate(%5$s) AND mz_ts = decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s, 1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_to > decoupled.as_of() AND valid_to <= 9223372036854775807 '
+        '  AND valid_from = decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s, -1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_to = decoupled.as_of()',
+        decoupled._storage(id, 'delta'), decoupled._cols(id), decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'delta'));
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._create_delta_view(bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -2085,22 +2118,7 @@ BEGIN
         decoupled._storage(id, 'dead'), id);
     EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'history'));
     PERFORM decoupled._create_history_parts(id);
-    -- Its changes at decoupled.as_of: rows inserted then (+1), retracted then
-    -- (-1).  Incremental views read their input through it, gated like the
-    -- history (extension/delta_plan.cpp).
-    EXECUTE format(
-        'CREATE VIEW %1$s AS '
-        'SELECT %2$s, 1::bigint AS mz_diff FROM %3$s '
-        ' WHERE decoupled._history_gate(%5$s) AND mz_ts = decoupled.as_of() '
-        'UNION ALL '
-        'SELECT %2$s, 1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
-        '  AND valid_to > decoupled.as_of() AND valid_from = decoupled.as_of() '
-        'UNION ALL '
-        'SELECT %2$s, -1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
-        '  AND valid_to = decoupled.as_of()',
-        decoupled._storage(id, 'delta'), names, decoupled._storage(id, 'cur'),
-        decoupled._storage(id, 'dead'), id);
-    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'delta'));
+    PERFORM decoupled._create_delta_view(id);
     -- Its state just before decoupled.as_of: an incremental join step reads
     -- the inputs after the changed one there.
     EXECUTE format(
@@ -2726,6 +2744,24 @@ BEGIN
                        decoupled._storage(v_id, 'history_cur'));
         EXECUTE format('ALTER EXTENSION pg_decoupled DROP VIEW %s',
                        decoupled._storage(v_id, 'history_dead'));
+    END LOOP;
+END
+$$;
+-- Every collection's changes read by a range on dead's valid_to
+-- (_create_delta_view).  An extension's script replaces only its own
+-- objects: the view joins the extension for the replacement and leaves it
+-- again, storage as before.
+DO $$
+DECLARE
+    v_id bigint;
+BEGIN
+    FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
+                 WHERE to_regclass(decoupled._storage(o.lifetime_id, 'delta')) IS NOT NULL
+                 ORDER BY o.lifetime_id
+    LOOP
+        EXECUTE format('ALTER EXTENSION pg_decoupled ADD VIEW %s', decoupled._storage(v_id, 'delta'));
+        PERFORM decoupled._create_delta_view(v_id);
+        EXECUTE format('ALTER EXTENSION pg_decoupled DROP VIEW %s', decoupled._storage(v_id, 'delta'));
     END LOOP;
 END
 $$;

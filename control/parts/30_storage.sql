@@ -176,6 +176,38 @@ BEGIN
 END
 $$;
 
+-- A collection's changes at decoupled.as_of: rows inserted then (+1),
+-- retracted then (-1).  Incremental views read their input through it,
+-- gated like the history (extension/delta_plan.cpp).  Rows both inserted
+-- and retracted after as_of are found through dead's valid_to index by a
+-- range closed on both sides: `valid_to > as_of()` alone is, for a dead
+-- without statistics (compaction empties it faster than ANALYZE runs), a
+-- third of its rows to the planner, and every step of every view over the
+-- collection scanned all of dead (7 of a ten-view step's 8 ms on a table
+-- under single-row inserts; docs/performance.md), where the index holds
+-- only the rows retracted after as_of.
+CREATE FUNCTION decoupled._create_delta_view(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id bigint := _create_delta_view.lifetime_id;
+BEGIN
+    EXECUTE format(
+        'CREATE OR REPLACE VIEW %1$s AS '
+        'SELECT %2$s, 1::bigint AS mz_diff FROM %3$s '
+        ' WHERE decoupled._history_gate(%5$s) AND mz_ts = decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s, 1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_to > decoupled.as_of() AND valid_to <= 9223372036854775807 '
+        '  AND valid_from = decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s, -1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_to = decoupled.as_of()',
+        decoupled._storage(id, 'delta'), decoupled._cols(id), decoupled._storage(id, 'cur'),
+        decoupled._storage(id, 'dead'), id);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'delta'));
+END
+$$;
+
 CREATE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -212,22 +244,7 @@ BEGIN
         decoupled._storage(id, 'dead'), id);
     EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'history'));
     PERFORM decoupled._create_history_parts(id);
-    -- Its changes at decoupled.as_of: rows inserted then (+1), retracted then
-    -- (-1).  Incremental views read their input through it, gated like the
-    -- history (extension/delta_plan.cpp).
-    EXECUTE format(
-        'CREATE VIEW %1$s AS '
-        'SELECT %2$s, 1::bigint AS mz_diff FROM %3$s '
-        ' WHERE decoupled._history_gate(%5$s) AND mz_ts = decoupled.as_of() '
-        'UNION ALL '
-        'SELECT %2$s, 1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
-        '  AND valid_to > decoupled.as_of() AND valid_from = decoupled.as_of() '
-        'UNION ALL '
-        'SELECT %2$s, -1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
-        '  AND valid_to = decoupled.as_of()',
-        decoupled._storage(id, 'delta'), names, decoupled._storage(id, 'cur'),
-        decoupled._storage(id, 'dead'), id);
-    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'delta'));
+    PERFORM decoupled._create_delta_view(id);
     -- Its state just before decoupled.as_of: an incremental join step reads
     -- the inputs after the changed one there.
     EXECUTE format(
