@@ -2747,6 +2747,32 @@ BEGIN
     END LOOP;
 END
 $$;
+-- 60_materialized_views: sinks and subscriptions read dead by closed ranges.
+-- The SQL of a collection's changes as (mz_ts, mz_diff, columns...): rows
+-- inserted (cur.mz_ts, dead.valid_from) and retracted (dead.valid_to) at
+-- times in [$1, $2), preceded, `with_snapshot`, by its state at $3 as
+-- insertions at $3.  Unconsolidated; used by sinks and subscriptions.
+-- Rows of dead are found by ranges on valid_to closed on both sides (the
+-- upper bound always true): a dead analysed empty is not scanned whole
+-- (_create_delta_view).
+CREATE OR REPLACE FUNCTION decoupled._changes_sql(lifetime_id bigint, with_snapshot boolean) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN with_snapshot THEN format(
+               'SELECT $3, 1, %1$s FROM %2$s WHERE mz_ts <= $3 '
+               'UNION ALL SELECT $3, 1, %1$s FROM %3$s WHERE valid_from <= $3 AND valid_to > $3 '
+               'UNION ALL ', c.cols, c.cur, c.dead) ELSE '' END
+           || format(
+               'SELECT mz_ts, 1, %1$s FROM %2$s WHERE mz_ts >= $1 AND mz_ts < $2 '
+               'UNION ALL SELECT valid_from, 1, %1$s FROM %3$s '
+               ' WHERE valid_to >= $1 AND valid_to <= 9223372036854775807 '
+               '   AND valid_from >= $1 AND valid_from < $2 '
+               'UNION ALL SELECT valid_to, -1, %1$s FROM %3$s WHERE valid_to >= $1 AND valid_to < $2',
+               c.cols, c.cur, c.dead)
+      FROM (SELECT decoupled._cols(lifetime_id) AS cols,
+                   decoupled._storage(lifetime_id, 'cur') AS cur,
+                   decoupled._storage(lifetime_id, 'dead') AS dead) c
+$$;
+
 -- Every collection's changes read by a range on dead's valid_to
 -- (_create_delta_view).  An extension's script replaces only its own
 -- objects: the view joins the extension for the replacement and leaves it

@@ -794,6 +794,15 @@ SELECT line AS delta_plan FROM inc_explain('SELECT * FROM ' || :'dq' || 'delta')
 SELECT format('SELECT count(*) AS changes, sum(mz_diff) AS net FROM %sdelta', :'dq') AS dq_count \gset
 :dq_count;
 ROLLBACK;
+-- So do a sink's and a subscription's reads of its changes.
+SELECT format('PREPARE dq_changes(bigint, bigint, bigint) AS %s',
+              decoupled._changes_sql(lifetime_id, false)) AS dq_prepare
+  FROM decoupled.objects WHERE name = 'dq_t' \gset
+:dq_prepare;
+SELECT line AS changes_plan
+  FROM inc_explain(format('EXECUTE dq_changes(%s, %s, 0)', :dq_t, :dq_t + 1)) AS line
+ WHERE line ~ '_dead|valid_to';
+DEALLOCATE dq_changes;
 SELECT decoupled.unregister_table('dq_t');
 DROP TABLE dq_t;
 -- Steps sort and hash with their own work_mem: decoupled.step_work_mem
