@@ -51,6 +51,11 @@
 --     sums of integers and min/max of built-in types keeps them per group
 --     (_stage_sums's filter, _merge_sums's replace and unknown); views
 --     created before keep the strategy they were created with.
+--   * A collection's history, changes and state before a time read dead
+--     by ranges on valid_to closed on both sides (_create_read_views, made
+--     anew for existing collections at the end of this script; sinks' and
+--     subscriptions' _changes_sql too): a dead analysed empty is no longer
+--     scanned whole at every step.
 --   * A hot standby refuses catalog changes, appends, holds, subscriptions
 --     and verify() with a clear error and hint; debug wait points for tests
 --     (decoupled.wait_points, arm_wait_point, release_wait_point).
@@ -2012,7 +2017,8 @@ BEGIN
     EXECUTE format(
         'CREATE VIEW %1$s AS '
         'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%4$s) '
-        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of() '
+        '  AND valid_to <= 9223372036854775807',
         decoupled._storage(id, 'history_dead'), names, decoupled._storage(id, 'dead'), id);
     EXECUTE format('GRANT SELECT ON %s, %s TO PUBLIC', decoupled._storage(id, 'history_cur'),
                    decoupled._storage(id, 'history_dead'));
@@ -2049,21 +2055,37 @@ END
 $$;
 REVOKE ALL ON FUNCTION decoupled._ensure_time_index(bigint) FROM PUBLIC;
 
--- A collection's changes at decoupled.as_of: rows inserted then (+1),
--- retracted then (-1).  Incremental views read their input through it,
--- gated like the history (extension/delta_plan.cpp).  Rows both inserted
--- and retracted after as_of are found through dead's valid_to index by a
--- range closed on both sides: `valid_to > as_of()` alone is, for a dead
--- without statistics (compaction empties it faster than ANALYZE runs), a
--- third of its rows to the planner, and every step of every view over the
--- collection scanned all of dead (7 of a ten-view step's 8 ms on a table
--- under single-row inserts; docs/performance.md), where the index holds
--- only the rows retracted after as_of.
-CREATE FUNCTION decoupled._create_delta_view(lifetime_id bigint) RETURNS void
+-- The views a collection's history is read through at decoupled.as_of:
+-- c<id>_history (its rows then), c<id>_delta (its changes then: rows
+-- inserted (+1) and retracted (-1) at as_of; incremental views read their
+-- input through it, extension/delta_plan.cpp) and c<id>_before (its rows
+-- just before as_of: an incremental join step reads the inputs after the
+-- changed one there).  Their branches are gated by a one-time filter:
+-- without as_of they are skipped before reading a page.  Rows of dead are
+-- found by a range on valid_to closed on both sides (its upper bound always
+-- true): `valid_to > as_of()` alone is, for a dead without statistics
+-- (compaction empties it faster than ANALYZE runs), a third of its rows to
+-- the planner, and every step of every view over the collection scanned
+-- all of dead (a ten-view step's reading of 400 changes took 126 ms
+-- instead of 1; docs/performance.md), where the index holds only the rows
+-- retracted after as_of.  With statistics the estimate is the histogram's
+-- either way.
+CREATE FUNCTION decoupled._create_read_views(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    id bigint := _create_delta_view.lifetime_id;
+    id    bigint := _create_read_views.lifetime_id;
+    names text := decoupled._cols(id);
+    cur   text := decoupled._storage(id, 'cur');
+    dead  text := decoupled._storage(id, 'dead');
 BEGIN
+    EXECUTE format(
+        'CREATE OR REPLACE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%5$s) AND mz_ts <= decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of() '
+        '  AND valid_to <= 9223372036854775807',
+        decoupled._storage(id, 'history'), names, cur, dead, id);
     EXECUTE format(
         'CREATE OR REPLACE VIEW %1$s AS '
         'SELECT %2$s, 1::bigint AS mz_diff FROM %3$s '
@@ -2075,19 +2097,27 @@ BEGIN
         'UNION ALL '
         'SELECT %2$s, -1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
         '  AND valid_to = decoupled.as_of()',
-        decoupled._storage(id, 'delta'), decoupled._cols(id), decoupled._storage(id, 'cur'),
-        decoupled._storage(id, 'dead'), id);
-    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'delta'));
+        decoupled._storage(id, 'delta'), names, cur, dead, id);
+    EXECUTE format(
+        'CREATE OR REPLACE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate_before(%5$s) '
+        '  AND mz_ts < decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate_before(%5$s) '
+        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of() '
+        '  AND valid_to <= 9223372036854775807',
+        decoupled._storage(id, 'before'), names, cur, dead, id);
+    EXECUTE format('GRANT SELECT ON %s, %s, %s TO PUBLIC', decoupled._storage(id, 'history'),
+                   decoupled._storage(id, 'delta'), decoupled._storage(id, 'before'));
 END
 $$;
-REVOKE ALL ON FUNCTION decoupled._create_delta_view(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION decoupled._create_read_views(bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    id    bigint := _create_storage.lifetime_id;
-    defs  text := decoupled._cols(id, '', true);
-    names text := decoupled._cols(id);
+    id   bigint := _create_storage.lifetime_id;
+    defs text := decoupled._cols(id, '', true);
 BEGIN
     -- mz_rowid only orders identical copies (the oldest is retracted first);
     -- nothing looks a row up by it, so it has no index: every row written
@@ -2106,31 +2136,8 @@ BEGIN
     EXECUTE format('CREATE UNLOGGED TABLE %s (mz_ts bigint NOT NULL, mz_diff bigint NOT NULL, '
                    'mz_key text NOT NULL, mz_hash integer NOT NULL, %s)',
                    decoupled._storage(id, 'stage'), defs);
-    -- Both branches are gated by a one-time filter: without as_of they are
-    -- skipped before reading a page.
-    EXECUTE format(
-        'CREATE VIEW %1$s AS '
-        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%5$s) AND mz_ts <= decoupled.as_of() '
-        'UNION ALL '
-        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate(%5$s) '
-        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
-        decoupled._storage(id, 'history'), names, decoupled._storage(id, 'cur'),
-        decoupled._storage(id, 'dead'), id);
-    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'history'));
+    PERFORM decoupled._create_read_views(id);
     PERFORM decoupled._create_history_parts(id);
-    PERFORM decoupled._create_delta_view(id);
-    -- Its state just before decoupled.as_of: an incremental join step reads
-    -- the inputs after the changed one there.
-    EXECUTE format(
-        'CREATE VIEW %1$s AS '
-        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate_before(%5$s) '
-        '  AND mz_ts < decoupled.as_of() '
-        'UNION ALL '
-        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate_before(%5$s) '
-        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of()',
-        decoupled._storage(id, 'before'), names, decoupled._storage(id, 'cur'),
-        decoupled._storage(id, 'dead'), id);
-    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'before'));
 END
 $$;
 DO $$
@@ -2754,12 +2761,13 @@ $$;
 -- insertions at $3.  Unconsolidated; used by sinks and subscriptions.
 -- Rows of dead are found by ranges on valid_to closed on both sides (the
 -- upper bound always true): a dead analysed empty is not scanned whole
--- (_create_delta_view).
+-- (_create_read_views).
 CREATE OR REPLACE FUNCTION decoupled._changes_sql(lifetime_id bigint, with_snapshot boolean) RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN with_snapshot THEN format(
                'SELECT $3, 1, %1$s FROM %2$s WHERE mz_ts <= $3 '
-               'UNION ALL SELECT $3, 1, %1$s FROM %3$s WHERE valid_from <= $3 AND valid_to > $3 '
+               'UNION ALL SELECT $3, 1, %1$s FROM %3$s '
+               ' WHERE valid_from <= $3 AND valid_to > $3 AND valid_to <= 9223372036854775807 '
                'UNION ALL ', c.cols, c.cur, c.dead) ELSE '' END
            || format(
                'SELECT mz_ts, 1, %1$s FROM %2$s WHERE mz_ts >= $1 AND mz_ts < $2 '
@@ -2773,21 +2781,31 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                    decoupled._storage(lifetime_id, 'dead') AS dead) c
 $$;
 
--- Every collection's changes read by a range on dead's valid_to
--- (_create_delta_view).  An extension's script replaces only its own
--- objects: the view joins the extension for the replacement and leaves it
--- again, storage as before.
+-- Every collection's history read by ranges on dead's valid_to closed on
+-- both sides (_create_read_views; c<id>_history_dead is made above or with
+-- its collection by this version).  An extension's script replaces only
+-- its own objects: the views join the extension for the replacement and
+-- leave it again, storage as before.
 DO $$
 DECLARE
-    v_id bigint;
+    v_id   bigint;
+    v_view text;
 BEGIN
     FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
-                 WHERE to_regclass(decoupled._storage(o.lifetime_id, 'delta')) IS NOT NULL
+                 WHERE to_regclass(decoupled._storage(o.lifetime_id, 'history')) IS NOT NULL
+                   AND to_regclass(decoupled._storage(o.lifetime_id, 'delta')) IS NOT NULL
+                   AND to_regclass(decoupled._storage(o.lifetime_id, 'before')) IS NOT NULL
                  ORDER BY o.lifetime_id
     LOOP
-        EXECUTE format('ALTER EXTENSION pg_decoupled ADD VIEW %s', decoupled._storage(v_id, 'delta'));
-        PERFORM decoupled._create_delta_view(v_id);
-        EXECUTE format('ALTER EXTENSION pg_decoupled DROP VIEW %s', decoupled._storage(v_id, 'delta'));
+        FOREACH v_view IN ARRAY ARRAY['history', 'delta', 'before'] LOOP
+            EXECUTE format('ALTER EXTENSION pg_decoupled ADD VIEW %s',
+                           decoupled._storage(v_id, v_view));
+        END LOOP;
+        PERFORM decoupled._create_read_views(v_id);
+        FOREACH v_view IN ARRAY ARRAY['history', 'delta', 'before'] LOOP
+            EXECUTE format('ALTER EXTENSION pg_decoupled DROP VIEW %s',
+                           decoupled._storage(v_id, v_view));
+        END LOOP;
     END LOOP;
 END
 $$;

@@ -141,7 +141,8 @@ BEGIN
     EXECUTE format(
         'CREATE VIEW %1$s AS '
         'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%4$s) '
-        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of() '
+        '  AND valid_to <= 9223372036854775807',
         decoupled._storage(id, 'history_dead'), names, decoupled._storage(id, 'dead'), id);
     EXECUTE format('GRANT SELECT ON %s, %s TO PUBLIC', decoupled._storage(id, 'history_cur'),
                    decoupled._storage(id, 'history_dead'));
@@ -176,21 +177,37 @@ BEGIN
 END
 $$;
 
--- A collection's changes at decoupled.as_of: rows inserted then (+1),
--- retracted then (-1).  Incremental views read their input through it,
--- gated like the history (extension/delta_plan.cpp).  Rows both inserted
--- and retracted after as_of are found through dead's valid_to index by a
--- range closed on both sides: `valid_to > as_of()` alone is, for a dead
--- without statistics (compaction empties it faster than ANALYZE runs), a
--- third of its rows to the planner, and every step of every view over the
--- collection scanned all of dead (7 of a ten-view step's 8 ms on a table
--- under single-row inserts; docs/performance.md), where the index holds
--- only the rows retracted after as_of.
-CREATE FUNCTION decoupled._create_delta_view(lifetime_id bigint) RETURNS void
+-- The views a collection's history is read through at decoupled.as_of:
+-- c<id>_history (its rows then), c<id>_delta (its changes then: rows
+-- inserted (+1) and retracted (-1) at as_of; incremental views read their
+-- input through it, extension/delta_plan.cpp) and c<id>_before (its rows
+-- just before as_of: an incremental join step reads the inputs after the
+-- changed one there).  Their branches are gated by a one-time filter:
+-- without as_of they are skipped before reading a page.  Rows of dead are
+-- found by a range on valid_to closed on both sides (its upper bound always
+-- true): `valid_to > as_of()` alone is, for a dead without statistics
+-- (compaction empties it faster than ANALYZE runs), a third of its rows to
+-- the planner, and every step of every view over the collection scanned
+-- all of dead (a ten-view step's reading of 400 changes took 126 ms
+-- instead of 1; docs/performance.md), where the index holds only the rows
+-- retracted after as_of.  With statistics the estimate is the histogram's
+-- either way.
+CREATE FUNCTION decoupled._create_read_views(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    id bigint := _create_delta_view.lifetime_id;
+    id    bigint := _create_read_views.lifetime_id;
+    names text := decoupled._cols(id);
+    cur   text := decoupled._storage(id, 'cur');
+    dead  text := decoupled._storage(id, 'dead');
 BEGIN
+    EXECUTE format(
+        'CREATE OR REPLACE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%5$s) AND mz_ts <= decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate(%5$s) '
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of() '
+        '  AND valid_to <= 9223372036854775807',
+        decoupled._storage(id, 'history'), names, cur, dead, id);
     EXECUTE format(
         'CREATE OR REPLACE VIEW %1$s AS '
         'SELECT %2$s, 1::bigint AS mz_diff FROM %3$s '
@@ -202,18 +219,26 @@ BEGIN
         'UNION ALL '
         'SELECT %2$s, -1 FROM %4$s WHERE decoupled._history_gate(%5$s) '
         '  AND valid_to = decoupled.as_of()',
-        decoupled._storage(id, 'delta'), decoupled._cols(id), decoupled._storage(id, 'cur'),
-        decoupled._storage(id, 'dead'), id);
-    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'delta'));
+        decoupled._storage(id, 'delta'), names, cur, dead, id);
+    EXECUTE format(
+        'CREATE OR REPLACE VIEW %1$s AS '
+        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate_before(%5$s) '
+        '  AND mz_ts < decoupled.as_of() '
+        'UNION ALL '
+        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate_before(%5$s) '
+        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of() '
+        '  AND valid_to <= 9223372036854775807',
+        decoupled._storage(id, 'before'), names, cur, dead, id);
+    EXECUTE format('GRANT SELECT ON %s, %s, %s TO PUBLIC', decoupled._storage(id, 'history'),
+                   decoupled._storage(id, 'delta'), decoupled._storage(id, 'before'));
 END
 $$;
 
 CREATE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    id    bigint := _create_storage.lifetime_id;
-    defs  text := decoupled._cols(id, '', true);
-    names text := decoupled._cols(id);
+    id   bigint := _create_storage.lifetime_id;
+    defs text := decoupled._cols(id, '', true);
 BEGIN
     -- mz_rowid only orders identical copies (the oldest is retracted first);
     -- nothing looks a row up by it, so it has no index: every row written
@@ -232,31 +257,8 @@ BEGIN
     EXECUTE format('CREATE UNLOGGED TABLE %s (mz_ts bigint NOT NULL, mz_diff bigint NOT NULL, '
                    'mz_key text NOT NULL, mz_hash integer NOT NULL, %s)',
                    decoupled._storage(id, 'stage'), defs);
-    -- Both branches are gated by a one-time filter: without as_of they are
-    -- skipped before reading a page.
-    EXECUTE format(
-        'CREATE VIEW %1$s AS '
-        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%5$s) AND mz_ts <= decoupled.as_of() '
-        'UNION ALL '
-        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate(%5$s) '
-        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
-        decoupled._storage(id, 'history'), names, decoupled._storage(id, 'cur'),
-        decoupled._storage(id, 'dead'), id);
-    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'history'));
+    PERFORM decoupled._create_read_views(id);
     PERFORM decoupled._create_history_parts(id);
-    PERFORM decoupled._create_delta_view(id);
-    -- Its state just before decoupled.as_of: an incremental join step reads
-    -- the inputs after the changed one there.
-    EXECUTE format(
-        'CREATE VIEW %1$s AS '
-        'SELECT %2$s FROM %3$s WHERE decoupled._history_gate_before(%5$s) '
-        '  AND mz_ts < decoupled.as_of() '
-        'UNION ALL '
-        'SELECT %2$s FROM %4$s WHERE decoupled._history_gate_before(%5$s) '
-        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of()',
-        decoupled._storage(id, 'before'), names, decoupled._storage(id, 'cur'),
-        decoupled._storage(id, 'dead'), id);
-    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', decoupled._storage(id, 'before'));
 END
 $$;
 

@@ -568,12 +568,13 @@ $$;
 -- insertions at $3.  Unconsolidated; used by sinks and subscriptions.
 -- Rows of dead are found by ranges on valid_to closed on both sides (the
 -- upper bound always true): a dead analysed empty is not scanned whole
--- (_create_delta_view).
+-- (_create_read_views).
 CREATE FUNCTION decoupled._changes_sql(lifetime_id bigint, with_snapshot boolean) RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN with_snapshot THEN format(
                'SELECT $3, 1, %1$s FROM %2$s WHERE mz_ts <= $3 '
-               'UNION ALL SELECT $3, 1, %1$s FROM %3$s WHERE valid_from <= $3 AND valid_to > $3 '
+               'UNION ALL SELECT $3, 1, %1$s FROM %3$s '
+               ' WHERE valid_from <= $3 AND valid_to > $3 AND valid_to <= 9223372036854775807 '
                'UNION ALL ', c.cols, c.cur, c.dead) ELSE '' END
            || format(
                'SELECT mz_ts, 1, %1$s FROM %2$s WHERE mz_ts >= $1 AND mz_ts < $2 '
