@@ -51,11 +51,11 @@
 --     sums of integers and min/max of built-in types keeps them per group
 --     (_stage_sums's filter, _merge_sums's replace and unknown); views
 --     created before keep the strategy they were created with.
---   * A collection's history, changes and state before a time read dead
---     by ranges on valid_to closed on both sides (_create_read_views, made
---     anew for existing collections at the end of this script; sinks' and
---     subscriptions' _changes_sql too): a dead analysed empty is no longer
---     scanned whole at every step.
+--   * A collection's changes at a time read dead by a range on valid_to
+--     closed on both sides (_create_read_views, made anew for existing
+--     collections at the end of this script; sinks' and subscriptions'
+--     _changes_sql too): a dead analysed empty is no longer scanned whole
+--     at every step.
 --   * A hot standby refuses catalog changes, appends, holds, subscriptions
 --     and verify() with a clear error and hint; debug wait points for tests
 --     (decoupled.wait_points, arm_wait_point, release_wait_point).
@@ -2017,8 +2017,7 @@ BEGIN
     EXECUTE format(
         'CREATE VIEW %1$s AS '
         'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%4$s) '
-        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of() '
-        '  AND valid_to <= 9223372036854775807',
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
         decoupled._storage(id, 'history_dead'), names, decoupled._storage(id, 'dead'), id);
     EXECUTE format('GRANT SELECT ON %s, %s TO PUBLIC', decoupled._storage(id, 'history_cur'),
                    decoupled._storage(id, 'history_dead'));
@@ -2061,15 +2060,20 @@ REVOKE ALL ON FUNCTION decoupled._ensure_time_index(bigint) FROM PUBLIC;
 -- input through it, extension/delta_plan.cpp) and c<id>_before (its rows
 -- just before as_of: an incremental join step reads the inputs after the
 -- changed one there).  Their branches are gated by a one-time filter:
--- without as_of they are skipped before reading a page.  Rows of dead are
--- found by a range on valid_to closed on both sides (its upper bound always
--- true): `valid_to > as_of()` alone is, for a dead without statistics
--- (compaction empties it faster than ANALYZE runs), a third of its rows to
--- the planner, and every step of every view over the collection scanned
--- all of dead (a ten-view step's reading of 400 changes took 126 ms
--- instead of 1; docs/performance.md), where the index holds only the rows
--- retracted after as_of.  With statistics the estimate is the histogram's
--- either way.
+-- without as_of they are skipped before reading a page.  The changes find
+-- their rows of dead inserted at as_of and retracted since by a range on
+-- valid_to closed on both sides (its upper bound always true):
+-- `valid_to > as_of()` alone is, for a dead without statistics (compaction
+-- empties it faster than ANALYZE runs), a third of its rows to the
+-- planner, and every step of every view over the collection scanned all of
+-- dead (a ten-view step's reading of 400 changes took 126 ms instead of 1;
+-- docs/performance.md), where the index holds only the rows retracted
+-- after as_of; with statistics the estimate is the histogram's either way.
+-- The history and before views keep their one-sided range: steps read
+-- them by keys, through an arrangement on (keys, valid_to), and a range
+-- guessed small would take the planner from the arrangement to the time
+-- index, whose range is every row retracted since as_of — all of a
+-- backlog when a view catches up.
 CREATE FUNCTION decoupled._create_read_views(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -2083,8 +2087,7 @@ BEGIN
         'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%5$s) AND mz_ts <= decoupled.as_of() '
         'UNION ALL '
         'SELECT %2$s FROM %4$s WHERE decoupled._history_gate(%5$s) '
-        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of() '
-        '  AND valid_to <= 9223372036854775807',
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
         decoupled._storage(id, 'history'), names, cur, dead, id);
     EXECUTE format(
         'CREATE OR REPLACE VIEW %1$s AS '
@@ -2104,8 +2107,7 @@ BEGIN
         '  AND mz_ts < decoupled.as_of() '
         'UNION ALL '
         'SELECT %2$s FROM %4$s WHERE decoupled._history_gate_before(%5$s) '
-        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of() '
-        '  AND valid_to <= 9223372036854775807',
+        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of()',
         decoupled._storage(id, 'before'), names, cur, dead, id);
     EXECUTE format('GRANT SELECT ON %s, %s, %s TO PUBLIC', decoupled._storage(id, 'history'),
                    decoupled._storage(id, 'delta'), decoupled._storage(id, 'before'));
@@ -2781,11 +2783,11 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                    decoupled._storage(lifetime_id, 'dead') AS dead) c
 $$;
 
--- Every collection's history read by ranges on dead's valid_to closed on
--- both sides (_create_read_views; c<id>_history_dead is made above or with
--- its collection by this version).  An extension's script replaces only
--- its own objects: the views join the extension for the replacement and
--- leave it again, storage as before.
+-- Every collection's changes read by a range on dead's valid_to closed on
+-- both sides (_create_read_views, which makes its history and before
+-- views as 1.0 did).  An extension's script replaces only its own objects:
+-- the views join the extension for the replacement and leave it again,
+-- storage as before.
 DO $$
 DECLARE
     v_id   bigint;

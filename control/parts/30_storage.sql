@@ -141,8 +141,7 @@ BEGIN
     EXECUTE format(
         'CREATE VIEW %1$s AS '
         'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%4$s) '
-        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of() '
-        '  AND valid_to <= 9223372036854775807',
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
         decoupled._storage(id, 'history_dead'), names, decoupled._storage(id, 'dead'), id);
     EXECUTE format('GRANT SELECT ON %s, %s TO PUBLIC', decoupled._storage(id, 'history_cur'),
                    decoupled._storage(id, 'history_dead'));
@@ -183,15 +182,20 @@ $$;
 -- input through it, extension/delta_plan.cpp) and c<id>_before (its rows
 -- just before as_of: an incremental join step reads the inputs after the
 -- changed one there).  Their branches are gated by a one-time filter:
--- without as_of they are skipped before reading a page.  Rows of dead are
--- found by a range on valid_to closed on both sides (its upper bound always
--- true): `valid_to > as_of()` alone is, for a dead without statistics
--- (compaction empties it faster than ANALYZE runs), a third of its rows to
--- the planner, and every step of every view over the collection scanned
--- all of dead (a ten-view step's reading of 400 changes took 126 ms
--- instead of 1; docs/performance.md), where the index holds only the rows
--- retracted after as_of.  With statistics the estimate is the histogram's
--- either way.
+-- without as_of they are skipped before reading a page.  The changes find
+-- their rows of dead inserted at as_of and retracted since by a range on
+-- valid_to closed on both sides (its upper bound always true):
+-- `valid_to > as_of()` alone is, for a dead without statistics (compaction
+-- empties it faster than ANALYZE runs), a third of its rows to the
+-- planner, and every step of every view over the collection scanned all of
+-- dead (a ten-view step's reading of 400 changes took 126 ms instead of 1;
+-- docs/performance.md), where the index holds only the rows retracted
+-- after as_of; with statistics the estimate is the histogram's either way.
+-- The history and before views keep their one-sided range: steps read
+-- them by keys, through an arrangement on (keys, valid_to), and a range
+-- guessed small would take the planner from the arrangement to the time
+-- index, whose range is every row retracted since as_of — all of a
+-- backlog when a view catches up.
 CREATE FUNCTION decoupled._create_read_views(lifetime_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -205,8 +209,7 @@ BEGIN
         'SELECT %2$s FROM %3$s WHERE decoupled._history_gate(%5$s) AND mz_ts <= decoupled.as_of() '
         'UNION ALL '
         'SELECT %2$s FROM %4$s WHERE decoupled._history_gate(%5$s) '
-        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of() '
-        '  AND valid_to <= 9223372036854775807',
+        '  AND valid_from <= decoupled.as_of() AND valid_to > decoupled.as_of()',
         decoupled._storage(id, 'history'), names, cur, dead, id);
     EXECUTE format(
         'CREATE OR REPLACE VIEW %1$s AS '
@@ -226,8 +229,7 @@ BEGIN
         '  AND mz_ts < decoupled.as_of() '
         'UNION ALL '
         'SELECT %2$s FROM %4$s WHERE decoupled._history_gate_before(%5$s) '
-        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of() '
-        '  AND valid_to <= 9223372036854775807',
+        '  AND valid_from < decoupled.as_of() AND valid_to >= decoupled.as_of()',
         decoupled._storage(id, 'before'), names, cur, dead, id);
     EXECUTE format('GRANT SELECT ON %s, %s, %s TO PUBLIC', decoupled._storage(id, 'history'),
                    decoupled._storage(id, 'delta'), decoupled._storage(id, 'before'));
