@@ -56,6 +56,10 @@
 --     collections at the end of this script; sinks' and subscriptions'
 --     _changes_sql too): a dead analysed empty is no longer scanned whole
 --     at every step.
+--   * A kept-sums view's state has no index on emptied groups (dropped
+--     from existing states at the end of this script): _merge_sums deletes
+--     the groups it emptied by the ctids its statement returned, and an
+--     update of a group's count can be HOT.
 --   * A hot standby refuses catalog changes, appends, holds, subscriptions
 --     and verify() with a clear error and hint; debug wait points for tests
 --     (decoupled.wait_points, arm_wait_point, release_wait_point).
@@ -2968,6 +2972,55 @@ BEGIN
          ORDER BY o.lifetime_id
     LOOP
         PERFORM decoupled._ensure_time_index(v_id);
+    END LOOP;
+END
+$$;
+
+------------------------------------------------------------------------------
+-- Kept sums' state without an index on emptied groups: _merge_sums deletes
+-- the groups it emptied by the ctids its statement returned, and updates
+-- of a group's counts and sums can be HOT
+------------------------------------------------------------------------------
+
+-- 60_materialized_views
+-- What grouped views keep besides their history: an index on the view's
+-- key columns (its rows of a group are found by them) and, for 'sums',
+-- the state c<id>_state (keys, mz_n, mz_nn_j, mz_s_j) with a unique index on the
+-- keys (NULL matching NULL) and nothing else — an index on any other column
+-- would make every update of a group a non-HOT update (_merge_sums finds
+-- emptied groups by the rows it updated) — and its scratch c<id>_dstate.
+-- The owner reads the state: its select list is computed from it.
+CREATE OR REPLACE FUNCTION decoupled._create_kept_state(id bigint, plan regclass, owner oid, sums boolean)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_kept  record := decoupled._mv_kept_state(plan);
+    v_state text := decoupled._storage(id, 'state');
+BEGIN
+    EXECUTE format('CREATE INDEX ON %s (%s)', decoupled._storage(id, 'cur'), v_kept.keys);
+    IF NOT sums THEN
+        RETURN;
+    END IF;
+    EXECUTE format('CREATE TABLE %s (%s)', v_state, v_kept.columns);
+    EXECUTE format('CREATE UNIQUE INDEX ON %s (%s) NULLS NOT DISTINCT', v_state, v_kept.keys);
+    EXECUTE format('CREATE UNLOGGED TABLE %s (LIKE %s)', decoupled._storage(id, 'dstate'), v_state);
+    EXECUTE format('GRANT SELECT ON %s TO %s', v_state, owner::regrole);
+END
+$$;
+
+-- The existing states' partial indexes go (their tables are storage, no
+-- member of the extension).
+DO $$
+DECLARE
+    v_index regclass;
+BEGIN
+    FOR v_index IN
+        SELECT i.indexrelid::regclass
+          FROM decoupled.catalog_objects o
+          JOIN pg_index i ON i.indrelid = to_regclass(decoupled._storage(o.lifetime_id, 'state'))
+         WHERE i.indpred IS NOT NULL
+         ORDER BY o.lifetime_id
+    LOOP
+        EXECUTE format('DROP INDEX %s', v_index);
     END LOOP;
 END
 $$;

@@ -64,6 +64,8 @@ extern "C" {
 #include "utils/typcache.h"
 }
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -484,15 +486,19 @@ int read_changes(Query* q, int rti, int64 input) {
 }
 
 // How many changes the input has at decoupled.as_of, counted up to
-// kCountedChanges: a read of its delta view (the time indexes of its
-// storage), as the current user like the step's query, through a kept plan.
-int64 input_changes(int64 input) {
+// `limit`: a read of its delta view (the time indexes of its storage), as
+// the current user like the step's query, through a kept plan (the limit is
+// its parameter).
+int64 input_changes(int64 input, int64 limit) {
     char* sql = psprintf("SELECT pg_catalog.count(*) FROM (SELECT FROM decoupled_storage.%s "
-                         "LIMIT " INT64_FORMAT ") d",
-                         quote_identifier(get_rel_name(storage_view(input, "delta"))),
-                         kCountedChanges);
+                         "LIMIT $1) d",
+                         quote_identifier(get_rel_name(storage_view(input, "delta"))));
+    Oid types[1] = {INT8OID};
+    Datum args[1] = {Int64GetDatum(std::min(limit, kCountedChanges))};
     SPI_connect();
-    if (decoupled::execute_kept(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+    if (SPI_execute_plan(decoupled::statement_plan(sql, 1, types), args, nullptr, true, 1) !=
+            SPI_OK_SELECT ||
+        SPI_processed != 1)
         elog(ERROR, "could not read the changes of collection " INT64_FORMAT, input);
     bool isnull = false;
     int64 count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -577,34 +583,6 @@ void carry_diff_up(Query* q, const Input* changed, int* rti, int* ncols) {
     }
 }
 
-// How many changes each of `inputs` has at decoupled.as_of (up to
-// kCountedChanges; -1: not counted, a single input).  A term of the sum
-// below whose input did not change is empty, but not free: its other inputs
-// are read AS OF, and a plan kept for any change (generic, the changes'
-// size unknown) may hash them whole before it finds the changes empty — a
-// join step after one changed row of its large input took 25 ms reading
-// the other term.  So terms without changes are left out.  One input
-// changed is the common case, and a single-input query has nothing to
-// leave out; when none changed (a branch of a set operation the change did
-// not reach) the first term stays, for the query's shape.
-int64* inputs_changed(List* inputs) {
-    int n = list_length(inputs);
-    auto* changes = static_cast<int64*>(palloc(sizeof(int64) * n));
-    bool any = false;
-    for (int i = 0; i < n; ++i) {
-        auto* input = static_cast<Input*>(list_nth(inputs, i));
-        changes[i] = -1;
-        if (n > 1) {
-            int same = 0;  // a self-join reads one input's changes twice
-            while (static_cast<Input*>(list_nth(inputs, same))->id != input->id) ++same;
-            changes[i] = same < i ? changes[same] : input_changes(input->id);
-        }
-        any = any || changes[i] != 0;
-    }
-    if (!any) changes[0] = -1;
-    return changes;
-}
-
 // How many live rows `relid` holds: the statistics system's count (inserts
 // less deletes, kept without ANALYZE), else the planner's estimate.
 double live_rows(Oid relid) {
@@ -617,6 +595,74 @@ double live_rows(Oid relid) {
     table_close(rel, AccessShareLock);
     return tuples;
 }
+
+// restrict_partners reads a partner for the changed rows' values only where
+// the partner has more than kSmallPartner rows and at least
+// kRowsPerChange of them for each change.
+constexpr double kSmallPartner = 5000;
+constexpr double kRowsPerChange = 1000;
+
+// How far input i's changes must be counted (see inputs_changed): to 1
+// (none or some) unless another input is a partner restrict_partners may
+// read for them, then one past the most changes it reads that partner
+// for.
+int64 changes_limit(List* inputs, int i) {
+    auto* changed = static_cast<Input*>(list_nth(inputs, i));
+    int64 limit = 1;
+    if (changed->outer != NIL) return limit;
+    for (int j = 0; j < list_length(inputs); ++j) {
+        auto* partner = static_cast<Input*>(list_nth(inputs, j));
+        if (j == i || partner->outer != NIL) continue;
+        double rows = live_rows(storage_view(partner->id, "cur"));
+        if (rows <= kSmallPartner) continue;
+        double most = std::floor(rows / kRowsPerChange) + 1;
+        limit = std::max(limit, most >= static_cast<double>(kCountedChanges)
+                                    ? kCountedChanges
+                                    : static_cast<int64>(most));
+    }
+    return limit;
+}
+
+// How many changes each of `inputs` has at decoupled.as_of (-1: not
+// counted, a single input).  A term of the sum below whose input did not
+// change is empty, but not free: its other inputs are read AS OF, and a
+// plan kept for any change (generic, the changes' size unknown) may hash
+// them whole before it finds the changes empty — a join step after one
+// changed row of its large input took 25 ms reading the other term.  So
+// terms without changes are left out.  One input changed is the common
+// case, and a single-input query has nothing to leave out; when none
+// changed (a branch of a set operation the change did not reach) the first
+// term stays, for the query's shape.
+//
+// Each input's changes are counted only as far as an answer depends on
+// it (changes_limit): a term is empty or not, and restrict_partners asks
+// whether they are few against a partner.  Counting a large input's 2,000
+// changes to learn that they are not none cost a join step after 1,000
+// changed rows about 0.6 ms (docs/performance.md).
+int64* inputs_changed(List* inputs) {
+    int n = list_length(inputs);
+    auto* changes = static_cast<int64*>(palloc(sizeof(int64) * n));
+    auto* limits = static_cast<int64*>(palloc(sizeof(int64) * n));
+    bool any = false;
+    for (int i = 0; i < n; ++i) {
+        auto* input = static_cast<Input*>(list_nth(inputs, i));
+        changes[i] = -1;
+        if (n > 1) {
+            limits[i] = changes_limit(inputs, i);
+            int same = 0;  // a self-join reads one input's changes twice
+            while (static_cast<Input*>(list_nth(inputs, same))->id != input->id) ++same;
+            // A count of the same input serves when it was exact or went
+            // as far as this one needs.
+            bool counted = same < i && (changes[same] < limits[same] || limits[same] >= limits[i]);
+            changes[i] = counted ? changes[same] : input_changes(input->id, limits[i]);
+            limits[i] = counted ? limits[same] : limits[i];
+        }
+        any = any || changes[i] != 0;
+    }
+    if (!any) changes[0] = -1;
+    return changes;
+}
+
 
 // The inner joins' conditions of `q`: its WHERE and the ON of its inner
 // joins, as a list of their conjuncts.
@@ -666,8 +712,6 @@ SubLink* changed_values(const Input* changed, AttrNumber attno) {
 // more than reading it once (all 1,000 dimension rows changed: 920 ms
 // restricted, 736 ms not).
 void restrict_partners(Query* q, List* inputs, const Input* changed, int64 changes) {
-    constexpr double kSmallPartner = 5000;
-    constexpr double kRowsPerChange = 1000;
     if (changed->outer != NIL || changes < 0 || changes >= kCountedChanges) return;
     List* quals = NIL;
     inner_join_quals(reinterpret_cast<Node*>(q->jointree), &quals);
@@ -1755,6 +1799,33 @@ bool unknown_in_full(Query* q, const Keys& keys, const SumsContext& c, int64 unk
     return decoupled::recompute_touched_groups_in_full(unknown, live_rows(state));
 }
 
+// The state rows an UPDATE or INSERT returned (`rows` of `returned`, whose
+// columns `ctid_col` and `n_col` are the row's ctid and mz_n) that it left
+// with a count of 0 are deleted: their groups are gone.  By ctid, not by an
+// index on mz_n: an index on it would make every update of a group's count
+// a non-HOT update, with a new entry in the key index (docs/performance.md).
+void delete_emptied(const char* state, SPITupleTable* returned, uint64 rows, int ctid_col,
+                    int n_col) {
+    Datum* tids = nullptr;
+    int ntids = 0;
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        Datum n = SPI_getbinval(returned->vals[r], returned->tupdesc, n_col, &isnull);
+        if (isnull || DatumGetInt64(n) != 0) continue;
+        if (tids == nullptr) tids = static_cast<Datum*>(palloc(sizeof(Datum) * rows));
+        tids[ntids++] = SPI_getbinval(returned->vals[r], returned->tupdesc, ctid_col, &isnull);
+    }
+    if (ntids == 0) return;
+    Oid types[1] = {TIDARRAYOID};
+    Datum args[1] = {PointerGetDatum(
+        construct_array(tids, ntids, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT))};
+    char* sql = psprintf("DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY ($1)", state);
+    if (SPI_execute_plan(decoupled::statement_plan(sql, 1, types), args, nullptr, false, 0) !=
+            SPI_OK_DELETE ||
+        SPI_processed != static_cast<uint64>(ntids))
+        elog(ERROR, "could not delete the emptied groups of %s", state);
+}
+
 // decoupled._merge_sums(plan regclass, state regclass, dstate regclass,
 //                       replace text DEFAULT NULL,
 //                       OUT groups bigint, OUT filter text, OUT unknown text)
@@ -1796,8 +1867,8 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
     }
 
     // The state's unique index on the keys (NULLS NOT DISTINCT) finds each
-    // group; a group whose count reaches 0 is deleted through a partial
-    // index on n = 0.  A kept extreme takes the inserted values'; the
+    // group; a group whose count reaches 0 is deleted by the ctid the
+    // statement returns (delete_emptied).  A kept extreme takes the inserted values'; the
     // retracted values' extreme stays in mz_rlo/mz_rhi only where it
     // reaches the kept one and no inserted value lies strictly beyond it
     // (then the extreme is unknown: RETURNING shows it, and the state keeps
@@ -1864,40 +1935,47 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
                                                   "enable_hashjoin", "enable_mergejoin", nullptr};
         int level = decoupled::planner_settings_off(probes_only);
         int updated = decoupled::execute_kept(
-            psprintf("UPDATE %s s SET %s FROM %s d WHERE %s", state, update_set.data, dstate,
-                     matched.data),
+            psprintf("UPDATE %s s SET %s FROM %s d WHERE %s RETURNING s.ctid, s.mz_n", state,
+                     update_set.data, dstate, matched.data),
             false, 0);
         AtEOXact_GUC(true, level);
-        if (updated != SPI_OK_UPDATE) elog(ERROR, "could not add the aggregated changes to %s", state);
-        if (SPI_processed < groups &&
-            decoupled::execute_kept(psprintf("INSERT INTO %s SELECT d.* FROM %s d WHERE NOT EXISTS "
+        if (updated != SPI_OK_UPDATE_RETURNING)
+            elog(ERROR, "could not add the aggregated changes to %s", state);
+        uint64 found = SPI_processed;
+        SPITupleTable* updated_rows = SPI_tuptable;  // until SPI_finish
+        // New groups (before the emptied ones go: they are not new); one
+        // whose changes net to no row is none.
+        if (found < groups &&
+            decoupled::execute_kept(psprintf("INSERT INTO %s SELECT d.* FROM %s d "
+                                             "WHERE d.mz_n OPERATOR(pg_catalog.<>) 0 AND NOT EXISTS "
                                              "(SELECT FROM %s s WHERE %s)",
                                              state, dstate, state, matched.data),
                                     false, 0) != SPI_OK_INSERT)
             elog(ERROR, "could not add the aggregated changes to %s", state);
-        if (decoupled::execute_kept(
-                psprintf("DELETE FROM %s WHERE mz_n OPERATOR(pg_catalog.=) 0", state), false, 0) !=
-            SPI_OK_DELETE)
-            elog(ERROR, "could not add the aggregated changes to %s", state);
+        delete_emptied(state, updated_rows, found, 1, 2);
     });
     if (groups > 0 && !by_update) decoupled::not_decoded([&] {
-        char* returning = unknown.len > 0 ? psprintf(" RETURNING %s, %s", key_list.data, unknown.data)
-                                          : pstrdup("");
+        // The row's ctid and count come last (delete_emptied).
+        char* returning = unknown.len > 0 ? psprintf(" RETURNING %s, %s, s.ctid, s.mz_n",
+                                                     key_list.data, unknown.data)
+                                          : pstrdup(" RETURNING s.ctid, s.mz_n");
         int merged = decoupled::execute_kept(psprintf("INSERT INTO %s AS s SELECT * FROM %s "
                                                       "ON CONFLICT (%s) DO UPDATE SET %s%s",
                                                       state, dstate, key_list.data, set.data,
                                                       returning),
                                              false, 0);
-        if (merged != (unknown.len > 0 ? SPI_OK_INSERT_RETURNING : SPI_OK_INSERT))
+        if (merged != SPI_OK_INSERT_RETURNING)
             elog(ERROR, "could not add the aggregated changes to %s", state);
+        SPITupleTable* returned = SPI_tuptable;
+        uint64 nreturned = SPI_processed;
+        int returned_cols = returned->tupdesc->natts;
         if (unknown.len > 0) {
-            HeapTuple* unknown_rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * SPI_processed));
+            HeapTuple* unknown_rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * (nreturned + 1)));
             uint64 nunknown = 0;
-            for (uint64 r = 0; r < SPI_processed; ++r) {
+            for (uint64 r = 0; r < nreturned; ++r) {
                 bool isnull;
-                Datum flag = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, keys.n + 1,
-                                           &isnull);
-                if (!isnull && DatumGetBool(flag)) unknown_rows[nunknown++] = SPI_tuptable->vals[r];
+                Datum flag = SPI_getbinval(returned->vals[r], returned->tupdesc, keys.n + 1, &isnull);
+                if (!isnull && DatumGetBool(flag)) unknown_rows[nunknown++] = returned->vals[r];
             }
             MemoryContext spi_context = MemoryContextSwitchTo(caller);
             // Many unknown groups: one pass over the input is cheaper than
@@ -1905,7 +1983,7 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
             bool null_key = false;
             for (uint64 r = 0; r < nunknown; ++r)
                 for (int k = 0; k < keys.n; ++k)
-                    null_key |= SPI_getvalue(unknown_rows[r], SPI_tuptable->tupdesc, k + 1) == nullptr;
+                    null_key |= SPI_getvalue(unknown_rows[r], returned->tupdesc, k + 1) == nullptr;
             bool by_state = keys.n == 1 && !OidIsValid(get_element_type(keys.types[0])) && !null_key;
             if (nunknown == 0)
                 unknown_filter = nullptr;
@@ -1920,13 +1998,10 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
                     "%s OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT u.%s FROM %s u WHERE %s))",
                     keys.names[0], keys.names[0], state, unknown_marked.data);
             else
-                unknown_filter = groups_filter(unknown_rows, SPI_tuptable->tupdesc, nunknown, keys);
+                unknown_filter = groups_filter(unknown_rows, returned->tupdesc, nunknown, keys);
             MemoryContextSwitchTo(spi_context);
         }
-        if (decoupled::execute_kept(
-                psprintf("DELETE FROM %s WHERE mz_n OPERATOR(pg_catalog.=) 0", state), false, 0) !=
-            SPI_OK_DELETE)
-            elog(ERROR, "could not add the aggregated changes to %s", state);
+        delete_emptied(state, returned, nreturned, returned_cols - 1, returned_cols);
     });
     // The touched groups: where the step goes on with them (1.1's step, no
     // group to compute again, no NULL key), as dstate's rows, which stay

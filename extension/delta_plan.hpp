@@ -110,10 +110,10 @@ const char* shared_changes(const Partials* p, int64 input, const char* column);
 // Replaces a range table entry by the subquery `sql`, which may read the
 // aggregated changes registered in `p` by name (as read_subquery_text).
 void read_subquery_sharing(RangeTblEntry* rte, const char* sql, const Partials* p);
-// How many changes `input` has at decoupled.as_of, counted up to
-// kCountedChanges (a kept statement).
+// How many changes `input` has at decoupled.as_of, counted up to `limit`
+// (at most kCountedChanges; a kept statement).
 constexpr int64 kCountedChanges = 10000;
-int64 input_changes(int64 input);
+int64 input_changes(int64 input, int64 limit = kCountedChanges);
 // "WITH name AS (...), ... " for the statement whose terms read them, or "".
 char* with_shared_changes(const Partials* p);
 // A SQL literal of `value` as a value of `type`.

@@ -396,6 +396,11 @@ SELECT 'decoupled_storage.c' || lifetime_id || '_state' AS ext_state FROM decoup
 SELECT attname, format_type(atttypid, atttypmod) AS type, collname
   FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation AND c.collname <> 'default'
  WHERE attrelid = :'ext_state'::regclass AND attnum > 0 ORDER BY attnum;
+-- Its only index is the unique one on the keys: an index on any other
+-- column would make every update of a group's count a non-HOT update
+-- (_merge_sums deletes emptied groups by the ctids its statement returns).
+SELECT regexp_replace(pg_get_indexdef(i.indexrelid), 'c[0-9]+_', 'cN_', 'g') AS state_index
+  FROM pg_index i WHERE i.indrelid = :'ext_state'::regclass;
 CREATE FUNCTION inc_ext_verified() RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM inc_caught_up('inc_ext_mm');

@@ -211,6 +211,15 @@ is($node->safe_psql('postgres', q{
         SELECT count(*) FROM decoupled.catalog_objects o
          WHERE to_regclass(decoupled._storage(o.lifetime_id, 'cur')) IS NOT NULL}),
     'the change views of collections made under 1.0 read dead by a closed range');
+# A kept-sums state made under 1.0 loses its index on emptied groups, as
+# 1.1 makes them: updates of a group's counts can be HOT.
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FILTER (WHERE i.indpred IS NOT NULL) || '|'
+           || (count(*) FILTER (WHERE i.indisunique) = count(DISTINCT i.indrelid)
+               AND count(*) > 0)
+      FROM decoupled.catalog_objects o
+      JOIN pg_index i ON i.indrelid = to_regclass(decoupled._storage(o.lifetime_id, 'state'))}),
+    '0|true', 'the kept states of 1.0 GROUP BY views have only their key index');
 is($node->safe_psql('postgres', q{
     SELECT incarnation || '|' || pid FROM decoupled.cluster_replicas
      WHERE cluster = 'default' AND replica = 'r1'}), $replica_before,

@@ -453,9 +453,10 @@ $$;
 -- What grouped views keep besides their history: an index on the view's
 -- key columns (its rows of a group are found by them) and, for 'sums',
 -- the state c<id>_state (keys, mz_n, mz_nn_j, mz_s_j) with a unique index on the
--- keys (NULL matching NULL), a partial index on emptied groups, and its
--- scratch c<id>_dstate.  The owner reads the state: its select list is
--- computed from it.
+-- keys (NULL matching NULL) and nothing else — an index on any other column
+-- would make every update of a group a non-HOT update (_merge_sums finds
+-- emptied groups by the rows it updated) — and its scratch c<id>_dstate.
+-- The owner reads the state: its select list is computed from it.
 CREATE FUNCTION decoupled._create_kept_state(id bigint, plan regclass, owner oid, sums boolean)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -468,7 +469,6 @@ BEGIN
     END IF;
     EXECUTE format('CREATE TABLE %s (%s)', v_state, v_kept.columns);
     EXECUTE format('CREATE UNIQUE INDEX ON %s (%s) NULLS NOT DISTINCT', v_state, v_kept.keys);
-    EXECUTE format('CREATE INDEX ON %s (mz_n) WHERE mz_n = 0', v_state);
     EXECUTE format('CREATE UNLOGGED TABLE %s (LIKE %s)', decoupled._storage(id, 'dstate'), v_state);
     EXECUTE format('GRANT SELECT ON %s TO %s', v_state, owner::regrole);
 END
