@@ -2987,8 +2987,9 @@ $$;
 -- key columns (its rows of a group are found by them) and, for 'sums',
 -- the state c<id>_state (keys, mz_n, mz_nn_j, mz_s_j) with a unique index on the
 -- keys (NULL matching NULL) and nothing else — an index on any other column
--- would make every update of a group a non-HOT update (_merge_sums finds
--- emptied groups by the rows it updated) — and its scratch c<id>_dstate.
+-- would make every update of a group a non-HOT update (_merge_sums deletes
+-- emptied groups by the ctids its statements return) — and its scratch
+-- c<id>_dstate.
 -- The owner reads the state: its select list is computed from it.
 CREATE OR REPLACE FUNCTION decoupled._create_kept_state(id bigint, plan regclass, owner oid, sums boolean)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -3017,7 +3018,7 @@ BEGIN
         SELECT i.indexrelid::regclass
           FROM decoupled.catalog_objects o
           JOIN pg_index i ON i.indrelid = to_regclass(decoupled._storage(o.lifetime_id, 'state'))
-         WHERE i.indpred IS NOT NULL
+         WHERE pg_get_expr(i.indpred, i.indrelid) = '(mz_n = 0)'
          ORDER BY o.lifetime_id
     LOOP
         EXECUTE format('DROP INDEX %s', v_index);

@@ -454,8 +454,9 @@ $$;
 -- key columns (its rows of a group are found by them) and, for 'sums',
 -- the state c<id>_state (keys, mz_n, mz_nn_j, mz_s_j) with a unique index on the
 -- keys (NULL matching NULL) and nothing else — an index on any other column
--- would make every update of a group a non-HOT update (_merge_sums finds
--- emptied groups by the rows it updated) — and its scratch c<id>_dstate.
+-- would make every update of a group a non-HOT update (_merge_sums deletes
+-- emptied groups by the ctids its statements return) — and its scratch
+-- c<id>_dstate.
 -- The owner reads the state: its select list is computed from it.
 CREATE FUNCTION decoupled._create_kept_state(id bigint, plan regclass, owner oid, sums boolean)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
