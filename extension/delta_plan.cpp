@@ -602,20 +602,31 @@ double live_rows(Oid relid) {
 constexpr double kSmallPartner = 5000;
 constexpr double kRowsPerChange = 1000;
 
+// The live rows of each input a term may read as a partner (one not inside
+// a subquery); -1 for the others, and for a query over one input, which
+// has no partner.  Read once, so that counting the changes (changes_limit)
+// and restricting the partners decide on the same figures.
+double* partner_rows(List* inputs) {
+    int n = list_length(inputs);
+    auto* rows = static_cast<double*>(palloc(sizeof(double) * n));
+    for (int j = 0; j < n; ++j) {
+        auto* input = static_cast<Input*>(list_nth(inputs, j));
+        rows[j] = n > 1 && input->outer == NIL ? live_rows(storage_view(input->id, "cur")) : -1;
+    }
+    return rows;
+}
+
 // How far input i's changes must be counted (see inputs_changed): to 1
 // (none or some) unless another input is a partner restrict_partners may
 // read for them, then one past the most changes it reads that partner
 // for.
-int64 changes_limit(List* inputs, int i) {
+int64 changes_limit(List* inputs, const double* rows, int i) {
     auto* changed = static_cast<Input*>(list_nth(inputs, i));
     int64 limit = 1;
     if (changed->outer != NIL) return limit;
     for (int j = 0; j < list_length(inputs); ++j) {
-        auto* partner = static_cast<Input*>(list_nth(inputs, j));
-        if (j == i || partner->outer != NIL) continue;
-        double rows = live_rows(storage_view(partner->id, "cur"));
-        if (rows <= kSmallPartner) continue;
-        double most = std::floor(rows / kRowsPerChange) + 1;
+        if (j == i || rows[j] <= kSmallPartner) continue;
+        double most = std::floor(rows[j] / kRowsPerChange) + 1;
         limit = std::max(limit, most >= static_cast<double>(kCountedChanges)
                                     ? kCountedChanges
                                     : static_cast<int64>(most));
@@ -639,7 +650,7 @@ int64 changes_limit(List* inputs, int i) {
 // whether they are few against a partner.  Counting a large input's 2,000
 // changes to learn that they are not none took 0.9 ms of a join step after
 // 1,000 changed rows (auto_explain, timing on; docs/performance.md).
-int64* inputs_changed(List* inputs) {
+int64* inputs_changed(List* inputs, const double* rows) {
     int n = list_length(inputs);
     auto* changes = static_cast<int64*>(palloc(sizeof(int64) * n));
     auto* limits = static_cast<int64*>(palloc(sizeof(int64) * n));
@@ -648,7 +659,7 @@ int64* inputs_changed(List* inputs) {
         auto* input = static_cast<Input*>(list_nth(inputs, i));
         changes[i] = -1;
         if (n > 1) {
-            limits[i] = changes_limit(inputs, i);
+            limits[i] = changes_limit(inputs, rows, i);
             int same = 0;  // a self-join reads one input's changes twice
             while (static_cast<Input*>(list_nth(inputs, same))->id != input->id) ++same;
             // A count of the same input serves when it was exact or went
@@ -662,7 +673,6 @@ int64* inputs_changed(List* inputs) {
     if (!any) changes[0] = -1;
     return changes;
 }
-
 
 // The inner joins' conditions of `q`: its WHERE and the ON of its inner
 // joins, as a list of their conjuncts.
@@ -711,7 +721,8 @@ SubLink* changed_values(const Input* changed, AttrNumber attno) {
 // may match many rows, and probing for most of the partner's keys costs
 // more than reading it once (all 1,000 dimension rows changed: 920 ms
 // restricted, 736 ms not).
-void restrict_partners(Query* q, List* inputs, const Input* changed, int64 changes) {
+void restrict_partners(Query* q, List* inputs, const double* rows, const Input* changed,
+                       int64 changes) {
     if (changed->outer != NIL || changes < 0 || changes >= kCountedChanges) return;
     List* quals = NIL;
     inner_join_quals(reinterpret_cast<Node*>(q->jointree), &quals);
@@ -743,15 +754,14 @@ void restrict_partners(Query* q, List* inputs, const Input* changed, int64 chang
             OidIsValid(get_element_type(changed_var->vartype)) ||
             !op_mergejoinable(opno, exprType(reinterpret_cast<Node*>(partner_var))))
             continue;
-        const Input* partner = nullptr;
-        ListCell* li;
-        foreach (li, inputs) {
-            auto* in = static_cast<Input*>(lfirst(li));
-            if (in->outer == NIL && in->rti == partner_var->varno) partner = in;
+        int partner = -1;
+        for (int j = 0; j < list_length(inputs); ++j) {
+            auto* in = static_cast<Input*>(list_nth(inputs, j));
+            if (in->outer == NIL && in->rti == partner_var->varno) partner = j;
         }
-        if (partner == nullptr) continue;
-        double rows = live_rows(storage_view(partner->id, "cur"));
-        if (rows <= kSmallPartner || static_cast<double>(changes) * kRowsPerChange > rows) continue;
+        if (partner < 0 || rows[partner] <= kSmallPartner ||
+            static_cast<double>(changes) * kRowsPerChange > rows[partner])
+            continue;
         ScalarArrayOpExpr* any = makeNode(ScalarArrayOpExpr);
         any->opno = opno;
         any->opfuncid = get_opcode(opno);
@@ -790,7 +800,8 @@ char* changes_union(Query* base, SelectList select_list, void* arg, bool* probes
     List* inputs = inputs_of(base);
     if (char* outer = outer_join_changes(base, inputs, select_list, arg, probes, shared))
         return outer;
-    int64* changes = inputs_changed(inputs);
+    double* rows = partner_rows(inputs);
+    int64* changes = inputs_changed(inputs, rows);
     StringInfoData sql;
     initStringInfo(&sql);
     for (int i = 0; i < list_length(inputs); ++i) {
@@ -803,7 +814,7 @@ char* changes_union(Query* base, SelectList select_list, void* arg, bool* probes
             if (j == i) changed_ncols = read_changes(query_at(q, input, -1), input->rti, input->id);
             if (j > i) read_before(query_at(q, input, -1), input->rti, input->id);
         }
-        restrict_partners(q, inputs, changed, changes[i]);
+        restrict_partners(q, inputs, rows, changed, changes[i]);
         int changed_rti = changed->rti;
         carry_diff_up(q, changed, &changed_rti, &changed_ncols);
         select_list(q, changed_rti, changed_ncols, arg);
@@ -1868,8 +1879,8 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
 
     // The state's unique index on the keys (NULLS NOT DISTINCT) finds each
     // group; a group whose count reaches 0 is deleted by the ctid the
-    // statement returns (delete_emptied).  A kept extreme takes the inserted values'; the
-    // retracted values' extreme stays in mz_rlo/mz_rhi only where it
+    // statement returns (delete_emptied).  A kept extreme takes the
+    // inserted values'; the retracted values' extreme stays in mz_rlo/mz_rhi only where it
     // reaches the kept one and no inserted value lies strictly beyond it
     // (then the extreme is unknown: RETURNING shows it, and the state keeps
     // the mark until the group's row is replaced).  Strictly: a join's
@@ -1970,7 +1981,7 @@ Datum decoupled_merge_sums(PG_FUNCTION_ARGS) {
         uint64 nreturned = SPI_processed;
         int returned_cols = returned->tupdesc->natts;
         if (unknown.len > 0) {
-            HeapTuple* unknown_rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * (nreturned + 1)));
+            HeapTuple* unknown_rows = static_cast<HeapTuple*>(palloc(sizeof(HeapTuple) * nreturned));
             uint64 nunknown = 0;
             for (uint64 r = 0; r < nreturned; ++r) {
                 bool isnull;
