@@ -2654,13 +2654,17 @@ UPDATE decoupled.catalog_meta SET schema_version = 2;
 -- Dead's ends with valid_to: a probe at t passes over the key's rows
 -- retracted by t (not yet compacted, or kept for older readers) within the
 -- index, without reading them — a step is at or near the latest time,
--- where nearly all of dead is such rows.
+-- where nearly all of dead is such rows.  Locks catalog_arrangements
+-- first, against _drop_unused_arrangements: an index it finds already
+-- there (IF NOT EXISTS) may be one no view uses, and it must not be
+-- dropped between being found and being recorded here.
 CREATE OR REPLACE FUNCTION decoupled._arrange(view_id bigint, input bigint, keys text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
     v_expr text := keys;
     v_name text := 'c' || input || '_a' || substr(md5(v_expr), 1, 12);
 BEGIN
+    LOCK TABLE decoupled.catalog_arrangements IN ROW EXCLUSIVE MODE;
     BEGIN
         EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_cur',
                        decoupled._storage(input, 'cur'), v_expr);
@@ -2674,6 +2678,63 @@ BEGIN
     VALUES (_arrange.input, v_name, v_expr, _arrange.view_id) ON CONFLICT DO NOTHING;
 END
 $$;
+
+-- Forgets the arrangements `view_id` used (at its drop) and drops those
+-- no other view uses (_drop_unused_arrangements: without waiting; what it
+-- cannot drop now, finalize_dropped drops in a later round).
+CREATE OR REPLACE FUNCTION decoupled._unarrange(view_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM decoupled.catalog_arrangements a WHERE a.view_id = _unarrange.view_id;
+    IF FOUND THEN
+        PERFORM decoupled._drop_unused_arrangements();
+    END IF;
+END
+$$;
+
+-- Drops the indexes of arrangements no view uses any more (both of each:
+-- on the input's cur and on its dead), found by name: c<input>_a<md5>_cur
+-- and _dead without a row in catalog_arrangements.  Without waiting for
+-- anything (NOWAIT): an index whose storage a step, a tick or a reader has
+-- open stays for a later call — finalize_dropped makes one every
+-- maintenance round — rather than being left for good, where every later
+-- write into the input's history would maintain it for nobody.  Holds
+-- catalog_arrangements against _arrange meanwhile, so that an index a new
+-- view is adopting is not taken for an unused one.  Returns how many
+-- indexes it dropped.
+CREATE FUNCTION decoupled._drop_unused_arrangements() RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r       record;
+    v_count integer := 0;
+BEGIN
+    BEGIN
+        LOCK TABLE decoupled.catalog_arrangements IN SHARE ROW EXCLUSIVE MODE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 0;  -- a view being created or dropped: a later round
+    END;
+    FOR r IN
+        SELECT format('decoupled_storage.%I', i.relname) AS index, x.indrelid::regclass AS storage
+          FROM pg_class i
+          JOIN pg_index x ON x.indexrelid = i.oid
+         WHERE i.relnamespace = 'decoupled_storage'::regnamespace AND i.relkind = 'i'
+           AND i.relname ~ '^c[0-9]+_a[0-9a-f]{12}_(cur|dead)$'
+           AND NOT EXISTS (SELECT FROM decoupled.catalog_arrangements a
+                            WHERE a.index_name = regexp_replace(i.relname, '_(cur|dead)$', ''))
+         ORDER BY i.relname
+    LOOP
+        BEGIN
+            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', r.storage);
+            EXECUTE format('DROP INDEX %s', r.index);
+            v_count := v_count + 1;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;  -- its storage is open: a later round
+        END;
+    END LOOP;
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._drop_unused_arrangements() FROM PUBLIC;
 
 -- The history's parts apart (decoupled._create_history_parts): every
 -- collection's storage has them, and a drop removes them with the rest.
@@ -2737,6 +2798,8 @@ BEGIN
                     USING HINT = 'Drop the views that read it; finalization retries.';
         END;
     END LOOP;
+    -- Arrangements whose drop could not get its locks at once.
+    PERFORM decoupled._drop_unused_arrangements();
     PERFORM set_config('lock_timeout', v_lock, true);
     RETURN v_count;
 END

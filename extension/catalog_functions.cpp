@@ -22,6 +22,7 @@ extern "C" {
 #include "core/schema_version.hpp"
 #include "gucs.hpp"
 #include "pg_guard.hpp"
+#include "read_rewrite.hpp"
 #include "relay_client.hpp"
 #include "shmem.hpp"
 #include "storage_names.hpp"
@@ -169,6 +170,7 @@ Datum decoupled_wake_controller_at_commit(PG_FUNCTION_ARGS) {
         callback_registered = true;
     }
     wake_pending = true;
+    decoupled::catalog_changed_in_xact();
     PG_RETURN_VOID();
 }
 

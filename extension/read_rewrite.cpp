@@ -237,6 +237,12 @@ void forget_on_abort(XactEvent event, void*) {
         cache_loaded_in_xact = false;
 }
 
+// A subtransaction that aborts may have changed the catalog the cache was
+// loaded from (a registration rolled back to a savepoint).
+void forget_on_subabort(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+    if (event == SUBXACT_EVENT_ABORT_SUB && cache_loaded_in_xact) cache_loaded = false;
+}
+
 // System columns (ctid, xmin, ...) are physical: a query using them reads
 // the table itself.
 bool uses_system_columns(RangeTblEntry* rte) {
@@ -674,6 +680,7 @@ void install_read_rewrite() {
     prev_executor_run_hook = ExecutorRun_hook;
     ExecutorRun_hook = run_reads;
     RegisterXactCallback(forget_on_abort, nullptr);
+    RegisterSubXactCallback(forget_on_subabort, nullptr);
     CacheRegisterRelcacheCallback(forget_trees_of_relation, (Datum)0);
     CacheRegisterSyscacheCallback(PROCOID, forget_trees_of_function, (Datum)0);
 }
@@ -695,6 +702,8 @@ void read_entry_through(RangeTblEntry* rte, Query* sub) {
     rte->updatedCols = nullptr;
     rte->extraUpdatedCols = nullptr;
 }
+
+void catalog_changed_in_xact() { cache_loaded = false; }
 
 void as_of_mode_changed(bool now_set) {
     // Plans made for the state just left; a hash of 0 would mean "all".

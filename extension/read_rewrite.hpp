@@ -13,6 +13,13 @@ void install_read_rewrite();
 // the other state are planned again at their next use.
 void as_of_mode_changed(bool now_set);
 
+// This transaction changed the catalog (decoupled._begin_catalog_change):
+// the registered tables it reads from now on are the ones it sees, its own
+// registrations and unregistrations included, not those of the last
+// committed version (a view created in the transaction that registers its
+// input must find that input a collection).
+void catalog_changed_in_xact();
+
 // Turns a relation's (or view's) range table entry into a read of `sub`,
 // keeping its alias and column names; permissions are `sub`'s own.
 void read_entry_through(RangeTblEntry* rte, Query* sub);

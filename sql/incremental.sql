@@ -816,6 +816,32 @@ SELECT setting, unit, context, min_val FROM pg_settings WHERE name = 'decoupled.
 -- Below work_mem's own minimum it is refused (a step could not set it).
 ALTER SYSTEM SET decoupled.step_work_mem = '32kB';
 
+
+-- A view created in the transaction that registers its input reads that
+-- input as a collection, as it would after the commit: incremental.
+BEGIN;
+CREATE TABLE inc_same (k int, v int);
+SELECT decoupled.register_table('inc_same') IS NOT NULL AS registered;
+SELECT decoupled.create_materialized_view('inc_same_v',
+    'SELECT k, min(v) AS lo, count(*) AS n FROM inc_same GROUP BY k') IS NOT NULL AS created;
+COMMIT;
+SELECT name, strategy, reason FROM decoupled.view_maintenance WHERE name = 'inc_same_v';
+-- A registration rolled back to a savepoint leaves the table an ordinary one.
+BEGIN;
+CREATE TABLE inc_undone (k int);
+SAVEPOINT s;
+SELECT decoupled.register_table('inc_undone') IS NOT NULL AS registered;
+SELECT count(*) FROM inc_undone;
+ROLLBACK TO s;
+SELECT count(*) FROM inc_undone;
+INSERT INTO inc_undone VALUES (1);
+SELECT k FROM inc_undone;
+COMMIT;
+SELECT count(*) AS registered FROM decoupled.objects WHERE name = 'inc_undone';
+DROP TABLE inc_undone;
+SELECT decoupled.drop('inc_same', cascade => true) IS NOT NULL AS dropped;
+DROP TABLE inc_same;
+
 SELECT decoupled.unregister_table('inc_t'), decoupled.unregister_table('inc_u');
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
 DROP TABLE inc_t, inc_u, inc_failures;

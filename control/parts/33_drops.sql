@@ -511,6 +511,8 @@ BEGIN
                     USING HINT = 'Drop the views that read it; finalization retries.';
         END;
     END LOOP;
+    -- Arrangements whose drop could not get its locks at once.
+    PERFORM decoupled._drop_unused_arrangements();
     PERFORM set_config('lock_timeout', v_lock, true);
     RETURN v_count;
 END
