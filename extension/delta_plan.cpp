@@ -399,6 +399,7 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
     *inputs = NIL;
     s.sublinks = q->hasSubLinks;
     s.ctes = q->cteList != NIL;
+    s.recursive = q->hasRecursive;
     s.set_operations = q->setOperations != nullptr;
     s.grouped_subquery = grouped_subquery(q) != 0;
     s.union_all_of_linear =

@@ -825,7 +825,16 @@ SELECT decoupled.register_table('inc_same') IS NOT NULL AS registered;
 SELECT decoupled.create_materialized_view('inc_same_v',
     'SELECT k, min(v) AS lo, count(*) AS n FROM inc_same GROUP BY k') IS NOT NULL AS created;
 COMMIT;
-SELECT name, strategy, reason FROM decoupled.view_maintenance WHERE name = 'inc_same_v';
+-- One that reads its input only in a subquery in an expression, or
+-- through a recursive CTE, says so (neither reads a collection in FROM).
+SELECT decoupled.create_materialized_view('inc_same_n',
+    'SELECT (SELECT count(*) FROM inc_same) AS n') IS NOT NULL AS created;
+SELECT decoupled.create_materialized_view('inc_same_r',
+    'WITH RECURSIVE r(k) AS (SELECT min(k) FROM inc_same
+                             UNION SELECT s.k FROM r JOIN inc_same s ON s.k = r.k + 1)
+     SELECT k FROM r') IS NOT NULL AS created;
+SELECT name, strategy, reason FROM decoupled.view_maintenance WHERE name LIKE 'inc\_same\_%'
+ ORDER BY name;
 -- A registration rolled back to a savepoint leaves the table an ordinary one.
 BEGIN;
 CREATE TABLE inc_undone (k int);

@@ -10,6 +10,9 @@ Strategy recompute(const char* reason) { return {StrategyKind::Recompute, reason
 
 Strategy classify(const QueryShape& s) {
     // The first construct in this order names the reason.
+    // A recursive query reads its inputs through its CTE, never in FROM:
+    // "it reads no collection" would hide why.
+    if (s.recursive) return recompute("it uses WITH RECURSIVE");
     if (s.set_operations && s.union_all_of_linear && !s.limit && !s.distinct)
         return {StrategyKind::Linear, ""};
     if (s.set_operations && s.setop_of_linear && !s.limit) {
@@ -34,6 +37,8 @@ Strategy classify(const QueryShape& s) {
         return {StrategyKind::Groups, ""};
     }
     if (s.from_subquery && s.inputs == 0) return recompute("it reads a subquery in FROM");
+    if (s.inputs == 0 && s.sublinks)
+        return recompute("it uses a subquery in an expression and reads no collection in FROM");
     if (s.inputs == 0) return recompute("it reads no collection");
     if (s.through_view) return recompute("it reads a collection through an ordinary view");
     if (s.outer_joins && s.partition_problem) return recompute(s.partition_problem);

@@ -48,6 +48,7 @@ TEST(Strategy, EachConstructOutsideFallsBackAndSaysWhy) {
         {[](QueryShape& s) { s.set_operations = true; }, "UNION"},
         {[](QueryShape& s) { s.sublinks = true; }, "subquery"},
         {[](QueryShape& s) { s.ctes = true; }, "WITH"},
+        {[](QueryShape& s) { s.ctes = s.recursive = true; }, "WITH RECURSIVE"},
         {[](QueryShape& s) { s.window_functions = true; }, "window"},
         {[](QueryShape& s) { s.limit = true; }, "LIMIT"},
         {[](QueryShape& s) { s.distinct = s.distinct_on = true; }, "DISTINCT ON"},
@@ -66,6 +67,20 @@ TEST(Strategy, EachConstructOutsideFallsBackAndSaysWhy) {
         EXPECT_EQ(strategy.kind, StrategyKind::Recompute) << c.reason_part;
         EXPECT_NE(strategy.reason.find(c.reason_part), std::string::npos) << strategy.reason;
     }
+}
+
+// A view whose FROM reads no collection says what it reads them with
+// instead, where it does.
+TEST(Strategy, NoCollectionInFromSaysWhereItReadsThem) {
+    QueryShape none;
+    EXPECT_EQ(classify(none).reason, "it reads no collection");
+    QueryShape recursive;
+    recursive.ctes = recursive.recursive = true;
+    EXPECT_EQ(classify(recursive).reason, "it uses WITH RECURSIVE");
+    QueryShape sublink;
+    sublink.sublinks = true;
+    EXPECT_NE(classify(sublink).reason.find("subquery in an expression"), std::string::npos)
+        << classify(sublink).reason;
 }
 
 TEST(Strategy, InnerJoinsOfAnyArityAreIncremental) {
