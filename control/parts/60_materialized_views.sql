@@ -479,33 +479,35 @@ BEGIN
 END
 $$;
 
--- Forgets the arrangements `view_id` used (at its drop) and drops those
--- no other view uses (_drop_unused_arrangements: without waiting; what it
--- cannot drop now, finalize_dropped drops in a later round).
+-- Drops the arrangements `view_id` (being dropped) was the last user of
+-- (_drop_unused_arrangements: without waiting; what it cannot drop now,
+-- finalize_dropped drops in a later round).
 CREATE FUNCTION decoupled._unarrange(view_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    DELETE FROM decoupled.catalog_arrangements a WHERE a.view_id = _unarrange.view_id;
-    IF FOUND THEN
+    IF EXISTS (SELECT FROM decoupled.catalog_arrangements a WHERE a.view_id = _unarrange.view_id) THEN
         PERFORM decoupled._drop_unused_arrangements();
     END IF;
 END
 $$;
 
--- Drops the indexes of arrangements no view uses any more (both of each:
--- on the input's cur and on its dead), found by name: c<input>_a<md5>_cur
--- and _dead without a row in catalog_arrangements.  Without waiting for
--- anything (NOWAIT): an index whose storage a step, a tick or a reader has
--- open stays for a later call — finalize_dropped makes one every
--- maintenance round — rather than being left for good, where every later
--- write into the input's history would maintain it for nobody.  Holds
--- catalog_arrangements against _arrange meanwhile, so that an index a new
--- view is adopting is not taken for an unused one.  Returns how many
--- indexes it dropped.
+-- Drops the arrangements whose users are all dropped: both indexes of
+-- each (on the input's cur and on its dead) and then its rows, which stay
+-- until then — a drop never waits for a step, a tick or a reader that has
+-- the input's storage open (NOWAIT), so an arrangement it could not drop
+-- is found again by the next call (finalize_dropped makes one every
+-- maintenance round) rather than left for good, where every later write
+-- into the input's history would maintain it for nobody.  The rows of
+-- dropped views go too where a live view uses the same arrangement.
+-- Holds catalog_arrangements against _arrange meanwhile, so that an index
+-- a new view is adopting is not taken for an unused one.  Returns how many
+-- arrangements it dropped.
 CREATE FUNCTION decoupled._drop_unused_arrangements() RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     r       record;
+    v_index text;
+    v_table text;
     v_count integer := 0;
 BEGIN
     BEGIN
@@ -514,21 +516,35 @@ BEGIN
         RETURN 0;  -- a view being created or dropped: a later round
     END;
     FOR r IN
-        SELECT format('decoupled_storage.%I', i.relname) AS index, x.indrelid::regclass AS storage
-          FROM pg_class i
-          JOIN pg_index x ON x.indexrelid = i.oid
-         WHERE i.relnamespace = 'decoupled_storage'::regnamespace AND i.relkind = 'i'
-           AND i.relname ~ '^c[0-9]+_a[0-9a-f]{12}_(cur|dead)$'
-           AND NOT EXISTS (SELECT FROM decoupled.catalog_arrangements a
-                            WHERE a.index_name = regexp_replace(i.relname, '_(cur|dead)$', ''))
-         ORDER BY i.relname
+        SELECT DISTINCT a.input, a.index_name, EXISTS (
+                   SELECT FROM decoupled.catalog_arrangements b
+                     JOIN decoupled.catalog_objects p ON p.lifetime_id = b.view_id
+                    WHERE b.input = a.input AND b.index_name = a.index_name
+                      AND p.dropped_at IS NULL) AS used
+          FROM decoupled.catalog_arrangements a
+          JOIN decoupled.catalog_objects o ON o.lifetime_id = a.view_id
+         WHERE o.dropped_at IS NOT NULL
+         ORDER BY a.input, a.index_name
     LOOP
         BEGIN
-            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', r.storage);
-            EXECUTE format('DROP INDEX %s', r.index);
-            v_count := v_count + 1;
+            IF NOT r.used THEN
+                FOREACH v_index IN ARRAY ARRAY[r.index_name || '_cur', r.index_name || '_dead'] LOOP
+                    v_table := (SELECT x.indrelid::regclass::text FROM pg_index x
+                                 WHERE x.indexrelid = to_regclass(format('decoupled_storage.%I', v_index)));
+                    IF v_table IS NOT NULL THEN
+                        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', v_table);
+                    END IF;
+                END LOOP;
+                EXECUTE format('DROP INDEX IF EXISTS decoupled_storage.%I, decoupled_storage.%I',
+                               r.index_name || '_cur', r.index_name || '_dead');
+                v_count := v_count + 1;
+            END IF;
+            DELETE FROM decoupled.catalog_arrangements a
+             USING decoupled.catalog_objects o
+             WHERE a.input = r.input AND a.index_name = r.index_name
+               AND o.lifetime_id = a.view_id AND o.dropped_at IS NOT NULL;
         EXCEPTION WHEN lock_not_available THEN
-            NULL;  -- its storage is open: a later round
+            NULL;  -- its storage is open: both indexes stay for a later round
         END;
     END LOOP;
     RETURN v_count;
