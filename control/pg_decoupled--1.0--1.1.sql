@@ -2319,6 +2319,9 @@ RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+-- Its copy of the table reads the table, not its history, whatever the
+-- caller's decoupled.as_of.
+SET decoupled.as_of = ''
 AS $$
 DECLARE
     v_columns jsonb;
@@ -2654,17 +2657,16 @@ UPDATE decoupled.catalog_meta SET schema_version = 2;
 -- Dead's ends with valid_to: a probe at t passes over the key's rows
 -- retracted by t (not yet compacted, or kept for older readers) within the
 -- index, without reading them — a step is at or near the latest time,
--- where nearly all of dead is such rows.  Locks catalog_arrangements
--- first, against _drop_unused_arrangements: an index it finds already
--- there (IF NOT EXISTS) may be one no view uses, and it must not be
--- dropped between being found and being recorded here.
+-- where nearly all of dead is such rows.  An index it finds already there
+-- (IF NOT EXISTS) may be one whose users are all dropped: the storage lock
+-- its CREATE INDEX holds until commit keeps _drop_unused_arrangements off
+-- it until this view's row is there to see.
 CREATE OR REPLACE FUNCTION decoupled._arrange(view_id bigint, input bigint, keys text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
     v_expr text := keys;
     v_name text := 'c' || input || '_a' || substr(md5(v_expr), 1, 12);
 BEGIN
-    LOCK TABLE decoupled.catalog_arrangements IN ROW EXCLUSIVE MODE;
     BEGIN
         EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_cur',
                        decoupled._storage(input, 'cur'), v_expr);
@@ -2699,8 +2701,11 @@ $$;
 -- maintenance round) rather than left for good, where every later write
 -- into the input's history would maintain it for nobody.  The rows of
 -- dropped views go too where a live view uses the same arrangement.
--- Holds catalog_arrangements against _arrange meanwhile, so that an index
--- a new view is adopting is not taken for an unused one.  Returns how many
+-- Whether one does is asked again once both storage tables are held: a
+-- view that adopts the indexes (_arrange, CREATE INDEX IF NOT EXISTS)
+-- holds that storage until it commits, so then its row is visible to the
+-- new statement's snapshot — which a transaction snapshot would not be:
+-- outside READ COMMITTED this does nothing.  Returns how many
 -- arrangements it dropped.
 CREATE FUNCTION decoupled._drop_unused_arrangements() RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -2710,31 +2715,28 @@ DECLARE
     v_table text;
     v_count integer := 0;
 BEGIN
-    BEGIN
-        LOCK TABLE decoupled.catalog_arrangements IN SHARE ROW EXCLUSIVE MODE NOWAIT;
-    EXCEPTION WHEN lock_not_available THEN
-        RETURN 0;  -- a view being created or dropped: a later round
-    END;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN 0;
+    END IF;
     FOR r IN
-        SELECT DISTINCT a.input, a.index_name, EXISTS (
-                   SELECT FROM decoupled.catalog_arrangements b
-                     JOIN decoupled.catalog_objects p ON p.lifetime_id = b.view_id
-                    WHERE b.input = a.input AND b.index_name = a.index_name
-                      AND p.dropped_at IS NULL) AS used
+        SELECT DISTINCT a.input, a.index_name
           FROM decoupled.catalog_arrangements a
           JOIN decoupled.catalog_objects o ON o.lifetime_id = a.view_id
          WHERE o.dropped_at IS NOT NULL
          ORDER BY a.input, a.index_name
     LOOP
         BEGIN
-            IF NOT r.used THEN
-                FOREACH v_index IN ARRAY ARRAY[r.index_name || '_cur', r.index_name || '_dead'] LOOP
-                    v_table := (SELECT x.indrelid::regclass::text FROM pg_index x
-                                 WHERE x.indexrelid = to_regclass(format('decoupled_storage.%I', v_index)));
-                    IF v_table IS NOT NULL THEN
-                        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', v_table);
-                    END IF;
-                END LOOP;
+            FOREACH v_index IN ARRAY ARRAY[r.index_name || '_cur', r.index_name || '_dead'] LOOP
+                v_table := (SELECT x.indrelid::regclass::text FROM pg_index x
+                             WHERE x.indexrelid = to_regclass(format('decoupled_storage.%I', v_index)));
+                IF v_table IS NOT NULL THEN
+                    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', v_table);
+                END IF;
+            END LOOP;
+            IF NOT EXISTS (SELECT FROM decoupled.catalog_arrangements b
+                             JOIN decoupled.catalog_objects p ON p.lifetime_id = b.view_id
+                            WHERE b.input = r.input AND b.index_name = r.index_name
+                              AND p.dropped_at IS NULL) THEN
                 EXECUTE format('DROP INDEX IF EXISTS decoupled_storage.%I, decoupled_storage.%I',
                                r.index_name || '_cur', r.index_name || '_dead');
                 v_count := v_count + 1;
@@ -2753,12 +2755,16 @@ $$;
 REVOKE ALL ON FUNCTION decoupled._drop_unused_arrangements() FROM PUBLIC;
 -- 1.0 forgot an arrangement at its last user's drop even when the drop
 -- of its indexes failed for a lock, and never tried again: such indexes
--- (named c<input>_a<md5>_cur and _dead, without a row) go now where
--- nothing has their storage open.
+-- (named c<input>_a<md5>_cur and _dead, without a row) go now.  With the
+-- catalog's arrangements held (no view adopts one meanwhile); waiting up
+-- to a second for each storage table, and naming what stays.
 DO $$
 DECLARE
-    r record;
+    r      record;
+    v_lock text := current_setting('lock_timeout');
 BEGIN
+    LOCK TABLE decoupled.catalog_arrangements IN SHARE ROW EXCLUSIVE MODE;
+    PERFORM set_config('lock_timeout', '1s', true);
     FOR r IN SELECT format('decoupled_storage.%I', i.relname) AS index, x.indrelid::regclass AS storage
                FROM pg_class i JOIN pg_index x ON x.indexrelid = i.oid
               WHERE i.relnamespace = 'decoupled_storage'::regnamespace
@@ -2767,12 +2773,15 @@ BEGIN
                                  WHERE a.index_name = regexp_replace(i.relname, '_(cur|dead)$', ''))
     LOOP
         BEGIN
-            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', r.storage);
+            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', r.storage);
             EXECUTE format('DROP INDEX %s', r.index);
         EXCEPTION WHEN lock_not_available THEN
-            NULL;
+            RAISE WARNING 'index % is used by no view but could not be dropped', r.index
+                USING DETAIL = format('%s was in use.', r.storage),
+                      HINT = format('Drop it when %s is idle: DROP INDEX %s;', r.storage, r.index);
         END;
     END LOOP;
+    PERFORM set_config('lock_timeout', v_lock, true);
 END
 $$;
 

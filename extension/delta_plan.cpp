@@ -399,7 +399,9 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
     *inputs = NIL;
     s.sublinks = q->hasSubLinks;
     s.ctes = q->cteList != NIL;
-    s.recursive = q->hasRecursive;
+    ListCell* cte;
+    foreach (cte, q->cteList)
+        s.recursive = s.recursive || lfirst_node(CommonTableExpr, cte)->cterecursive;
     s.set_operations = q->setOperations != nullptr;
     s.grouped_subquery = grouped_subquery(q) != 0;
     s.union_all_of_linear =

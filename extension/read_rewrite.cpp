@@ -86,6 +86,12 @@ MemoryContext cache_context = nullptr;
 uint64 cache_epoch = 0;
 bool cache_loaded = false;
 bool cache_loaded_in_xact = false;  // forget it if this transaction aborts
+// This transaction changed the catalog (catalog_changed_in_xact): the
+// cache is loaded again whenever the command id moved since, so every
+// statement sees the transaction's own registrations, however far its
+// catalog writes got when the cache was last loaded.
+bool xact_changed_catalog = false;
+CommandId cache_cid = InvalidCommandId;
 // decoupled.catalog_objects when the cache was loaded (InvalidOid: no
 // extension then).  DROP EXTENSION bumps no epoch but drops that table,
 // which a syscache probe sees: get_extension_oid scans pg_extension, 4% of
@@ -205,6 +211,7 @@ void load_cache(uint64 epoch) {
         decoupled::restore_user(saved);
     }
     cache_epoch = epoch;
+    cache_cid = GetCurrentCommandId(false);
     cache_loaded = true;
     cache_loaded_in_xact = true;
 }
@@ -233,14 +240,16 @@ void forget_on_abort(XactEvent event, void*) {
     }
     if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
         event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
-        event == XACT_EVENT_PREPARE)
+        event == XACT_EVENT_PREPARE) {
         cache_loaded_in_xact = false;
+        xact_changed_catalog = false;
+    }
 }
 
-// A subtransaction that aborts may have changed the catalog the cache was
-// loaded from (a registration rolled back to a savepoint).
+// A subtransaction of a transaction that changed the catalog may have
+// undone part of that change (a registration rolled back to a savepoint).
 void forget_on_subabort(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
-    if (event == SUBXACT_EVENT_ABORT_SUB && cache_loaded_in_xact) cache_loaded = false;
+    if (event == SUBXACT_EVENT_ABORT_SUB && xact_changed_catalog) cache_loaded = false;
 }
 
 // System columns (ctid, xmin, ...) are physical: a query using them reads
@@ -461,7 +470,9 @@ void rewrite_with_cache(Query* target) {
     in_rewrite = true;
     PG_TRY();
     {
-        if (!cache_loaded || epoch != cache_epoch) load_cache(epoch);
+        if (!cache_loaded || epoch != cache_epoch ||
+            (xact_changed_catalog && cache_cid != GetCurrentCommandId(false)))
+            load_cache(epoch);
         if (hash_get_num_entries(read_cache) > 0) {
             // DROP EXTENSION bumps no epoch: check before relying on the cache.
             if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(cache_catalog_relid)))
@@ -703,7 +714,10 @@ void read_entry_through(RangeTblEntry* rte, Query* sub) {
     rte->extraUpdatedCols = nullptr;
 }
 
-void catalog_changed_in_xact() { cache_loaded = false; }
+void catalog_changed_in_xact() {
+    xact_changed_catalog = true;
+    cache_loaded = false;
+}
 
 void as_of_mode_changed(bool now_set) {
     // Plans made for the state just left; a hash of 0 would mean "all".

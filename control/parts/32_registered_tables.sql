@@ -74,6 +74,9 @@ RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+-- Its copy of the table reads the table, not its history, whatever the
+-- caller's decoupled.as_of.
+SET decoupled.as_of = ''
 AS $$
 DECLARE
     v_columns jsonb;

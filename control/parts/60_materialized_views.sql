@@ -429,17 +429,16 @@ $$;
 -- Dead's ends with valid_to: a probe at t passes over the key's rows
 -- retracted by t (not yet compacted, or kept for older readers) within the
 -- index, without reading them — a step is at or near the latest time,
--- where nearly all of dead is such rows.  Locks catalog_arrangements
--- first, against _drop_unused_arrangements: an index it finds already
--- there (IF NOT EXISTS) may be one no view uses, and it must not be
--- dropped between being found and being recorded here.
+-- where nearly all of dead is such rows.  An index it finds already there
+-- (IF NOT EXISTS) may be one whose users are all dropped: the storage lock
+-- its CREATE INDEX holds until commit keeps _drop_unused_arrangements off
+-- it until this view's row is there to see.
 CREATE FUNCTION decoupled._arrange(view_id bigint, input bigint, keys text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
     v_expr text := keys;
     v_name text := 'c' || input || '_a' || substr(md5(v_expr), 1, 12);
 BEGIN
-    LOCK TABLE decoupled.catalog_arrangements IN ROW EXCLUSIVE MODE;
     BEGIN
         EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_cur',
                        decoupled._storage(input, 'cur'), v_expr);
@@ -499,8 +498,11 @@ $$;
 -- maintenance round) rather than left for good, where every later write
 -- into the input's history would maintain it for nobody.  The rows of
 -- dropped views go too where a live view uses the same arrangement.
--- Holds catalog_arrangements against _arrange meanwhile, so that an index
--- a new view is adopting is not taken for an unused one.  Returns how many
+-- Whether one does is asked again once both storage tables are held: a
+-- view that adopts the indexes (_arrange, CREATE INDEX IF NOT EXISTS)
+-- holds that storage until it commits, so then its row is visible to the
+-- new statement's snapshot — which a transaction snapshot would not be:
+-- outside READ COMMITTED this does nothing.  Returns how many
 -- arrangements it dropped.
 CREATE FUNCTION decoupled._drop_unused_arrangements() RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -510,31 +512,28 @@ DECLARE
     v_table text;
     v_count integer := 0;
 BEGIN
-    BEGIN
-        LOCK TABLE decoupled.catalog_arrangements IN SHARE ROW EXCLUSIVE MODE NOWAIT;
-    EXCEPTION WHEN lock_not_available THEN
-        RETURN 0;  -- a view being created or dropped: a later round
-    END;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN 0;
+    END IF;
     FOR r IN
-        SELECT DISTINCT a.input, a.index_name, EXISTS (
-                   SELECT FROM decoupled.catalog_arrangements b
-                     JOIN decoupled.catalog_objects p ON p.lifetime_id = b.view_id
-                    WHERE b.input = a.input AND b.index_name = a.index_name
-                      AND p.dropped_at IS NULL) AS used
+        SELECT DISTINCT a.input, a.index_name
           FROM decoupled.catalog_arrangements a
           JOIN decoupled.catalog_objects o ON o.lifetime_id = a.view_id
          WHERE o.dropped_at IS NOT NULL
          ORDER BY a.input, a.index_name
     LOOP
         BEGIN
-            IF NOT r.used THEN
-                FOREACH v_index IN ARRAY ARRAY[r.index_name || '_cur', r.index_name || '_dead'] LOOP
-                    v_table := (SELECT x.indrelid::regclass::text FROM pg_index x
-                                 WHERE x.indexrelid = to_regclass(format('decoupled_storage.%I', v_index)));
-                    IF v_table IS NOT NULL THEN
-                        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', v_table);
-                    END IF;
-                END LOOP;
+            FOREACH v_index IN ARRAY ARRAY[r.index_name || '_cur', r.index_name || '_dead'] LOOP
+                v_table := (SELECT x.indrelid::regclass::text FROM pg_index x
+                             WHERE x.indexrelid = to_regclass(format('decoupled_storage.%I', v_index)));
+                IF v_table IS NOT NULL THEN
+                    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE NOWAIT', v_table);
+                END IF;
+            END LOOP;
+            IF NOT EXISTS (SELECT FROM decoupled.catalog_arrangements b
+                             JOIN decoupled.catalog_objects p ON p.lifetime_id = b.view_id
+                            WHERE b.input = r.input AND b.index_name = r.index_name
+                              AND p.dropped_at IS NULL) THEN
                 EXECUTE format('DROP INDEX IF EXISTS decoupled_storage.%I, decoupled_storage.%I',
                                r.index_name || '_cur', r.index_name || '_dead');
                 v_count := v_count + 1;

@@ -48,7 +48,7 @@ struct QueryShape {
     bool other_from = false;        // a function, VALUES or table in FROM that is no collection
     bool sublinks = false;          // EXISTS / IN / scalar subqueries
     bool ctes = false;              // WITH
-    bool recursive = false;         // WITH RECURSIVE
+    bool recursive = false;         // a recursive CTE (WITH RECURSIVE)
     bool set_operations = false;    // UNION / INTERSECT / EXCEPT
     bool union_all_of_linear = false;  // UNION ALL of branches that are each linear
     bool window_functions = false;
