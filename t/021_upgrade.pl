@@ -169,6 +169,15 @@ my $uppers_before = $node->safe_psql('postgres', q{
 # ---------------------------------------------------------------------------
 # The update, while the replica runs and the writer writes.
 # ---------------------------------------------------------------------------
+# An arrangement index 1.0 left behind (its drop found the storage busy
+# and never tried again): no catalog row names it.
+$node->safe_psql('postgres', q{
+    DO $$ BEGIN
+        EXECUTE format('CREATE INDEX c%s_a0123456789ab_dead ON %s (item, valid_to)',
+                       (SELECT lifetime_id FROM decoupled.objects WHERE name = 'items'),
+                       decoupled._storage((SELECT lifetime_id FROM decoupled.objects
+                                            WHERE name = 'items'), 'dead'));
+    END $$});
 my $writer = $node->background_psql('postgres', on_error_stop => 0);
 $writer->query_until(qr/writing/, "\\echo writing\nCALL writer();\n");
 DecoupledTest::wait_for($node, 'SELECT count(*) >= 20 FROM writer_progress', 't');
@@ -220,6 +229,10 @@ is($node->safe_psql('postgres', q{
       FROM decoupled.catalog_objects o
       JOIN pg_index i ON i.indrelid = to_regclass(decoupled._storage(o.lifetime_id, 'state'))}),
     '0|true', 'the kept states of 1.0 GROUP BY views have only their key index');
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM pg_class
+     WHERE relnamespace = 'decoupled_storage'::regnamespace AND relname LIKE '%a0123456789ab%'}),
+    '0', 'an arrangement index 1.0 left behind is dropped by the update');
 is($node->safe_psql('postgres', q{
     SELECT incarnation || '|' || pid FROM decoupled.cluster_replicas
      WHERE cluster = 'default' AND replica = 'r1'}), $replica_before,
