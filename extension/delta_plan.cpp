@@ -107,9 +107,10 @@ namespace decoupled::delta {
 // Only when every reference is in the query's own FROM (none in a
 // subquery or in another CTE) — else the CTEs stay, and so does
 // recomputation.  A view's query is deterministic (checked at creation),
-// so MATERIALIZED changes nothing but the plan.
+// so MATERIALIZED changes nothing but the plan.  WITH RECURSIVE whose CTEs
+// are none of them recursive is WITH.
 void inline_ctes(Query* q) {
-    if (q->cteList == NIL || q->hasRecursive) return;
+    if (q->cteList == NIL) return;
     ListCell* lc;
     foreach (lc, q->cteList) {
         auto* cte = lfirst_node(CommonTableExpr, lc);
@@ -142,6 +143,7 @@ void inline_ctes(Query* q) {
         }
     }
     q->cteList = NIL;
+    q->hasRecursive = false;
 }
 
 Query* plan_query(Oid plan) {

@@ -820,21 +820,33 @@ ALTER SYSTEM SET decoupled.step_work_mem = '32kB';
 -- A view created in the transaction that registers its input reads that
 -- input as a collection, as it would after the commit: incremental.
 BEGIN;
-CREATE TABLE inc_same (k int, v int);
-SELECT decoupled.register_table('inc_same') IS NOT NULL AS registered;
-SELECT decoupled.create_materialized_view('inc_same_v',
-    'SELECT k, min(v) AS lo, count(*) AS n FROM inc_same GROUP BY k') IS NOT NULL AS created;
+CREATE TABLE inc_tx (k int, v int);
+SELECT decoupled.register_table('inc_tx') IS NOT NULL AS registered;
+SELECT decoupled.create_materialized_view('inc_tx_v',
+    'SELECT k, min(v) AS lo, count(*) AS n FROM inc_tx GROUP BY k') IS NOT NULL AS created;
 COMMIT;
 -- One that reads its input only in a subquery in an expression, or
 -- through a recursive CTE, says so (neither reads a collection in FROM).
-SELECT decoupled.create_materialized_view('inc_same_n',
-    'SELECT (SELECT count(*) FROM inc_same) AS n') IS NOT NULL AS created;
-SELECT decoupled.create_materialized_view('inc_same_r',
-    'WITH RECURSIVE r(k) AS (SELECT min(k) FROM inc_same
-                             UNION SELECT s.k FROM r JOIN inc_same s ON s.k = r.k + 1)
+SELECT decoupled.create_materialized_view('inc_tx_n',
+    'SELECT (SELECT count(*) FROM inc_tx) AS n') IS NOT NULL AS created;
+SELECT decoupled.create_materialized_view('inc_tx_r',
+    'WITH RECURSIVE r(k) AS (SELECT min(k) FROM inc_tx
+                             UNION SELECT s.k FROM r JOIN inc_tx s ON s.k = r.k + 1)
      SELECT k FROM r') IS NOT NULL AS created;
-SELECT name, strategy, reason FROM decoupled.view_maintenance WHERE name LIKE 'inc\_same\_%'
+-- WITH RECURSIVE without a recursive CTE is WITH.
+SELECT decoupled.create_materialized_view('inc_tx_w',
+    'WITH RECURSIVE c AS (SELECT k, v FROM inc_tx WHERE v > 0) SELECT k, v FROM c')
+       IS NOT NULL AS created;
+SELECT name, strategy, reason FROM decoupled.view_maintenance WHERE name LIKE 'inc\_tx\_%'
  ORDER BY name;
+-- Each is maintained as the full query would be.
+INSERT INTO inc_tx SELECT g % 3, g FROM generate_series(1, 12) g;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+DELETE FROM inc_tx WHERE v % 4 = 0;
+UPDATE inc_tx SET k = k + 1 WHERE v % 5 = 0;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT o.name, inc_caught_up(o.name) AND decoupled.verify(o.name) AS verified
+  FROM decoupled.objects o WHERE o.name LIKE 'inc\_tx\_%' ORDER BY o.name;
 -- A registration rolled back to a savepoint leaves the table an ordinary one.
 BEGIN;
 CREATE TABLE inc_undone (k int);
@@ -848,8 +860,8 @@ SELECT k FROM inc_undone;
 COMMIT;
 SELECT count(*) AS registered FROM decoupled.objects WHERE name = 'inc_undone';
 DROP TABLE inc_undone;
-SELECT decoupled.drop('inc_same', cascade => true) IS NOT NULL AS dropped;
-DROP TABLE inc_same;
+SELECT decoupled.drop('inc_tx', cascade => true) IS NOT NULL AS dropped;
+DROP TABLE inc_tx;
 
 SELECT decoupled.unregister_table('inc_t'), decoupled.unregister_table('inc_u');
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
