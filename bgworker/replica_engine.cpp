@@ -185,6 +185,9 @@ struct ReplicaEngine::Impl {
         conn.prepare("maintain",
                      "SELECT upper, caught_up FROM decoupled.replica_maintain($1, $2, $3)");
         conn.prepare("sink", "SELECT upper, caught_up FROM decoupled.replica_sink($1, $2, $3)");
+        conn.prepare("maintain_many",
+                     "SELECT lifetime_id, upper, caught_up, error_state, error_message "
+                     "  FROM decoupled.replica_maintain_many($1, $2::bigint[], $3::bigint[], $4)");
         conn.prepare("idle",
                      "SELECT lifetime_id, upper FROM decoupled.replica_advance_idle("
                      "$1, $2::bigint[], $3::bigint[])");
@@ -375,53 +378,41 @@ struct ReplicaEngine::Impl {
     }
 
     // The views and sinks of this pass that have something to compute, a
-    // few per transaction with a savepoint each.  A transaction per step
-    // waited for its own WAL flush, ten views a tick for ten of them one
-    // after another; one transaction for all of them made every view wait
-    // for the last before any became visible.  So a transaction takes the
-    // steps that start within kStepsCommitMs of its first, then commits.
-    // Only steady views and sinks; a step's error rolls back its savepoint
-    // only, and is handled as its own step's would be once the others
-    // committed.  If a transaction as a whole fails (its
-    // commit-time checks, say) its objects are not stepped here: each
-    // takes its own step, which says what is wrong.  Returns the objects
-    // stepped.
-    static constexpr int64_t kStepsCommitMs = 15;
+    // few per transaction.  A transaction per step waited for its own WAL
+    // flush, ten views a tick for ten of them one after another; one
+    // transaction for all of them made every view wait for the last before
+    // any became visible.  So a transaction takes the steps that start
+    // within kStepsCommitMs of its first, then commits.  Views go first, in
+    // one call (replica_maintain_many: a subtransaction each, their
+    // requirements advanced together), then sinks, a savepoint each.  Only
+    // steady views and sinks; a step's error rolls back that step only,
+    // and is handled as its own step's would be once the others committed.
+    // If a transaction as a whole fails (its commit-time checks, say) its
+    // objects are not stepped here: each takes its own step, which says
+    // what is wrong.  Returns the objects stepped.
+    static constexpr int kStepsCommitMs = 15;
+
+    struct Failure {
+        bool failed = false;
+        std::string sqlstate, text;
+    };
+
+    struct Outcome {
+        Maintained* m;
+        int64_t upper;
+        bool caught_up;
+        Failure failure;
+    };
 
     std::set<int64_t> step_together(int64_t now, const std::set<int64_t>& skip, int64_t& wake) {
         std::set<int64_t> stepped;
-        struct Outcome {
-            Maintained* m;
-            int64_t upper;
-            bool caught_up;
-            Failure failure;
-        };
-        std::vector<Outcome> outcomes;
+        std::vector<Outcome> views, sinks;
         for (auto& [lifetime_id, m] : maintained)
             if (skip.count(lifetime_id) == 0 && steady(m, now))
-                outcomes.push_back({&m, m.upper, false, {}});
-        if (outcomes.size() < 2) return stepped;
+                (m.kind == "sink" ? sinks : views).push_back({&m, m.upper, false, {}});
+        if (views.size() + sinks.size() < 2) return stepped;
         std::vector<int64_t> gone;
-        size_t next = 0;
-        while (next < outcomes.size()) {
-            size_t first = next;
-            int64_t opened = steady_ms();
-            Failure whole = attempt([&] {
-                pqxx::work tx(conn);
-                do {
-                    Outcome& o = outcomes[next++];
-                    o.failure = attempt([&] {
-                        pqxx::subtransaction step(tx, "step");
-                        auto row = step.exec_prepared(o.m->kind == "sink" ? "sink" : "maintain",
-                                                      incarnation, o.m->id, o.m->upper)[0];
-                        step.commit();
-                        o.upper = row[0].as<int64_t>();
-                        o.caught_up = row[1].as<bool>();
-                    });
-                } while (next < outcomes.size() && steady_ms() - opened < kStepsCommitMs);
-                tx.commit();
-            });
-            if (whole.failed) continue;
+        auto settle = [&](std::vector<Outcome>& outcomes, size_t first, size_t next) {
             for (size_t k = first; k < next; ++k) {
                 Outcome& o = outcomes[k];
                 stepped.insert(o.m->id);
@@ -432,9 +423,76 @@ struct ReplicaEngine::Impl {
                 if (!step_ended(*o.m, o.m->kind + " \"" + o.m->name + "\"", now, o.failure))
                     gone.push_back(o.m->id);
             }
+        };
+        size_t next = 0;
+        while (next < views.size()) {
+            size_t first = next;
+            Failure whole = attempt([&] {
+                pqxx::work tx(conn);
+                next = first + step_views(tx, views, first);
+                tx.commit();
+            });
+            if (whole.failed) {
+                next = views.size();  // each takes its own step
+                continue;
+            }
+            settle(views, first, next);
+        }
+        next = 0;
+        while (next < sinks.size()) {
+            size_t first = next;
+            int64_t opened = steady_ms();
+            Failure whole = attempt([&] {
+                pqxx::work tx(conn);
+                do {
+                    Outcome& o = sinks[next++];
+                    o.failure = attempt([&] {
+                        pqxx::subtransaction step(tx, "step");
+                        auto row = step.exec_prepared("sink", incarnation, o.m->id, o.m->upper)[0];
+                        step.commit();
+                        o.upper = row[0].as<int64_t>();
+                        o.caught_up = row[1].as<bool>();
+                    });
+                } while (next < sinks.size() && steady_ms() - opened < kStepsCommitMs);
+                tx.commit();
+            });
+            if (whole.failed) continue;
+            settle(sinks, first, next);
         }
         for (int64_t lifetime_id : gone) maintained.erase(lifetime_id);
         return stepped;
+    }
+
+    // Steps views[first..] in `tx` with one replica_maintain_many call, as
+    // many as start within kStepsCommitMs; fills their outcomes and returns
+    // how many it stepped (at least one).
+    size_t step_views(pqxx::work& tx, std::vector<Outcome>& views, size_t first) {
+        std::string ids = "{", uppers = "{";
+        for (size_t k = first; k < views.size(); ++k) {
+            if (k > first) {
+                ids += ',';
+                uppers += ',';
+            }
+            ids += std::to_string(views[k].m->id);
+            uppers += std::to_string(views[k].m->upper);
+        }
+        ids += '}';
+        uppers += '}';
+        auto rows = tx.exec_prepared("maintain_many", incarnation, ids, uppers, kStepsCommitMs);
+        size_t k = first;
+        for (const auto& row : rows) {
+            if (k >= views.size() || row[0].as<int64_t>() != views[k].m->id)
+                throw std::runtime_error("replica_maintain_many returned views out of order");
+            Outcome& o = views[k++];
+            if (row[3].is_null()) {
+                o.upper = row[1].as<int64_t>();
+                o.caught_up = row[2].as<bool>();
+            } else {
+                o.failure = {true, row[3].as<std::string>(), row[4].as<std::string>()};
+            }
+        }
+        if (k == first) throw std::runtime_error("replica_maintain_many stepped no view");
+        return k - first;
     }
 
     // One step of a view or sink; returns whether it caught up with its
@@ -564,11 +622,6 @@ struct ReplicaEngine::Impl {
     // How a piece of a pass ended: fencing and a lost connection end the
     // run (they propagate); any other error is returned with its SQLSTATE
     // (empty when it was not SQL's) and its text.
-    struct Failure {
-        bool failed = false;
-        std::string sqlstate, text;
-    };
-
     template <typename Run>
     Failure attempt(Run run) {
         try {

@@ -1718,19 +1718,25 @@ CREATE FUNCTION decoupled._merge_sums(plan regclass, state regclass, dstate regc
     LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_merge_sums';
 REVOKE ALL ON FUNCTION decoupled._merge_sums(regclass, regclass, regclass, text) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION decoupled.replica_maintain(incarnation bigint, lifetime_id bigint,
-                                           expected_upper bigint,
-                                           OUT upper bigint, OUT caught_up boolean)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
-SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
-SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
-AS $$
+-- One maintenance step of a materialized view by a replica (C5.3), run
+-- by replica_maintain and replica_maintain_many (below) as the extension:
+-- compare (upper = expected_upper) and, for each time t at which an input
+-- changed below every input's upper, append the difference between the plan
+-- at t and the view's current state, at t.  Times without input changes
+-- only move the upper.  Losing the race to a sibling is not an error: the
+-- actual upper is returned.  caught_up: the view reached its inputs'
+-- frontier.  required: what the view now requires of its inputs (NULL if
+-- nothing was stepped); the caller advances the requirements (C3.4).
+CREATE FUNCTION decoupled._maintain_view(incarnation bigint, lifetime_id bigint,
+                                         expected_upper bigint, OUT upper bigint,
+                                         OUT caught_up boolean, OUT required bigint)
+LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     -- Computations per call: a view far behind catches up in bounded steps.
     c_max_steps constant integer := 16;
     o        decoupled.catalog_objects;
-    id       bigint := replica_maintain.lifetime_id;
+    id       bigint := _maintain_view.lifetime_id;
     v_inputs bigint[];
     v_as_of  bigint;
     v_target bigint;
@@ -1739,9 +1745,9 @@ DECLARE
     v_bad    regclass;
     v_plan   regclass;
     v_owner  oid;
-    v_stage  regclass := decoupled._storage(id, 'stage')::regclass;
+    v_stage  regclass;
     v_strategy  text;
-    v_cur       regclass := decoupled._storage(id, 'cur')::regclass;
+    v_cur       regclass;
     v_state     regclass := to_regclass(decoupled._storage(id, 'state'));
     v_dstate    regclass := to_regclass(decoupled._storage(id, 'dstate'));
     v_partial   boolean;
@@ -1754,11 +1760,16 @@ DECLARE
     v_replace   boolean;
     v_work_mem  text;
 BEGIN
-    upper := decoupled._lock_output(replica_maintain.incarnation, id, 'materialized view');
+    upper := decoupled._lock_output(_maintain_view.incarnation, id, 'materialized view');
     caught_up := false;
+    required := NULL;
     IF upper <> expected_upper THEN
         RETURN;
     END IF;
+    -- Named only now that the view is known to live: a view dropped and
+    -- finalized meanwhile is ZD002 (_lock_output), not a missing relation.
+    v_stage := decoupled._storage(id, 'stage')::regclass;
+    v_cur := decoupled._storage(id, 'cur')::regclass;
     -- A step is maintenance: its sorts and hashes get decoupled.step_work_mem
     -- (until the step returns), not a client's work_mem.  A large step's
     -- changes otherwise spilled to disk (docs/performance.md).
@@ -1892,11 +1903,99 @@ BEGIN
         END IF;
         caught_up := true;
     END IF;
-    PERFORM decoupled._advance_requirements(id, decoupled._required_frontier(v_as_of, upper));
+    required := decoupled._required_frontier(v_as_of, upper);
+END
+$$;
+
+-- One step of one view (_maintain_view), its requirements advanced.
+CREATE OR REPLACE FUNCTION decoupled.replica_maintain(incarnation bigint, lifetime_id bigint,
+                                           expected_upper bigint,
+                                           OUT upper bigint, OUT caught_up boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+DECLARE
+    v_required bigint;
+BEGIN
+    SELECT m.upper, m.caught_up, m.required INTO upper, caught_up, v_required
+      FROM decoupled._maintain_view(replica_maintain.incarnation, replica_maintain.lifetime_id,
+                                    replica_maintain.expected_upper) m;
+    IF v_required IS NOT NULL THEN
+        PERFORM decoupled._advance_requirements(replica_maintain.lifetime_id, v_required);
+    END IF;
     -- Tests stop a step here: computed and appended, not yet committed.
     PERFORM decoupled._wait_point('replica_maintain:computed');
 END
 $$;
+
+-- The steps of several views in one transaction, for a replica's pass
+-- with many views to step (ten views ticked ten times a second): one call,
+-- one set of settings, one advance of all their requirements, instead of a
+-- call, a savepoint and an advance per view — what a small step spent
+-- besides its own work.  Views are stepped in the order given, each in a
+-- subtransaction of its own: a view's error is returned with it (its
+-- SQLSTATE and message) and rolls back that view only; a fenced
+-- incarnation (ZD001) fails the whole call.  After the first view, no
+-- further one starts once budget_ms have passed since the call began (the
+-- views stepped become visible together, at commit): the views returned
+-- are those stepped, in order.
+CREATE FUNCTION decoupled.replica_maintain_many(incarnation bigint, lifetime_ids bigint[],
+                                                expected_uppers bigint[], budget_ms integer)
+RETURNS TABLE (lifetime_id bigint, upper bigint, caught_up boolean, error_state text,
+               error_message text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_started  timestamptz := clock_timestamp();
+    v_ids      bigint[] := '{}';
+    v_required bigint[] := '{}';
+    v_req      bigint;
+BEGIN
+    IF cardinality(lifetime_ids) IS DISTINCT FROM cardinality(expected_uppers) THEN
+        RAISE EXCEPTION 'lifetime_ids and expected_uppers must have the same length'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR k IN 1 .. coalesce(cardinality(lifetime_ids), 0) LOOP
+        EXIT WHEN k > 1
+              AND clock_timestamp() - v_started >= make_interval(secs => budget_ms / 1000.0);
+        lifetime_id := lifetime_ids[k];
+        error_state := NULL;
+        error_message := NULL;
+        BEGIN
+            SELECT m.upper, m.caught_up, m.required INTO upper, caught_up, v_req
+              FROM decoupled._maintain_view(replica_maintain_many.incarnation, lifetime_ids[k],
+                                            expected_uppers[k]) m;
+            PERFORM decoupled._wait_point('replica_maintain:computed');
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE,
+                                    error_message = MESSAGE_TEXT;
+            IF error_state = 'ZD001' THEN
+                RAISE;  -- fenced: nothing of this call may commit
+            END IF;
+            upper := NULL;
+            caught_up := NULL;
+            v_req := NULL;
+        END;
+        IF v_req IS NOT NULL THEN
+            v_ids := v_ids || lifetime_ids[k];
+            v_required := v_required || v_req;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+    IF cardinality(v_ids) > 0 THEN
+        PERFORM decoupled._advance_requirements_of(v_ids, v_required);
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._maintain_view(bigint, bigint, bigint),
+    decoupled.replica_maintain_many(bigint, bigint[], bigint[], integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION decoupled.replica_maintain_many(bigint, bigint[], bigint[], integer)
+    TO decoupled_admin;
 
 -- 90_privileges: superuser only.
 REVOKE ALL ON FUNCTION decoupled.wait_point_key(text), decoupled._wait_point(text),

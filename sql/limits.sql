@@ -187,6 +187,31 @@ SELECT decoupled.verify('lim_idle');
 SELECT 'fenced' AS case_name, pg_temp.attempt(format(
     $$SELECT * FROM decoupled.replica_advance_idle(%s, ARRAY[%s::bigint], ARRAY[0::bigint])$$,
     :old_incarnation, :lim_idle_id)) AS outcome;
+-- Several views' steps in one call (replica_maintain_many): in the order
+-- given, each view's error returned with it (the others stepped), the
+-- requirements of those stepped advanced with their progress; a fenced
+-- incarnation fails the whole call.
+INSERT INTO lim_src VALUES (3);
+SELECT decoupled.tick_tables() >= 1 AS ticked;
+SELECT upper AS lim_idle_upper FROM decoupled.frontiers WHERE name = 'lim_idle' \gset
+SELECT m.lifetime_id = :lim_idle_id AS is_lim_idle, m.upper > :lim_idle_upper AS moved,
+       m.caught_up, m.error_state, m.error_message
+  FROM decoupled.replica_maintain_many(:incarnation, ARRAY[-1, :lim_idle_id]::bigint[],
+                                       ARRAY[0, :lim_idle_upper]::bigint[], 1000) m;
+SELECT n FROM lim_idle;
+SELECT decoupled.verify('lim_idle');
+SELECT r.frontier = f.upper - 1 AS requirement_follows_progress
+  FROM decoupled.requirements r JOIN decoupled.frontiers f ON f.name = r.required_by
+ WHERE r.required_by = 'lim_idle';
+SELECT 'many: lost race' AS case_name, m.upper > :lim_idle_upper AS winner_upper, m.error_state
+  FROM decoupled.replica_maintain_many(:incarnation, ARRAY[:lim_idle_id]::bigint[],
+                                       ARRAY[:lim_idle_upper]::bigint[], 1000) m;
+SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
+    ('many: fenced', format($$SELECT * FROM decoupled.replica_maintain_many(%s, ARRAY[%s::bigint],
+                                ARRAY[0::bigint], 1000)$$, :old_incarnation, :lim_idle_id)),
+    ('many: lengths differ', format($$SELECT * FROM decoupled.replica_maintain_many(%s,
+                                ARRAY[%s::bigint], '{}', 1000)$$, :incarnation, :lim_idle_id))
+) AS t(case_name, s);
 
 -- ZD002: a replica step on what the catalog dropped meanwhile; a user's
 -- append to a dropped collection stays 42704.

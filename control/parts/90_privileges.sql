@@ -70,6 +70,7 @@ GRANT EXECUTE ON FUNCTION
     decoupled.replica_report(bigint, bigint, text, text, text, boolean),
     decoupled.replica_compact(bigint), decoupled.replica_maintained(bigint),
     decoupled.replica_maintain(bigint, bigint, bigint), decoupled.replica_sink(bigint, bigint, bigint),
+    decoupled.replica_maintain_many(bigint, bigint[], bigint[], integer),
     decoupled.replica_prewarm(bigint, bigint),
     decoupled.replica_advance_idle(bigint, bigint[], bigint[])
 TO decoupled_admin;
