@@ -1664,12 +1664,22 @@ char* ordered_extremes_sql(Query* q, const Keys& keys, const SumsContext& c, Oid
                                           FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
         for (const char* order : {"", " DESC"}) {
             appendStringInfoString(&sql, *order ? ", GREATEST(" : ", LEAST(");
-            for (int i = 0; i < 2; ++i)
-                appendStringInfo(&sql,
-                                 "%s(SELECT x.e%d FROM (%s) x(%s) "
-                                 "WHERE x.k1 OPERATOR(pg_catalog.=) mz_u.%s AND x.e%d IS NOT NULL "
-                                 "ORDER BY x.e%d%s LIMIT 1)",
-                                 i > 0 ? ", " : "", e, parts[i], names.data, key, e, e, order);
+            // The NULL group (GROUP BY puts NULL keys together) is
+            // probed by IS NULL, which the arrangement answers too: an
+            // equality never matches it.
+            for (int i = 0; i < 2; ++i) {
+                char* is_null = psprintf("x.k1 IS NULL");
+                char* equal = psprintf("x.k1 OPERATOR(pg_catalog.=) mz_u.%s", key);
+                const char* conds[2] = {is_null, equal};
+                appendStringInfo(&sql, "%sCASE WHEN mz_u.%s IS NULL THEN ", i > 0 ? ", " : "", key);
+                for (int n = 0; n < 2; ++n)
+                    appendStringInfo(&sql,
+                                     "%s(SELECT x.e%d FROM (%s) x(%s) "
+                                     "WHERE %s AND x.e%d IS NOT NULL ORDER BY x.e%d%s LIMIT 1)",
+                                     n > 0 ? " ELSE " : "", e, parts[i], names.data, conds[n], e,
+                                     e, order);
+                appendStringInfoString(&sql, " END");
+            }
             appendStringInfoChar(&sql, ')');
         }
         appendStringInfo(&sql, ", NULL::%s, NULL::%s", type, type);
