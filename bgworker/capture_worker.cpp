@@ -121,15 +121,22 @@ void publish_progress(XLogRecPtr through) {
     if (through > s->capture.captured_through) s->capture.captured_through = through;
     s->capture.progress_at = GetCurrentTimestamp();
     s->capture.error_at = 0;
+    s->capture.error_lifetime_id = 0;
     s->capture.last_error[0] = '\0';
     SpinLockRelease(&s->capture_mutex);
     ConditionVariableBroadcast(&s->capture_cv);
 }
 
+// The table whose changes the pass is working on (0: none): an error
+// there may quote its data (a domain's CHECK, say), so the error is shown
+// only to those who may read that table (decoupled.capture).
+int64 working_on = 0;
+
 void publish_error(const char* message) {
     decoupled::SharedState* s = shared();
     SpinLockAcquire(&s->capture_mutex);
     s->capture.error_at = GetCurrentTimestamp();
+    s->capture.error_lifetime_id = working_on;
     strlcpy(s->capture.last_error, message ? message : "unknown error",
             sizeof(s->capture.last_error));
     SpinLockRelease(&s->capture_mutex);
@@ -916,6 +923,7 @@ int saved_log_min_messages = WARNING;
 void quiet_decoding() { log_min_messages = Max(saved_log_min_messages, FATAL); }
 
 bool capture() {
+    working_on = 0;
     begin("pg_decoupled capture: decoding");
     quiet_decoding();
     if (SearchNamedReplicationSlot(kSlot, true) == nullptr) {
@@ -976,6 +984,7 @@ bool capture() {
             char* rest = nullptr;
             int64 id = strtoll(line, &rest, 10);
             if (rest == nullptr || *rest != ' ') elog(ERROR, "unexpected decoded line: %s", line);
+            working_on = id;
             Target* t = target(id);
             if (rest[1] == 'T')
                 truncated(t);
@@ -991,7 +1000,11 @@ bool capture() {
     ExecDropSingleTupleTableSlot(slot);
 
     hash_seq_init(&seq, targets);
-    while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) flush(t);
+    while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) {
+        working_on = t->lifetime_id;
+        flush(t);
+    }
+    working_on = 0;
     if (captured > 0) record_progress(upto);
     end_lines();
     commit();
@@ -1157,9 +1170,57 @@ Situation situation() {
 // one this worker created the slot under, or the first it saw with it.
 Oid slot_extension = InvalidOid;
 
+// Whether the slot named pg_decoupled, if there is one, is this worker's:
+// decoded by this library's plugin, for this database.  Anyone with the
+// REPLICATION attribute may make a slot of that name; decoding through
+// another plugin would confirm WAL whose changes nobody captured, and
+// dropping it would take away someone else's slot.
+bool slot_is_foreign(char* plugin, size_t plugin_size, Oid* database) {
+    bool foreign = false;
+    LWLockAcquire(ReplicationSlotControlLock, LW_SHARED);
+    ReplicationSlot* slot = SearchNamedReplicationSlot(kSlot, false);
+    if (slot != nullptr) {
+        strlcpy(plugin, NameStr(slot->data.plugin), plugin_size);
+        *database = slot->data.database;
+        foreign = strcmp(plugin, "pg_decoupled") != 0 || *database != MyDatabaseId;
+    }
+    LWLockRelease(ReplicationSlotControlLock);
+    return foreign;
+}
+
+// A foreign slot stops capture, visibly (decoupled.capture is `stalled`
+// with this error, registered tables too), until it is dropped: then the
+// next pass makes the worker's own and takes the captured tables again
+// from their contents, as for a lost slot.  Logged once per episode.
+bool refuse_foreign_slot() {
+    static bool reported = false;
+    char plugin[NAMEDATALEN];
+    Oid database = InvalidOid;
+    if (!slot_is_foreign(plugin, sizeof(plugin), &database)) {
+        reported = false;
+        return false;
+    }
+    char* message = psprintf(
+        "replication slot \"%s\" is not pg_decoupled's: it decodes with plugin \"%s\" for "
+        "database %u; drop it (pg_drop_replication_slot) to let capture go on",
+        kSlot, plugin, database);
+    publish_error(message);
+    if (!reported)
+        ereport(WARNING, (errmsg("pg_decoupled capture cannot use replication slot \"%s\"", kSlot),
+                          errdetail("It decodes with plugin \"%s\" for database %u; capture needs "
+                                    "its own slot of that name, made by the extension.",
+                                    plugin, database),
+                          errhint("Drop it with pg_drop_replication_slot('%s'); the registered "
+                                  "tables are then taken again from their contents.",
+                                  kSlot)));
+    reported = true;
+    return true;
+}
+
 // One pass; returns whether it did anything (then the next comes at once).
 bool pass() {
     Situation now = situation();
+    if (now.slot && refuse_foreign_slot()) return false;
     if (!now.extension) {
         forget_targets();
         if (now.slot) drop_slot();
@@ -1331,6 +1392,7 @@ void decoupled_capture_main(Datum arg) {
                 char* message = where ? psprintf("%s (%s)", error->message, where)
                                       : pstrdup(error->message);
                 publish_error(message);
+                working_on = 0;
                 ereport(LOG, (errmsg("pg_decoupled capture pass failed: %s", message),
                               error->detail ? errdetail("%s", error->detail) : 0));
                 FreeErrorData(error);

@@ -1997,6 +1997,242 @@ REVOKE ALL ON FUNCTION decoupled._maintain_view(bigint, bigint, bigint),
 GRANT EXECUTE ON FUNCTION decoupled.replica_maintain_many(bigint, bigint[], bigint[], integer)
     TO decoupled_admin;
 
+-- Unregistering drops the table's history and gives it back its replica
+-- identity: like registering, only for whoever owns the table (an admin
+-- who does not may drop views and sources, not other roles' tables'
+-- history).
+CREATE FUNCTION decoupled._check_table_owner(tbl regclass, verb text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT pg_has_role(decoupled._caller(),
+                       (SELECT c.relowner FROM pg_class c WHERE c.oid = tbl), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table "%" to %', tbl, verb
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.unregister_table(tbl regclass) RETURNS void
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._unregister_table(tbl regclass) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_version bigint;
+    o         decoupled.catalog_objects;
+BEGIN
+    v_version := decoupled._begin_catalog_change();
+    SELECT * INTO o FROM decoupled.catalog_objects c
+     WHERE c.relation = tbl AND c.kind = 'table' AND c.dropped_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table "%" is not registered', tbl USING ERRCODE = 'undefined_object';
+    END IF;
+    PERFORM decoupled._check_table_owner(tbl, 'unregister it');
+    PERFORM decoupled._refuse_dependents(format('table "%s"', o.name), ARRAY[o.lifetime_id]);
+    PERFORM decoupled._drop_object(o, v_version);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.drop(name text, cascade boolean DEFAULT false) RETURNS void
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._drop(name text, cascade boolean) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    o         decoupled.catalog_objects;
+    v_version bigint;
+    v_roots   bigint[];
+    v_victim  decoupled.catalog_objects;
+BEGIN
+    IF _drop.cascade IS NULL THEN
+        RAISE EXCEPTION 'cascade must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    v_version := decoupled._begin_catalog_change();
+    o := decoupled._collection(_drop.name);
+    IF o.kind = 'table' THEN
+        PERFORM decoupled._check_table_owner(o.relation, 'unregister it');
+    END IF;
+    IF o.definition ? 'parent' THEN
+        RAISE EXCEPTION 'cannot drop subsource "%"', o.name
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = format('Drop its source "%s" instead.',
+                                (SELECT p.name FROM decoupled.catalog_objects p
+                                  WHERE p.lifetime_id = (o.definition->>'parent')::bigint));
+    END IF;
+    SELECT array_agg(s.lifetime_id) INTO v_roots FROM decoupled.catalog_objects s
+     WHERE s.dropped_at IS NULL
+       AND (s.lifetime_id = o.lifetime_id OR (s.definition->>'parent')::bigint = o.lifetime_id);
+    IF NOT _drop.cascade THEN
+        PERFORM decoupled._refuse_dependents(format('%s "%s"', o.kind, o.name), v_roots);
+    END IF;
+    -- Dependents first: their plans read the storage of what they depend on.
+    FOR v_victim IN SELECT * FROM decoupled.catalog_objects s
+                     WHERE s.lifetime_id = ANY (v_roots || decoupled._dependents(v_roots))
+                     ORDER BY s.lifetime_id DESC
+    LOOP
+        PERFORM decoupled._drop_object(v_victim, v_version);
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._check_table_owner(regclass, text),
+    decoupled._unregister_table(regclass), decoupled._drop(text, boolean) FROM PUBLIC;
+
+-- An object's error as the reader may see it: errors of a view's, a
+-- source's or a table's maintenance may quote its data (a CHECK's or a
+-- function's message), so they are shown to whoever may read the object's
+-- relation (SELECT on it, as every path to its history asks); others see
+-- that there is one.  (One without a relation has no data yet.)  Bound at creation like every view's functions: no
+-- caller's search_path takes part.
+CREATE FUNCTION decoupled._visible_error(error text, relation oid, name text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN error IS NULL OR relation IS NULL  -- nothing yet to read it through
+                  OR coalesce(has_table_privilege(relation, 'SELECT'), false) THEN error
+                ELSE format('an error (shown to roles that may read "%s")', name) END
+$$;
+
+-- The registered table whose changes the worker's last error came from.
+CREATE FUNCTION decoupled._capture_error_collection() RETURNS bigint
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_capture_error_collection';
+
+CREATE OR REPLACE VIEW decoupled.capture AS
+    WITH s AS (SELECT * FROM decoupled._capture_state()),
+         n AS (SELECT count(*) FILTER (WHERE c.relation IS NOT NULL) AS wal_tables,
+                      count(*) FILTER (WHERE c.relation IS NULL) AS trigger_tables
+                 FROM decoupled.catalog_objects o
+                 LEFT JOIN decoupled.capture_relations c USING (lifetime_id)
+                WHERE o.kind = 'table' AND o.dropped_at IS NULL),
+         w AS (SELECT CASE WHEN pg_is_in_recovery() THEN NULL
+                           ELSE pg_current_wal_lsn() END AS lsn)
+    SELECT current_setting('decoupled.capture') AS setting,
+           current_setting('wal_level') AS wal_level,
+           CASE WHEN current_setting('decoupled.capture') <> 'wal'
+                  OR current_setting('wal_level') <> 'logical' THEN
+                    CASE WHEN n.wal_tables > 0 THEN 'releasing' ELSE 'off' END
+                WHEN n.wal_tables = 0 AND n.trigger_tables = 0 THEN 'idle'
+                WHEN s.pid IS NULL OR s.last_error IS NOT NULL
+                  OR (s.progress_at < now() - interval '30 s'
+                      AND w.lsn > s.captured_through) THEN 'stalled'
+                ELSE 'running' END AS status,
+           n.wal_tables, n.trigger_tables, s.pid AS worker_pid,
+           sl.slot_name::text, sl.active AS slot_active,
+           p.captured_lsn, p.captured_at, s.captured_through, s.progress_at,
+           pg_wal_lsn_diff(w.lsn, s.captured_through)::bigint AS lag_bytes,
+           pg_wal_lsn_diff(w.lsn, sl.restart_lsn)::bigint AS retained_wal_bytes,
+           CASE WHEN e.lifetime_id IS NULL THEN s.last_error
+                ELSE decoupled._visible_error(s.last_error, e.relation, e.name) END AS last_error,
+           s.error_at
+      FROM s CROSS JOIN n CROSS JOIN w
+      LEFT JOIN (SELECT o.lifetime_id, o.relation, o.name::text AS name
+                   FROM decoupled.catalog_objects o
+                  WHERE o.lifetime_id = decoupled._capture_error_collection()) e ON true
+      LEFT JOIN pg_replication_slots sl ON sl.slot_name = 'pg_decoupled'
+      LEFT JOIN decoupled.capture_progress p ON true;
+
+CREATE OR REPLACE VIEW decoupled.object_statuses AS
+    SELECT o.name::text, o.kind, r.name::text AS replica,
+           CASE WHEN r.replica_id IS NULL THEN 'paused'
+                ELSE coalesce(h.status, 'created') END AS status,
+           decoupled._visible_error(h.error, o.relation, o.name) AS error,
+           CASE WHEN r.replica_id IS NULL THEN 'no replica is running it' ELSE h.hint END
+               AS hint,
+           h.updated_at, h.transition_at, h.hydrated
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
+      LEFT JOIN decoupled.replica_health h
+             ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
+            AND h.deployment = (SELECT d.name FROM decoupled.catalog_deployments d
+                                 WHERE d.state = 'active')
+     WHERE o.dropped_at IS NULL AND o.kind <> 'table'
+    UNION ALL
+    SELECT o.name::text, o.kind, NULL,
+           CASE WHEN w.stalled THEN 'stalled' ELSE coalesce(h.status, 'running') END,
+           CASE WHEN w.stalled THEN coalesce('WAL capture: ' || w.last_error,
+                                             'WAL capture is not running')
+                ELSE decoupled._visible_error(h.error, o.relation, o.name) END,
+           CASE WHEN w.stalled THEN 'Its writes wait in the WAL; see decoupled.capture.'
+                ELSE h.hint END,
+           h.updated_at, h.transition_at, NULL
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.table_health h USING (lifetime_id)
+      LEFT JOIN LATERAL (
+          SELECT c.status = 'stalled' AS stalled, c.last_error FROM decoupled.capture c
+           WHERE EXISTS (SELECT FROM decoupled.capture_relations r
+                          WHERE r.lifetime_id = o.lifetime_id)) w ON true
+     WHERE o.dropped_at IS NULL AND o.kind = 'table';
+
+CREATE OR REPLACE VIEW decoupled.status_history AS
+    SELECT o.name::text, e.replica, e.status,
+           decoupled._visible_error(e.error, o.relation, o.name) AS error, e.occurred_at,
+           e.incarnation
+      FROM decoupled.status_events e
+      JOIN decoupled.catalog_objects o USING (lifetime_id);
+REVOKE ALL ON FUNCTION decoupled._capture_error_collection(),
+    decoupled._visible_error(text, oid, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION decoupled._capture_error_collection(),
+    decoupled._visible_error(text, oid, text) TO PUBLIC;
+
+CREATE OR REPLACE FUNCTION decoupled.wait_for_capture(timeout interval DEFAULT '10 s') RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_deadline timestamptz := clock_timestamp() + timeout;
+    v_wal      boolean := current_setting('decoupled.capture') = 'wal'
+                          AND current_setting('wal_level') = 'logical';
+BEGIN
+    IF timeout IS NULL OR timeout < interval '0' THEN
+        RAISE EXCEPTION 'timeout must be a non-negative interval'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    LOOP
+        EXIT WHEN NOT EXISTS (
+            SELECT FROM decoupled.catalog_objects o
+             WHERE o.kind = 'table' AND o.dropped_at IS NULL AND o.relation IS NOT NULL
+               AND v_wal <> EXISTS (SELECT FROM decoupled.capture_relations c
+                                     WHERE c.lifetime_id = o.lifetime_id));
+        IF clock_timestamp() >= v_deadline THEN
+            RETURN false;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    IF NOT EXISTS (SELECT FROM decoupled.capture_relations) THEN
+        RETURN true;  -- nothing is captured from the WAL
+    END IF;
+    -- In milliseconds, at most what an integer holds: a timeout beyond
+    -- 24.8 days waits that long.
+    RETURN decoupled._wait_captured(least(greatest(
+        extract(epoch FROM v_deadline - clock_timestamp()) * 1000, 0), 2147483647)::integer);
+END
+$$;
+
+-- The views, rules and SQL-body functions that read `tbl` as parsed
+-- before it was registered: the read rewrite applies at parse analysis,
+-- so what was stored before reads the table itself, whatever
+-- decoupled.as_of says (one parsed after depends on its history view).
+CREATE FUNCTION decoupled._readers_without_history(tbl regclass) RETURNS text[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT array_agg(x.what ORDER BY x.what)
+      FROM (SELECT DISTINCT
+                   CASE WHEN d.classid = 'pg_proc'::regclass
+                        THEN format('function %s', d.objid::regprocedure)
+                        WHEN c.relkind = 'v' THEN format('view %s', c.oid::regclass)
+                        ELSE format('rule %I on %s', r.rulename, c.oid::regclass) END AS what,
+                   d.classid, d.objid
+              FROM pg_depend d
+              LEFT JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND r.oid = d.objid
+              LEFT JOIN pg_class c ON c.oid = r.ev_class
+             WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = tbl
+               AND (d.classid = 'pg_proc'::regclass
+                    OR (d.classid = 'pg_rewrite'::regclass AND r.ev_class <> tbl
+                        AND c.relkind <> 'm'))) x
+     WHERE NOT EXISTS (
+           SELECT FROM pg_depend h
+            WHERE h.classid = x.classid AND h.objid = x.objid
+              AND h.refclassid = 'pg_class'::regclass
+              AND h.refobjid = (SELECT to_regclass(decoupled._storage(o.lifetime_id, 'history'))
+                                  FROM decoupled.catalog_objects o
+                                 WHERE o.relation = tbl AND o.kind = 'table'
+                                   AND o.dropped_at IS NULL))
+$$;
+REVOKE ALL ON FUNCTION decoupled._readers_without_history(regclass) FROM PUBLIC;
+
 -- 90_privileges: superuser only.
 REVOKE ALL ON FUNCTION decoupled.wait_point_key(text), decoupled._wait_point(text),
     decoupled.arm_wait_point(text), decoupled.release_wait_point(text),
@@ -2432,6 +2668,7 @@ DECLARE
     v_identity text;
     v_key     jsonb;
     v_wanted  text;
+    v_stale   text[];
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -2575,6 +2812,16 @@ BEGIN
         RAISE NOTICE 'table "%" is captured by triggers, in its writers'' transactions', tbl
             USING HINT = 'Set wal_level = logical and restart the server: its writes are then '
                          'captured from the WAL, at no cost to its writers.';
+    END IF;
+    v_stale := decoupled._readers_without_history(tbl);
+    IF v_stale IS NOT NULL THEN
+        RAISE WARNING '% made before table "%" was registered read its latest state, whatever '
+                      'decoupled.as_of says',
+                      CASE WHEN cardinality(v_stale) = 1 THEN 'one view or function'
+                           ELSE cardinality(v_stale) || ' views or functions' END, tbl
+            USING DETAIL = array_to_string(v_stale, ', ') || '.',
+                  HINT = 'Create them again (CREATE OR REPLACE with the same definition) to '
+                         'read its history; so do materialized views built on them.';
     END IF;
     RETURN v_id;
 END

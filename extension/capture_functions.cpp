@@ -24,6 +24,7 @@ extern "C" {
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_capture_state);
+PG_FUNCTION_INFO_V1(decoupled_capture_error_collection);
 PG_FUNCTION_INFO_V1(decoupled_capture_switching);
 PG_FUNCTION_INFO_V1(decoupled_set_capture_switching);
 PG_FUNCTION_INFO_V1(decoupled_invalidate_relation);
@@ -87,6 +88,18 @@ bool wait_for_capture(int timeout_ms) {
 }
 
 }  // namespace decoupled
+
+// decoupled._capture_error_collection() -> bigint: the registered table
+// whose changes the capture worker's last error came from (NULL: none, or
+// not from one table).
+Datum decoupled_capture_error_collection(PG_FUNCTION_ARGS) {
+    decoupled::SharedState* s = decoupled::shared_state();
+    SpinLockAcquire(&s->capture_mutex);
+    int64 id = s->capture.error_at == 0 ? 0 : s->capture.error_lifetime_id;
+    SpinLockRelease(&s->capture_mutex);
+    if (id == 0) PG_RETURN_NULL();
+    PG_RETURN_INT64(id);
+}
 
 Datum decoupled_capture_state(PG_FUNCTION_ARGS) {
     TupleDesc desc;

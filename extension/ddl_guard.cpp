@@ -39,6 +39,8 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
 #include "parser/parse_type.h"
+#include "parser/parser.h"
+#include "utils/snapmgr.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
@@ -49,6 +51,8 @@ extern "C" {
 
 #include "catalog_access.hpp"
 #include "familiar_ddl.hpp"
+#include "gucs.hpp"
+#include "read_rewrite.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_drop_cascades);
@@ -275,9 +279,44 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     PG_END_TRY();
 }
 
+// COPY t TO of a registered table reads the table itself, which is its
+// latest state: with decoupled.as_of set it becomes COPY (SELECT ... FROM
+// t) TO, whose query the read rewrite turns into a read at that time, as
+// every other read of t is.
+PlannedStmt* copy_as_of(PlannedStmt* pstmt) {
+    auto* stmt = castNode(CopyStmt, pstmt->utilityStmt);
+    if (stmt->is_from || stmt->relation == nullptr || !decoupled::as_of_set() ||
+        !ActiveSnapshotSet() || !extension_installed())
+        return pstmt;
+    Oid relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+    if (!OidIsValid(relid) || !decoupled::reads_are_rewritten(relid)) return pstmt;
+    StringInfoData sql;
+    initStringInfo(&sql);
+    appendStringInfoString(&sql, "SELECT ");
+    if (stmt->attlist == NIL) {
+        appendStringInfoChar(&sql, '*');
+    } else {
+        ListCell* lc;
+        foreach (lc, stmt->attlist)
+            appendStringInfo(&sql, "%s%s", foreach_current_index(lc) > 0 ? ", " : "",
+                             quote_identifier(strVal(lfirst(lc))));
+    }
+    appendStringInfo(&sql, " FROM %s",
+                     quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+                                                get_rel_name(relid)));
+    List* raw = raw_parser(sql.data, RAW_PARSE_DEFAULT);
+    PlannedStmt* copy = static_cast<PlannedStmt*>(copyObjectImpl(pstmt));
+    auto* rewritten = castNode(CopyStmt, copy->utilityStmt);
+    rewritten->query = linitial_node(RawStmt, raw)->stmt;
+    rewritten->relation = nullptr;
+    rewritten->attlist = NIL;
+    return copy;
+}
+
 void guard_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_tree,
                    ProcessUtilityContext context, ParamListInfo params,
                    QueryEnvironment* query_env, DestReceiver* dest, QueryCompletion* qc) {
+    if (IsA(pstmt->utilityStmt, CopyStmt)) pstmt = copy_as_of(pstmt);
     decoupled::UtilityCall call{run_checked, query_string, read_only_tree, context,
                                 params,      query_env,    dest,           qc};
     // PostgreSQL's statements on the extension's objects (familiar_ddl.cpp).

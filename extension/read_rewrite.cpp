@@ -714,6 +714,25 @@ void read_entry_through(RangeTblEntry* rte, Query* sub) {
     rte->extraUpdatedCols = nullptr;
 }
 
+bool reads_are_rewritten(Oid relid) {
+    uint64 epoch = pg_atomic_read_u64(&decoupled::shared_state()->catalog_epoch);
+    bool found = false;
+    in_rewrite = true;
+    PG_TRY();
+    {
+        if (!cache_loaded || epoch != cache_epoch ||
+            (xact_changed_catalog && cache_cid != GetCurrentCommandId(false)) ||
+            (hash_get_num_entries(read_cache) > 0 &&
+             !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(cache_catalog_relid))))
+            load_cache(epoch);
+        found = hash_search(read_cache, &relid, HASH_FIND, nullptr) != nullptr;
+    }
+    PG_FINALLY();
+    { in_rewrite = false; }
+    PG_END_TRY();
+    return found;
+}
+
 void catalog_changed_in_xact() {
     xact_changed_catalog = true;
     cache_loaded = false;

@@ -24,4 +24,8 @@ void catalog_changed_in_xact();
 // keeping its alias and column names; permissions are `sub`'s own.
 void read_entry_through(RangeTblEntry* rte, Query* sub);
 
+// Whether reads of relation `relid` are rewritten: a registered table.
+// Needs a transaction and a snapshot.
+bool reads_are_rewritten(unsigned int relid);
+
 }  // namespace decoupled

@@ -89,6 +89,7 @@ struct CaptureShared {
     uint64 captured_through;     // an XLogRecPtr
     TimestampTz progress_at;     // when captured_through last moved (or was confirmed)
     TimestampTz error_at;        // 0: the last pass succeeded
+    int64 error_lifetime_id;     // the table whose changes failed, 0 if none
     char last_error[256];
 };
 

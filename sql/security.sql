@@ -239,7 +239,8 @@ RESET ROLE;
 -- that makes its own checks (_history_gate and _history_gate_before are
 -- the AS OF gates themselves,
 -- _shared_holds and _catalog_inventory back public views and dry_run,
--- _kept_* are the arithmetic a view's owner evaluates over kept sums).
+-- _kept_* are the arithmetic a view's owner evaluates over kept sums,
+-- _visible_error and _capture_error_collection back the status views).
 SELECT p.oid::regprocedure AS executable_by_public
   FROM pg_proc p
  WHERE p.pronamespace = 'decoupled'::regnamespace
@@ -331,6 +332,68 @@ REVOKE SELECT ON secret FROM sec_user;
 SET LOCAL ROLE sec_user;
 SELECT regress_try('SELECT count(*) FROM ' || :'h_secret') AS revoked_read;
 COMMIT;
+
+------------------------------------------------------------------------------
+-- 6. Only a table's owner unregisters it
+------------------------------------------------------------------------------
+-- Registering needs the table's ownership; so does dropping its history
+-- and giving back its replica identity, by any path: a member of
+-- decoupled_admin may drop views and sources, not another role's table's
+-- history.
+SET ROLE sec_admin;
+SELECT regress_try($$SELECT decoupled.unregister_table('secret')$$) AS unregister_other;
+SELECT regress_try($$SELECT decoupled.drop('secret')$$) AS drop_other;
+SELECT regress_try($$SELECT decoupled.drop('secret', cascade => true)$$) AS drop_other_cascade;
+SELECT regress_try($$ALTER TABLE secret SET (decoupled.registered = false)$$) AS alter_other;
+RESET ROLE;
+SELECT count(*) AS still_registered FROM decoupled.objects WHERE name = 'secret' AND kind = 'table';
+-- Its own table, registered and unregistered by sec_admin.
+SET ROLE sec_admin;
+CREATE TABLE sec.own (k int PRIMARY KEY);
+SELECT decoupled.register_table('sec.own') > 0 AS registered_own;
+SELECT decoupled.unregister_table('sec.own');
+SELECT decoupled.register_table('sec.own') > 0 AS registered_again;
+SELECT decoupled.drop('own');
+DROP TABLE sec.own;
+RESET ROLE;
+
+------------------------------------------------------------------------------
+-- 7. An object's error is shown to those who may read it
+------------------------------------------------------------------------------
+-- A step's error may quote the data it computed from: object_statuses and
+-- status_history show it to roles that may SELECT the object, and to the
+-- others only that there is one.
+CREATE FUNCTION sec.reveal(v int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF v = 42 THEN
+        RAISE EXCEPTION 'secret value % rejected', v;
+    END IF;
+    RETURN v;
+END
+$$;
+SELECT decoupled.create_materialized_view('sec_failing', 'SELECT sec.reveal(v) AS r FROM secret')
+       > 0 AS created;
+DO $$
+BEGIN
+    FOR i IN 1 .. 600 LOOP
+        EXIT WHEN EXISTS (SELECT FROM decoupled.object_statuses
+                           WHERE name = 'sec_failing' AND status = 'stalled');
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+$$;
+SELECT status, error FROM decoupled.object_statuses WHERE name = 'sec_failing';
+SET ROLE sec_user;
+SELECT status, error FROM decoupled.object_statuses WHERE name = 'sec_failing';
+SELECT DISTINCT error FROM decoupled.status_history
+ WHERE name = 'sec_failing' AND status = 'stalled';
+RESET ROLE;
+GRANT SELECT ON sec_failing TO sec_user;
+SET ROLE sec_user;
+SELECT status, error FROM decoupled.object_statuses WHERE name = 'sec_failing';
+RESET ROLE;
+SELECT decoupled.drop('sec_failing');
+DROP FUNCTION sec.reveal(int);
 
 -- Clean up.
 SELECT decoupled.drop('sec_sink'), decoupled.drop('sec_peeker'), decoupled.drop('sec_meddler'),

@@ -22,6 +22,8 @@ CREATE TABLE wc_values (
     doubled int GENERATED ALWAYS AS (id * 2) STORED);
 SELECT decoupled.register_table('wc_values') > 0 AS registered;
 SELECT decoupled.wait_for_capture('60 s') AS adopted;
+-- A timeout longer than an integer of milliseconds holds (24.8 days).
+SELECT decoupled.wait_for_capture('1 mon') AS long_timeout;
 SELECT wal_tables >= 1 AS from_the_wal, status FROM decoupled.capture;
 SELECT count(*) AS capture_triggers FROM pg_trigger
  WHERE tgrelid = 'wc_values'::regclass AND tgname LIKE 'decoupled\_capture\_%';
@@ -391,3 +393,50 @@ DROP FUNCTION wc_check(int), wc_digest(), wc_keyed_history_digest(bigint), wc_ke
 DROP PROCEDURE wc_keyed_tick();
 DROP TYPE wc_pair, wc_mood;
 DROP ROLE wc_owner;
+
+-- A slot of the extension's name that is not its own (made by anyone with
+-- REPLICATION, with another plugin) is neither used nor dropped: capture
+-- stalls and says why, until it is dropped; then the worker makes its own
+-- and takes the captured table again from its contents.  First the
+-- worker's own slot goes with the last registered table.
+SELECT count(*) >= 0 AS unregistered
+  FROM (SELECT decoupled.unregister_table(o.relation::regclass) FROM decoupled.catalog_objects o
+         WHERE o.kind = 'table' AND o.dropped_at IS NULL) x;
+DO $$
+BEGIN
+    FOR i IN 1 .. 600 LOOP
+        EXIT WHEN NOT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = 'pg_decoupled');
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+$$;
+SELECT count(*) AS slots_left FROM pg_replication_slots WHERE slot_name = 'pg_decoupled';
+SELECT slot_name FROM pg_create_logical_replication_slot('pg_decoupled', 'test_decoding');
+CREATE TABLE wc_foreign (id int PRIMARY KEY, v int);
+INSERT INTO wc_foreign VALUES (1, 1);
+SELECT decoupled.register_table('wc_foreign') > 0 AS registered;
+INSERT INTO wc_foreign VALUES (2, 2);
+DO $$
+BEGIN
+    FOR i IN 1 .. 600 LOOP
+        EXIT WHEN (SELECT status FROM decoupled.capture) = 'stalled';
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+$$;
+SELECT status, last_error LIKE 'replication slot "pg_decoupled" is not pg_decoupled''s: '
+                           'it decodes with plugin "test_decoding" for database %' AS says_why
+  FROM decoupled.capture;
+SELECT status FROM decoupled.object_statuses WHERE name = 'wc_foreign';
+SELECT plugin FROM pg_replication_slots WHERE slot_name = 'pg_decoupled';
+SELECT pg_drop_replication_slot('pg_decoupled');
+INSERT INTO wc_foreign VALUES (3, 3);
+SELECT decoupled.wait_for_capture('60 s') AS captured;
+SELECT plugin FROM pg_replication_slots WHERE slot_name = 'pg_decoupled';
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT set_config('decoupled.as_of', (upper - 1)::text, false) IS NOT NULL AS reading
+  FROM decoupled.frontiers WHERE name = 'wc_foreign';
+SELECT id, v FROM wc_foreign ORDER BY id;
+RESET decoupled.as_of;
+SELECT status FROM decoupled.capture;
+DROP TABLE wc_foreign;

@@ -288,3 +288,16 @@ BEGIN
                           FOR KEY SHARE SKIP LOCKED);
 END
 $$;
+
+-- An object's error as the reader may see it: errors of a view's, a
+-- source's or a table's maintenance may quote its data (a CHECK's or a
+-- function's message), so they are shown to whoever may read the object's
+-- relation (SELECT on it, as every path to its history asks); others see
+-- that there is one.  (One without a relation has no data yet.)  Bound at creation like every view's functions: no
+-- caller's search_path takes part.
+CREATE FUNCTION decoupled._visible_error(error text, relation oid, name text) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN error IS NULL OR relation IS NULL  -- nothing yet to read it through
+                  OR coalesce(has_table_privilege(relation, 'SELECT'), false) THEN error
+                ELSE format('an error (shown to roles that may read "%s")', name) END
+$$;

@@ -88,6 +88,7 @@ DECLARE
     v_identity text;
     v_key     jsonb;
     v_wanted  text;
+    v_stale   text[];
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -232,13 +233,70 @@ BEGIN
             USING HINT = 'Set wal_level = logical and restart the server: its writes are then '
                          'captured from the WAL, at no cost to its writers.';
     END IF;
+    v_stale := decoupled._readers_without_history(tbl);
+    IF v_stale IS NOT NULL THEN
+        RAISE WARNING '% made before table "%" was registered read its latest state, whatever '
+                      'decoupled.as_of says',
+                      CASE WHEN cardinality(v_stale) = 1 THEN 'one view or function'
+                           ELSE cardinality(v_stale) || ' views or functions' END, tbl
+            USING DETAIL = array_to_string(v_stale, ', ') || '.',
+                  HINT = 'Create them again (CREATE OR REPLACE with the same definition) to '
+                         'read its history; so do materialized views built on them.';
+    END IF;
     RETURN v_id;
 END
+$$;
+
+-- The views, rules and SQL-body functions that read `tbl` as parsed
+-- before it was registered: the read rewrite applies at parse analysis,
+-- so what was stored before reads the table itself, whatever
+-- decoupled.as_of says (one parsed after depends on its history view).
+CREATE FUNCTION decoupled._readers_without_history(tbl regclass) RETURNS text[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT array_agg(x.what ORDER BY x.what)
+      FROM (SELECT DISTINCT
+                   CASE WHEN d.classid = 'pg_proc'::regclass
+                        THEN format('function %s', d.objid::regprocedure)
+                        WHEN c.relkind = 'v' THEN format('view %s', c.oid::regclass)
+                        ELSE format('rule %I on %s', r.rulename, c.oid::regclass) END AS what,
+                   d.classid, d.objid
+              FROM pg_depend d
+              LEFT JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND r.oid = d.objid
+              LEFT JOIN pg_class c ON c.oid = r.ev_class
+             WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = tbl
+               AND (d.classid = 'pg_proc'::regclass
+                    OR (d.classid = 'pg_rewrite'::regclass AND r.ev_class <> tbl
+                        AND c.relkind <> 'm'))) x
+     WHERE NOT EXISTS (
+           SELECT FROM pg_depend h
+            WHERE h.classid = x.classid AND h.objid = x.objid
+              AND h.refclassid = 'pg_class'::regclass
+              AND h.refobjid = (SELECT to_regclass(decoupled._storage(o.lifetime_id, 'history'))
+                                  FROM decoupled.catalog_objects o
+                                 WHERE o.relation = tbl AND o.kind = 'table'
+                                   AND o.dropped_at IS NULL))
 $$;
 COMMENT ON FUNCTION decoupled.register_table(regclass, interval) IS
     'Turn a table into a collection: its writes are captured and ticked into history.';
 
+-- Unregistering drops the table's history and gives it back its replica
+-- identity: like registering, only for whoever owns the table (an admin
+-- who does not may drop views and sources, not other roles' tables'
+-- history).
+CREATE FUNCTION decoupled._check_table_owner(tbl regclass, verb text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT pg_has_role(decoupled._caller(),
+                       (SELECT c.relowner FROM pg_class c WHERE c.oid = tbl), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table "%" to %', tbl, verb
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+END
+$$;
+
 CREATE FUNCTION decoupled.unregister_table(tbl regclass) RETURNS void
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._unregister_table(tbl regclass) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_version bigint;
@@ -250,6 +308,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'table "%" is not registered', tbl USING ERRCODE = 'undefined_object';
     END IF;
+    PERFORM decoupled._check_table_owner(tbl, 'unregister it');
     PERFORM decoupled._refuse_dependents(format('table "%s"', o.name), ARRAY[o.lifetime_id]);
     PERFORM decoupled._drop_object(o, v_version);
 END

@@ -48,6 +48,9 @@ CREATE FUNCTION decoupled._capture_state(
     OUT pid integer, OUT captured_through pg_lsn, OUT progress_at timestamptz,
     OUT last_error text, OUT error_at timestamptz)
 RETURNS record LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_capture_state';
+-- The registered table whose changes the worker's last error came from.
+CREATE FUNCTION decoupled._capture_error_collection() RETURNS bigint
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_capture_error_collection';
 
 -- While set (until it is cleared or the transaction ends), the capture
 -- triggers of a registered table may be created and dropped: only adoption
@@ -322,8 +325,13 @@ CREATE VIEW decoupled.capture AS
            p.captured_lsn, p.captured_at, s.captured_through, s.progress_at,
            pg_wal_lsn_diff(w.lsn, s.captured_through)::bigint AS lag_bytes,
            pg_wal_lsn_diff(w.lsn, sl.restart_lsn)::bigint AS retained_wal_bytes,
-           s.last_error, s.error_at
+           CASE WHEN e.lifetime_id IS NULL THEN s.last_error
+                ELSE decoupled._visible_error(s.last_error, e.relation, e.name) END AS last_error,
+           s.error_at
       FROM s CROSS JOIN n CROSS JOIN w
+      LEFT JOIN (SELECT o.lifetime_id, o.relation, o.name::text AS name
+                   FROM decoupled.catalog_objects o
+                  WHERE o.lifetime_id = decoupled._capture_error_collection()) e ON true
       LEFT JOIN pg_replication_slots sl ON sl.slot_name = 'pg_decoupled'
       LEFT JOIN decoupled.capture_progress p ON true;
 COMMENT ON VIEW decoupled.capture IS
@@ -394,8 +402,10 @@ BEGIN
     IF NOT EXISTS (SELECT FROM decoupled.capture_relations) THEN
         RETURN true;  -- nothing is captured from the WAL
     END IF;
-    RETURN decoupled._wait_captured(greatest(
-        (extract(epoch FROM v_deadline - clock_timestamp()) * 1000)::integer, 0));
+    -- In milliseconds, at most what an integer holds: a timeout beyond
+    -- 24.8 days waits that long.
+    RETURN decoupled._wait_captured(least(greatest(
+        extract(epoch FROM v_deadline - clock_timestamp()) * 1000, 0), 2147483647)::integer);
 END
 $$;
 COMMENT ON FUNCTION decoupled.wait_for_capture(interval) IS

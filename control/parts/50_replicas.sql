@@ -211,6 +211,8 @@ $$;
 -- table is unregistered (the table itself stays).  Objects built on it are
 -- dropped with `cascade`, else the drop is refused.
 CREATE FUNCTION decoupled.drop(name text, cascade boolean DEFAULT false) RETURNS void
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._drop(name text, cascade boolean) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
@@ -219,11 +221,14 @@ DECLARE
     v_roots   bigint[];
     v_victim  decoupled.catalog_objects;
 BEGIN
-    IF drop.cascade IS NULL THEN
+    IF _drop.cascade IS NULL THEN
         RAISE EXCEPTION 'cascade must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     v_version := decoupled._begin_catalog_change();
-    o := decoupled._collection(drop.name);
+    o := decoupled._collection(_drop.name);
+    IF o.kind = 'table' THEN
+        PERFORM decoupled._check_table_owner(o.relation, 'unregister it');
+    END IF;
     IF o.definition ? 'parent' THEN
         RAISE EXCEPTION 'cannot drop subsource "%"', o.name
             USING ERRCODE = 'dependent_objects_still_exist',
@@ -234,7 +239,7 @@ BEGIN
     SELECT array_agg(s.lifetime_id) INTO v_roots FROM decoupled.catalog_objects s
      WHERE s.dropped_at IS NULL
        AND (s.lifetime_id = o.lifetime_id OR (s.definition->>'parent')::bigint = o.lifetime_id);
-    IF NOT drop.cascade THEN
+    IF NOT _drop.cascade THEN
         PERFORM decoupled._refuse_dependents(format('%s "%s"', o.kind, o.name), v_roots);
     END IF;
     -- Dependents first: their plans read the storage of what they depend on.

@@ -122,7 +122,7 @@ CREATE VIEW decoupled.object_statuses AS
     SELECT o.name::text, o.kind, r.name::text AS replica,
            CASE WHEN r.replica_id IS NULL THEN 'paused'
                 ELSE coalesce(h.status, 'created') END AS status,
-           h.error,
+           decoupled._visible_error(h.error, o.relation, o.name) AS error,
            CASE WHEN r.replica_id IS NULL THEN 'no replica is running it' ELSE h.hint END
                AS hint,
            h.updated_at, h.transition_at, h.hydrated
@@ -138,7 +138,7 @@ CREATE VIEW decoupled.object_statuses AS
            CASE WHEN w.stalled THEN 'stalled' ELSE coalesce(h.status, 'running') END,
            CASE WHEN w.stalled THEN coalesce('WAL capture: ' || w.last_error,
                                              'WAL capture is not running')
-                ELSE h.error END,
+                ELSE decoupled._visible_error(h.error, o.relation, o.name) END,
            CASE WHEN w.stalled THEN 'Its writes wait in the WAL; see decoupled.capture.'
                 ELSE h.hint END,
            h.updated_at, h.transition_at, NULL
@@ -177,7 +177,9 @@ CREATE VIEW decoupled.hydration AS
        AND EXISTS (SELECT FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = o.lifetime_id);
 
 CREATE VIEW decoupled.status_history AS
-    SELECT o.name::text, e.replica, e.status, e.error, e.occurred_at, e.incarnation
+    SELECT o.name::text, e.replica, e.status,
+           decoupled._visible_error(e.error, o.relation, o.name) AS error, e.occurred_at,
+           e.incarnation
       FROM decoupled.status_events e
       JOIN decoupled.catalog_objects o USING (lifetime_id);
 
