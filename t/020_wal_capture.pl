@@ -238,6 +238,15 @@ DecoupledTest::wait_for($node,
     q{SELECT wal_tables || ' ' || trigger_tables || ' ' || coalesce(slot_name, '-')
         FROM decoupled.capture}, '0 2 -');
 pass("decoupled.capture = 'trigger' releases every table to triggers and drops the slot");
+{
+    my ($rc, $out, $err) = $node->psql('postgres', q{
+        CREATE TABLE by_trigger (k int PRIMARY KEY);
+        SELECT decoupled.register_table('by_trigger')});
+    like($err, qr/NOTICE:  table "public.by_trigger" is captured by triggers.*\nHINT:  Set decoupled.capture = 'wal'/s,
+        "with decoupled.capture = 'trigger', registration says how to switch");
+    $node->safe_psql('postgres',
+        q{SELECT decoupled.unregister_table('by_trigger'); DROP TABLE by_trigger});
+}
 $node->safe_psql('postgres', q{
     INSERT INTO acct VALUES (2005000, 1, 'by trigger');
     UPDATE acct SET balance = balance + 1000 WHERE id = 7;

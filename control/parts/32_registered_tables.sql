@@ -232,6 +232,15 @@ BEGIN
         RAISE NOTICE 'table "%" is captured by triggers, in its writers'' transactions', tbl
             USING HINT = 'Set wal_level = logical and restart the server: its writes are then '
                          'captured from the WAL, at no cost to its writers.';
+    ELSIF current_setting('decoupled.capture') = 'trigger' THEN
+        RAISE NOTICE 'table "%" is captured by triggers, in its writers'' transactions', tbl
+            USING HINT = CASE WHEN current_setting('wal_level') = 'logical'
+                              THEN 'Set decoupled.capture = ''wal'' and reload the '
+                                   'configuration: its writes are then captured from the WAL, '
+                                   'at no cost to its writers.'
+                              ELSE 'Set wal_level = logical and decoupled.capture = ''wal'' and '
+                                   'restart the server: its writes are then captured from the '
+                                   'WAL, at no cost to its writers.' END;
     END IF;
     v_stale := decoupled._readers_without_history(tbl);
     IF v_stale IS NOT NULL THEN
