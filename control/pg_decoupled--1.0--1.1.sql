@@ -2115,7 +2115,8 @@ CREATE OR REPLACE VIEW decoupled.capture AS
            n.wal_tables, n.trigger_tables, s.pid AS worker_pid,
            sl.slot_name::text, sl.active AS slot_active,
            p.captured_lsn, p.captured_at, s.captured_through, s.progress_at,
-           pg_wal_lsn_diff(w.lsn, s.captured_through)::bigint AS lag_bytes,
+           CASE WHEN sl.slot_name IS NOT NULL
+                THEN pg_wal_lsn_diff(w.lsn, s.captured_through)::bigint END AS lag_bytes,
            pg_wal_lsn_diff(w.lsn, sl.restart_lsn)::bigint AS retained_wal_bytes,
            CASE WHEN e.lifetime_id IS NULL THEN s.last_error
                 ELSE decoupled._visible_error(s.last_error, e.relation, e.name) END AS last_error,
