@@ -1103,6 +1103,7 @@ bool switch_tables(const char* ids_sql, const char* switch_sql) {
     commit();
     bool any = false;
     for (int i = 0; i < n; ++i) {
+        working_on = copy[i];
         begin(switch_sql);
         Datum arg = Int64GetDatum(copy[i]);
         Oid type = INT8OID;
@@ -1112,6 +1113,7 @@ bool switch_tables(const char* ids_sql, const char* switch_sql) {
         any |= DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
         commit();
     }
+    working_on = 0;
     pfree(copy);
     if (any) changed_here();
     return any;

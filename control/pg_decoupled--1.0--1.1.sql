@@ -2004,8 +2004,11 @@ GRANT EXECUTE ON FUNCTION decoupled.replica_maintain_many(bigint, bigint[], bigi
 CREATE FUNCTION decoupled._check_table_owner(tbl regclass, verb text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF NOT pg_has_role(decoupled._caller(),
-                       (SELECT c.relowner FROM pg_class c WHERE c.oid = tbl), 'USAGE') THEN
+    -- A relation gone (its DROP unregisters it first, so hardly ever) has
+    -- no owner left to ask: whoever may call this may clean up after it.
+    IF NOT coalesce(pg_has_role(decoupled._caller(),
+                                (SELECT c.relowner FROM pg_class c WHERE c.oid = tbl), 'USAGE'),
+                    true) THEN
         RAISE EXCEPTION 'must be owner of table "%" to %', tbl, verb
             USING ERRCODE = 'insufficient_privilege';
     END IF;
@@ -2089,9 +2092,10 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                 ELSE format('an error (shown to roles that may read "%s")', name) END
 $$;
 
--- The registered table whose changes the worker's last error came from.
-CREATE FUNCTION decoupled._capture_error_collection() RETURNS bigint
-    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_capture_error_collection';
+-- The worker's last error and the registered table whose changes it came
+-- from (NULL: none), read together.
+CREATE FUNCTION decoupled._capture_error(OUT last_error text, OUT lifetime_id bigint)
+RETURNS record LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_capture_error';
 
 CREATE OR REPLACE VIEW decoupled.capture AS
     WITH s AS (SELECT * FROM decoupled._capture_state()),
@@ -2118,13 +2122,18 @@ CREATE OR REPLACE VIEW decoupled.capture AS
            CASE WHEN sl.slot_name IS NOT NULL
                 THEN pg_wal_lsn_diff(w.lsn, s.captured_through)::bigint END AS lag_bytes,
            pg_wal_lsn_diff(w.lsn, sl.restart_lsn)::bigint AS retained_wal_bytes,
-           CASE WHEN e.lifetime_id IS NULL THEN s.last_error
-                ELSE decoupled._visible_error(s.last_error, e.relation, e.name) END AS last_error,
+           -- A table's error only to those who may read the table (one gone
+           -- since: to nobody); one of no table's to all.
+           CASE WHEN e.lifetime_id IS NULL THEN e.last_error
+                ELSE decoupled._visible_error(
+                         e.last_error,
+                         coalesce((SELECT o.relation::oid FROM decoupled.catalog_objects o
+                                    WHERE o.lifetime_id = e.lifetime_id), 0::oid),
+                         coalesce((SELECT o.name::text FROM decoupled.catalog_objects o
+                                    WHERE o.lifetime_id = e.lifetime_id), 'a dropped table'))
+                END AS last_error,
            s.error_at
-      FROM s CROSS JOIN n CROSS JOIN w
-      LEFT JOIN (SELECT o.lifetime_id, o.relation, o.name::text AS name
-                   FROM decoupled.catalog_objects o
-                  WHERE o.lifetime_id = decoupled._capture_error_collection()) e ON true
+      FROM s CROSS JOIN n CROSS JOIN w CROSS JOIN decoupled._capture_error() e
       LEFT JOIN pg_replication_slots sl ON sl.slot_name = 'pg_decoupled'
       LEFT JOIN decoupled.capture_progress p ON true;
 
@@ -2166,9 +2175,9 @@ CREATE OR REPLACE VIEW decoupled.status_history AS
            e.incarnation
       FROM decoupled.status_events e
       JOIN decoupled.catalog_objects o USING (lifetime_id);
-REVOKE ALL ON FUNCTION decoupled._capture_error_collection(),
+REVOKE ALL ON FUNCTION decoupled._capture_error(),
     decoupled._visible_error(text, oid, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION decoupled._capture_error_collection(),
+GRANT EXECUTE ON FUNCTION decoupled._capture_error(),
     decoupled._visible_error(text, oid, text) TO PUBLIC;
 
 CREATE OR REPLACE FUNCTION decoupled.wait_for_capture(timeout interval DEFAULT '10 s') RETURNS boolean

@@ -24,7 +24,7 @@ extern "C" {
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_capture_state);
-PG_FUNCTION_INFO_V1(decoupled_capture_error_collection);
+PG_FUNCTION_INFO_V1(decoupled_capture_error);
 PG_FUNCTION_INFO_V1(decoupled_capture_switching);
 PG_FUNCTION_INFO_V1(decoupled_set_capture_switching);
 PG_FUNCTION_INFO_V1(decoupled_invalidate_relation);
@@ -89,16 +89,25 @@ bool wait_for_capture(int timeout_ms) {
 
 }  // namespace decoupled
 
-// decoupled._capture_error_collection() -> bigint: the registered table
-// whose changes the capture worker's last error came from (NULL: none, or
-// not from one table).
-Datum decoupled_capture_error_collection(PG_FUNCTION_ARGS) {
+// decoupled._capture_error(OUT last_error text, OUT lifetime_id bigint):
+// the capture worker's last error and the registered table whose changes
+// it came from (NULL: not from one table), read together — the view shows
+// the text only to those who may read that table.
+Datum decoupled_capture_error(PG_FUNCTION_ARGS) {
+    TupleDesc desc;
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+        elog(ERROR, "return type must be a row type");
     decoupled::SharedState* s = decoupled::shared_state();
+    char text[sizeof(s->capture.last_error)];
     SpinLockAcquire(&s->capture_mutex);
-    int64 id = s->capture.error_at == 0 ? 0 : s->capture.error_lifetime_id;
+    bool failed = s->capture.error_at != 0;
+    int64 id = s->capture.error_lifetime_id;
+    memcpy(text, s->capture.last_error, sizeof(text));
     SpinLockRelease(&s->capture_mutex);
-    if (id == 0) PG_RETURN_NULL();
-    PG_RETURN_INT64(id);
+    text[sizeof(text) - 1] = '\0';
+    Datum values[2] = {failed ? CStringGetTextDatum(text) : 0, Int64GetDatum(id)};
+    bool nulls[2] = {!failed, !failed || id == 0};
+    PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 
 Datum decoupled_capture_state(PG_FUNCTION_ARGS) {

@@ -30,6 +30,7 @@ extern "C" {
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -40,13 +41,14 @@ extern "C" {
 #include "nodes/parsenodes.h"
 #include "parser/parse_type.h"
 #include "parser/parser.h"
-#include "utils/snapmgr.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
 }
 
 #include "catalog_access.hpp"
@@ -290,17 +292,41 @@ PlannedStmt* copy_as_of(PlannedStmt* pstmt) {
         return pstmt;
     Oid relid = RangeVarGetRelid(stmt->relation, NoLock, true);
     if (!OidIsValid(relid) || !decoupled::reads_are_rewritten(relid)) return pstmt;
+    // The columns COPY itself would write: the list given, else every
+    // column that is neither dropped nor generated.  A list PostgreSQL
+    // refuses (a generated column, one named twice, an unknown one) is
+    // left to it, unchanged.
+    List* names = NIL;
+    if (stmt->attlist == NIL) {
+        // User columns are numbered 1..n, dropped ones included.
+        for (AttrNumber a = 1;; ++a) {
+            HeapTuple tuple = SearchSysCacheAttNum(relid, a);
+            if (!HeapTupleIsValid(tuple)) break;
+            auto* att = reinterpret_cast<Form_pg_attribute>(GETSTRUCT(tuple));
+            if (!att->attisdropped && att->attgenerated == '\0')
+                names = lappend(names, pstrdup(NameStr(att->attname)));
+            ReleaseSysCache(tuple);
+        }
+    } else {
+        ListCell* lc;
+        foreach (lc, stmt->attlist) {
+            const char* name = strVal(lfirst(lc));
+            AttrNumber a = get_attnum(relid, name);
+            if (a <= 0 || get_attgenerated(relid, a) != '\0') return pstmt;
+            ListCell* seen;
+            foreach (seen, names)
+                if (strcmp(static_cast<char*>(lfirst(seen)), name) == 0) return pstmt;
+            names = lappend(names, pstrdup(name));
+        }
+    }
+    if (names == NIL) return pstmt;
     StringInfoData sql;
     initStringInfo(&sql);
     appendStringInfoString(&sql, "SELECT ");
-    if (stmt->attlist == NIL) {
-        appendStringInfoChar(&sql, '*');
-    } else {
-        ListCell* lc;
-        foreach (lc, stmt->attlist)
-            appendStringInfo(&sql, "%s%s", foreach_current_index(lc) > 0 ? ", " : "",
-                             quote_identifier(strVal(lfirst(lc))));
-    }
+    ListCell* lc;
+    foreach (lc, names)
+        appendStringInfo(&sql, "%s%s", foreach_current_index(lc) > 0 ? ", " : "",
+                         quote_identifier(static_cast<char*>(lfirst(lc))));
     appendStringInfo(&sql, " FROM %s",
                      quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
                                                 get_rel_name(relid)));

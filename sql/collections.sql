@@ -270,7 +270,7 @@ SELECT regress_finalize() AS finalized;
 -- (the read rewrite applies at parse analysis), so its latest state
 -- whatever decoupled.as_of says: registration names such views and
 -- SQL-body functions in a WARNING.  Made again, a view reads the history.
-CREATE TABLE pre_reg (k int PRIMARY KEY, v int);
+CREATE TABLE pre_reg (k int PRIMARY KEY, v int, w int GENERATED ALWAYS AS (v * 10) STORED);
 INSERT INTO pre_reg VALUES (1, 1);
 CREATE VIEW pre_reg_view AS SELECT k, v FROM pre_reg;
 CREATE FUNCTION pre_reg_sum() RETURNS bigint LANGUAGE sql BEGIN ATOMIC SELECT sum(v) FROM pre_reg; END;
@@ -284,9 +284,13 @@ SELECT decoupled.tick_tables() > 0 AS ticked;
 SET decoupled.as_of = :pre_reg_t;
 SELECT v AS view_as_of FROM pre_reg_view;
 SELECT pre_reg_sum() AS function_latest;
--- COPY of the table reads it at decoupled.as_of too, as a query would.
+-- COPY of the table reads it at decoupled.as_of too, as a query would,
+-- with the columns COPY writes (not the generated one), and refuses what
+-- COPY refuses.
 COPY pre_reg TO STDOUT;
 COPY pre_reg (v) TO STDOUT;
+COPY pre_reg (v, v) TO STDOUT;
+COPY pre_reg (w) TO STDOUT;
 RESET decoupled.as_of;
 COPY pre_reg TO STDOUT;
 DROP VIEW pre_reg_view;

@@ -240,7 +240,7 @@ RESET ROLE;
 -- the AS OF gates themselves,
 -- _shared_holds and _catalog_inventory back public views and dry_run,
 -- _kept_* are the arithmetic a view's owner evaluates over kept sums,
--- _visible_error and _capture_error_collection back the status views).
+-- _visible_error and _capture_error back the status views).
 SELECT p.oid::regprocedure AS executable_by_public
   FROM pg_proc p
  WHERE p.pronamespace = 'decoupled'::regnamespace

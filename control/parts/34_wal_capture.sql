@@ -48,9 +48,10 @@ CREATE FUNCTION decoupled._capture_state(
     OUT pid integer, OUT captured_through pg_lsn, OUT progress_at timestamptz,
     OUT last_error text, OUT error_at timestamptz)
 RETURNS record LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_capture_state';
--- The registered table whose changes the worker's last error came from.
-CREATE FUNCTION decoupled._capture_error_collection() RETURNS bigint
-    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_capture_error_collection';
+-- The worker's last error and the registered table whose changes it came
+-- from (NULL: none), read together.
+CREATE FUNCTION decoupled._capture_error(OUT last_error text, OUT lifetime_id bigint)
+RETURNS record LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_capture_error';
 
 -- While set (until it is cleared or the transaction ends), the capture
 -- triggers of a registered table may be created and dropped: only adoption
@@ -326,13 +327,18 @@ CREATE VIEW decoupled.capture AS
            CASE WHEN sl.slot_name IS NOT NULL
                 THEN pg_wal_lsn_diff(w.lsn, s.captured_through)::bigint END AS lag_bytes,
            pg_wal_lsn_diff(w.lsn, sl.restart_lsn)::bigint AS retained_wal_bytes,
-           CASE WHEN e.lifetime_id IS NULL THEN s.last_error
-                ELSE decoupled._visible_error(s.last_error, e.relation, e.name) END AS last_error,
+           -- A table's error only to those who may read the table (one gone
+           -- since: to nobody); one of no table's to all.
+           CASE WHEN e.lifetime_id IS NULL THEN e.last_error
+                ELSE decoupled._visible_error(
+                         e.last_error,
+                         coalesce((SELECT o.relation::oid FROM decoupled.catalog_objects o
+                                    WHERE o.lifetime_id = e.lifetime_id), 0::oid),
+                         coalesce((SELECT o.name::text FROM decoupled.catalog_objects o
+                                    WHERE o.lifetime_id = e.lifetime_id), 'a dropped table'))
+                END AS last_error,
            s.error_at
-      FROM s CROSS JOIN n CROSS JOIN w
-      LEFT JOIN (SELECT o.lifetime_id, o.relation, o.name::text AS name
-                   FROM decoupled.catalog_objects o
-                  WHERE o.lifetime_id = decoupled._capture_error_collection()) e ON true
+      FROM s CROSS JOIN n CROSS JOIN w CROSS JOIN decoupled._capture_error() e
       LEFT JOIN pg_replication_slots sl ON sl.slot_name = 'pg_decoupled'
       LEFT JOIN decoupled.capture_progress p ON true;
 COMMENT ON VIEW decoupled.capture IS

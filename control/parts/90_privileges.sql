@@ -36,7 +36,7 @@ GRANT EXECUTE ON FUNCTION
     decoupled._kept_sum_int8(bigint, numeric), decoupled._kept_sum_numeric(bigint, numeric),
     decoupled._kept_avg(bigint, numeric), decoupled._capture_switching(),
     decoupled.wait_for_capture(interval), decoupled._capture_state(),
-    decoupled._capture_error_collection(), decoupled._visible_error(text, oid, text),
+    decoupled._capture_error(), decoupled._visible_error(text, oid, text),
     decoupled._unhydrated(text), decoupled._relay_state()
 TO PUBLIC;
 -- Implementations of entry points (decoupled._acquire_hold, ...) and the
