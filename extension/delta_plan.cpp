@@ -1655,6 +1655,7 @@ char* ordered_extremes_sql(Query* q, const Keys& keys, const SumsContext& c, Oid
     for (int j = 1; j <= list_length(c.args); ++j) appendStringInfo(&names, ", a%d", j);
     for (int e = 1; e <= list_length(c.extremes); ++e) appendStringInfo(&names, ", e%d", e);
     const char* key = quote_identifier(keys.names[0]);
+    const char* equal_key = psprintf("x.k1 OPERATOR(pg_catalog.=) mz_u.%s", key);
     appendStringInfo(&sql, "SELECT mz_u.%s, mz_u.mz_n", key);
     for (int j = 1; j <= list_length(c.args); ++j) appendStringInfo(&sql, ", mz_u.mz_nn_%d, mz_u.mz_s_%d", j, j);
     int e = 1;
@@ -1668,9 +1669,7 @@ char* ordered_extremes_sql(Query* q, const Keys& keys, const SumsContext& c, Oid
             // probed by IS NULL, which the arrangement answers too: an
             // equality never matches it.
             for (int i = 0; i < 2; ++i) {
-                char* is_null = psprintf("x.k1 IS NULL");
-                char* equal = psprintf("x.k1 OPERATOR(pg_catalog.=) mz_u.%s", key);
-                const char* conds[2] = {is_null, equal};
+                const char* conds[2] = {"x.k1 IS NULL", equal_key};
                 appendStringInfo(&sql, "%sCASE WHEN mz_u.%s IS NULL THEN ", i > 0 ? ", " : "", key);
                 for (int n = 0; n < 2; ++n)
                     appendStringInfo(&sql,

@@ -465,21 +465,24 @@ Query* inner_query(Query* query) {
 
 // Loads the cache if it is stale, then rewrites; in_rewrite is reset even
 // when either fails.
-void rewrite_with_cache(Query* target) {
+// Loads the cache again if the catalog moved since it was loaded, or if
+// its catalog table is gone (DROP EXTENSION bumps no epoch).  The caller
+// sets in_rewrite: loading runs statements of our own.
+void refresh_cache() {
     uint64 epoch = pg_atomic_read_u64(&decoupled::shared_state()->catalog_epoch);
+    if (!cache_loaded || epoch != cache_epoch ||
+        (xact_changed_catalog && cache_cid != GetCurrentCommandId(false)) ||
+        (hash_get_num_entries(read_cache) > 0 &&
+         !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(cache_catalog_relid))))
+        load_cache(epoch);
+}
+
+void rewrite_with_cache(Query* target) {
     in_rewrite = true;
     PG_TRY();
     {
-        if (!cache_loaded || epoch != cache_epoch ||
-            (xact_changed_catalog && cache_cid != GetCurrentCommandId(false)))
-            load_cache(epoch);
-        if (hash_get_num_entries(read_cache) > 0) {
-            // DROP EXTENSION bumps no epoch: check before relying on the cache.
-            if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(cache_catalog_relid)))
-                load_cache(epoch);
-            else
-                rewrite_query(target);
-        }
+        refresh_cache();
+        if (hash_get_num_entries(read_cache) > 0) rewrite_query(target);
     }
     PG_FINALLY();
     { in_rewrite = false; }
@@ -715,16 +718,11 @@ void read_entry_through(RangeTblEntry* rte, Query* sub) {
 }
 
 bool reads_are_rewritten(Oid relid) {
-    uint64 epoch = pg_atomic_read_u64(&decoupled::shared_state()->catalog_epoch);
     bool found = false;
     in_rewrite = true;
     PG_TRY();
     {
-        if (!cache_loaded || epoch != cache_epoch ||
-            (xact_changed_catalog && cache_cid != GetCurrentCommandId(false)) ||
-            (hash_get_num_entries(read_cache) > 0 &&
-             !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(cache_catalog_relid))))
-            load_cache(epoch);
+        refresh_cache();
         found = hash_search(read_cache, &relid, HASH_FIND, nullptr) != nullptr;
     }
     PG_FINALLY();
