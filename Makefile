@@ -56,6 +56,7 @@ OBJS = \
 	extension/familiar_ddl.o \
 	extension/wait_functions.o \
 	extension/append_core.o \
+	extension/write_locks.o \
 	extension/index_tick.o \
 	extension/history_writes.o \
 	extension/replace_rows.o \
@@ -106,7 +107,8 @@ REGRESS = catalog ddl familiar_ddl dump_restore privileges collections permissio
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
 	hold_quota append_vs_compaction tick_vs_writers capture_vs_drop tick_vs_drop hold_vs_compaction_point promote_vs_append \
 	compaction_vs_arrangement drop_extension_vs_readers drop_extension_vs_cached_reads capture_vs_extension_recreate \
-	tick_cancel tick_compacts_pending capture_open_transaction arrangement_drop_retry
+	tick_cancel tick_compacts_pending capture_open_transaction arrangement_drop_retry \
+	admission_vs_maintenance
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters

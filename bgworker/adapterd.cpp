@@ -44,6 +44,8 @@ PGDLLEXPORT void decoupled_adapterd_main(Datum);
 namespace {
 
 constexpr long kRoundMs = 1000;
+// A round that found bound rows locked tries again after this long.
+constexpr long kBusyRetryMs = 50;
 
 int my_slot = -1;
 char adapter[NAMEDATALEN];
@@ -181,6 +183,7 @@ void decoupled_adapterd_main(Datum arg) {
     int64 last_publication = now_ms();
     int64 next_round = 0;
     int failures = 0;
+    int64 busy_until = 0;  // a round found bound rows locked: not before this
     while (!ShutdownRequestPending) {
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
@@ -189,7 +192,7 @@ void decoupled_adapterd_main(Datum arg) {
         // Its latch is set by every catalog change and upper advance: rounds
         // keep their own pace, unless a session waits for protection.
         // (After a failure, the backoff holds even then.)
-        bool urgent = incarnation != 0 && failures == 0 &&
+        bool urgent = incarnation != 0 && failures == 0 && now_ms() >= busy_until &&
                       (decoupled::holds_pending(incarnation) ||
                        decoupled::publication_requested(my_slot));
         int64 left = next_round - now_ms();
@@ -218,6 +221,14 @@ void decoupled_adapterd_main(Datum arg) {
                 ereport(LOG, (errmsg("pg_decoupled adapterd \"%s\" stops: %s", adapter, e.what()),
                               errdetail("Its incarnation was retired.")));
                 proc_exit(1);
+            }
+            // Bound rows another transaction holds (one creating views, say):
+            // tried again shortly, without counting as a failure.
+            if (incarnation != 0 && e.data()->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
+                FreeErrorData(e.data());
+                busy_until = now_ms() + kBusyRetryMs;
+                next_round = busy_until;
+                continue;
             }
             ereport(LOG, (errmsg("pg_decoupled adapterd \"%s\": %s", adapter, e.what())));
             FreeErrorData(e.data());

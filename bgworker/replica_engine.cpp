@@ -29,6 +29,10 @@ constexpr int64_t kMaxRetryMs = 10'000;
 constexpr const char* kFenced = "ZD001";        // this incarnation is no longer current
 constexpr const char* kDroppedMeanwhile = "ZD002";  // the catalog dropped the object
 constexpr const char* kLostRace = "ZD003";      // a concurrent start of the same replica won
+// Storage another transaction holds (one creating views over it): the step
+// is tried again shortly, not reported stalled (extension/write_locks.hpp).
+constexpr const char* kBusy = "55P03";
+constexpr int64_t kBusyRetryMs = 50;
 
 struct Output {
     int64_t id = 0;
@@ -658,12 +662,39 @@ struct ReplicaEngine::Impl {
             return false;
         }
         if (f.sqlstate == kLostRace) return true;
+        if (f.sqlstate == kBusy) {
+            o.retry_at = now + kBusyRetryMs;
+            return true;
+        }
+        // Dropped while the step ran (its written plan or storage went with
+        // the drop's commit, which the step waited for): no stall, the
+        // catalog is read again as for ZD002.
+        if (dropped_meanwhile(o.id)) {
+            catalog_version = -1;
+            return false;
+        }
         const std::string& error = f.text;
         o.failures++;
         o.retry_at = now + retry_delay(o.failures);
         host.log("pg_decoupled replica: " + what + " stalled: " + error);
         try_report([&] { report(o, "stalled", error, false); });
         return true;
+    }
+
+    // Whether the catalog no longer has `lifetime_id` live (any failure to
+    // ask counts as no: the step's error is then reported as it is).
+    bool dropped_meanwhile(int64_t lifetime_id) {
+        try {
+            pqxx::nontransaction tx(conn);
+            return !tx.exec_params("SELECT EXISTS (SELECT FROM decoupled.objects "
+                                   "WHERE lifetime_id = $1)",
+                                   lifetime_id)[0][0]
+                        .as<bool>();
+        } catch (const pqxx::broken_connection&) {
+            throw;
+        } catch (const std::exception&) {
+            return false;
+        }
     }
 
     // Every source output, view and sink of this replica: `stalled` with

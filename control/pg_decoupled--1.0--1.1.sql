@@ -1766,6 +1766,9 @@ BEGIN
     IF upper <> expected_upper THEN
         RETURN;
     END IF;
+    -- Its storage without waiting (55P03, retried shortly): a transaction
+    -- creating views over this one may hold it (extension/write_locks.hpp).
+    PERFORM decoupled._lock_storage_nowait(id);
     -- Named only now that the view is known to live: a view dropped and
     -- finalized meanwhile is ZD002 (_lock_output), not a missing relation.
     v_stage := decoupled._storage(id, 'stage')::regclass;
@@ -2519,18 +2522,23 @@ AS $$
 -- PL/pgSQL, not SQL: its statements are planned once per session, not at
 -- every step; generic plans, since the ids differ at every call.
 DECLARE
-    v_moved bigint[];
+    v_moved  bigint[];
+    v_locked bigint[];
 BEGIN
-    PERFORM FROM decoupled.catalog_bounds b
-     WHERE b.lifetime_id IN (SELECT q.lifetime_id
-                               FROM decoupled.catalog_requirements q
-                               JOIN unnest(ids, frontiers) AS a(id, frontier)
-                                 ON q.required_by = a.id AND q.frontier < a.frontier)
-     ORDER BY b.lifetime_id FOR UPDATE;
+    v_locked := ARRAY(SELECT b.lifetime_id FROM decoupled.catalog_bounds b
+                       WHERE b.lifetime_id IN (SELECT q.lifetime_id
+                                                 FROM decoupled.catalog_requirements q
+                                                 JOIN unnest(ids, frontiers) AS a(id, frontier)
+                                                   ON q.required_by = a.id
+                                                  AND q.frontier < a.frontier)
+                       ORDER BY b.lifetime_id FOR UPDATE SKIP LOCKED);
     WITH moved AS (
         UPDATE decoupled.catalog_requirements q SET frontier = a.frontier, changed_at = now()
           FROM unnest(ids, frontiers) AS a(id, frontier)
          WHERE q.required_by = a.id AND q.frontier < a.frontier
+           AND (q.lifetime_id = ANY (v_locked)
+                OR NOT EXISTS (SELECT FROM decoupled.catalog_bounds b
+                                WHERE b.lifetime_id = q.lifetime_id))
         RETURNING q.lifetime_id)
     SELECT array_agg(DISTINCT m.lifetime_id) INTO v_moved FROM moved m;
     IF v_moved IS NOT NULL THEN
@@ -3502,3 +3510,186 @@ BEGIN
     END LOOP;
 END
 $$;
+
+------------------------------------------------------------------------------
+-- Maintenance never waits for a transaction that creates views
+-- (extension/write_locks.hpp): a replica's step takes its output's storage
+-- without waiting (_lock_storage_nowait, _maintain_view, replica_append),
+-- publication skips and queues again bound rows it cannot lock, requirements
+-- on such inputs stay until a later step, adapterd's round does not wait
+-- for them either
+------------------------------------------------------------------------------
+
+-- 30_storage, 40_permission, 50_replicas (60_materialized_views above)
+CREATE OR REPLACE FUNCTION decoupled._publish_bounds(ids bigint[]) RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_count  integer;
+    v_locked bigint[];
+BEGIN
+    IF ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- One lock order for everyone who locks several bound rows.
+    v_locked := ARRAY(SELECT b.lifetime_id FROM decoupled.catalog_bounds b
+                       WHERE b.lifetime_id = ANY (ids)
+                       ORDER BY b.lifetime_id FOR UPDATE SKIP LOCKED);
+    IF cardinality(v_locked) < cardinality(ids) THEN
+        PERFORM decoupled._queue_for_publication(ARRAY(
+            SELECT b.lifetime_id FROM decoupled.catalog_bounds b
+             WHERE b.lifetime_id = ANY (ids) AND b.lifetime_id <> ALL (v_locked)));
+        ids := v_locked;
+    END IF;
+    WITH proposal AS (
+        SELECT b.lifetime_id,
+               decoupled._propose_bound(
+                   f.upper, decoupled._retain_ms(o.retain_history), b.bound,
+                   (SELECT min(q.frontier) FROM decoupled.catalog_requirements q
+                     WHERE q.lifetime_id = b.lifetime_id),
+                   (SELECT min(h.frontier) FROM decoupled.catalog_holds h
+                     WHERE h.lifetime_id = b.lifetime_id)) AS bound
+          FROM decoupled.catalog_bounds b
+          JOIN decoupled.catalog_frontiers f USING (lifetime_id)
+          JOIN decoupled.catalog_objects o USING (lifetime_id)
+         WHERE b.lifetime_id = ANY (ids) AND o.dropped_at IS NULL)
+    UPDATE decoupled.catalog_bounds b SET bound = p.bound, changed_at = now()
+      FROM proposal p
+     WHERE b.lifetime_id = p.lifetime_id AND p.bound > b.bound;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.replica_append(incarnation bigint, lifetime_id bigint, updates jsonb,
+                                         expected_upper bigint, new_upper bigint) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    i       decoupled.catalog_replica_incarnations;
+    v_upper bigint;
+BEGIN
+    i := decoupled._live_incarnation(replica_append.incarnation);
+    PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
+    -- Its storage without waiting (55P03, retried shortly): a transaction
+    -- creating views over the collection may hold it (write_locks.hpp).
+    PERFORM decoupled._lock_storage_nowait(replica_append.lifetime_id);
+    SELECT c.upper INTO v_upper FROM decoupled._compare_and_append(
+        replica_append.lifetime_id, updates, expected_upper, new_upper) c;
+    IF v_upper IS NULL THEN
+        RAISE EXCEPTION 'collection % was dropped', replica_append.lifetime_id
+            USING ERRCODE = 'ZD002',  -- dropped meanwhile: the protocol's own class
+                  DETAIL = 'The catalog dropped it after the replica last read it.';
+    END IF;
+    RETURN v_upper;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._adapter_apply(incarnation bigint, lids bigint[], mins bigint[],
+                                         pending bigint[], publish boolean) RETURNS bigint[]
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    i        decoupled.catalog_adapter_incarnations;
+    v_failed  bigint[] := '{}';
+    v_bound   bigint;
+    v_changed bigint[];
+    k         integer;
+BEGIN
+    SELECT * INTO i FROM decoupled.catalog_adapter_incarnations a
+     WHERE a.incarnation = _adapter_apply.incarnation;
+    -- The bounds of the collections whose durable holds this round may
+    -- write, in the one lock order of everyone who locks several bound rows
+    -- (ascending id), and FOR UPDATE as the commit-time permission check
+    -- takes them (a shared lock would have to be upgraded there, and two
+    -- upgraders deadlock): publication cannot pass them before this commits.
+    -- NOWAIT: a transaction creating several views holds its inputs' bound
+    -- rows outside that order (extension/write_locks.hpp); adapterd tries
+    -- the round again shortly (55P03).
+    PERFORM FROM decoupled.catalog_bounds b
+     WHERE b.lifetime_id IN (SELECT l FROM unnest(lids, pending) AS p(l, w) WHERE w >= 0 OR publish)
+     ORDER BY b.lifetime_id FOR UPDATE NOWAIT;
+    FOR k IN 1 .. coalesce(cardinality(lids), 0) LOOP
+        CONTINUE WHEN pending[k] < 0;
+        SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b
+          JOIN decoupled.catalog_objects o USING (lifetime_id)
+         WHERE b.lifetime_id = lids[k] AND o.dropped_at IS NULL;
+        IF NOT FOUND THEN
+            v_failed := v_failed || ARRAY[lids[k], 9223372036854775807];  -- dropped
+            CONTINUE;
+        END IF;
+        -- Holds below the bound are refused; those at or above it protected.
+        IF pending[k] < v_bound THEN
+            v_failed := v_failed || ARRAY[lids[k], v_bound];
+        END IF;
+        INSERT INTO decoupled.catalog_holds (adapter, deployment, incarnation, lifetime_id, frontier)
+        VALUES (i.adapter, i.deployment, i.incarnation, lids[k], greatest(pending[k], v_bound))
+        ON CONFLICT (incarnation, lifetime_id) DO UPDATE
+           SET frontier = least(catalog_holds.frontier, EXCLUDED.frontier), acquired_at = now()
+         WHERE catalog_holds.frontier > EXCLUDED.frontier;
+    END LOOP;
+    IF publish THEN
+        WITH kept AS (SELECT * FROM unnest(lids, mins) AS k(lifetime_id, frontier)),
+        gone AS (
+            DELETE FROM decoupled.catalog_holds h
+             WHERE h.incarnation = _adapter_apply.incarnation
+               AND NOT EXISTS (SELECT FROM kept k WHERE k.lifetime_id = h.lifetime_id)
+            RETURNING h.lifetime_id),
+        raised AS (
+            UPDATE decoupled.catalog_holds h SET frontier = k.frontier
+              FROM kept k
+             WHERE h.incarnation = _adapter_apply.incarnation
+               AND h.lifetime_id = k.lifetime_id AND h.frontier < k.frontier
+            RETURNING h.lifetime_id)
+        SELECT array_agg(lifetime_id) INTO v_changed
+          FROM (SELECT lifetime_id FROM gone UNION SELECT lifetime_id FROM raised) c;
+        PERFORM decoupled._queue_for_publication(v_changed);
+    END IF;
+    RETURN v_failed;
+END
+$$;
+
+CREATE FUNCTION decoupled._lock_storage_nowait(lifetime_id bigint) RETURNS void
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_lock_storage_nowait';
+REVOKE ALL ON FUNCTION decoupled._lock_storage_nowait(bigint) FROM PUBLIC;
+
+-- 33_drops: DROP EXTENSION gives registered tables their own replica
+-- identity back (the DDL guard in the library calls it).
+CREATE FUNCTION decoupled._give_back_replica_identities() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET session_replication_role = replica
+AS $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT c.relation::oid::regclass AS tbl, c.definition->>'replica_identity' AS identity
+               FROM decoupled.catalog_objects c
+              WHERE c.kind = 'table' AND c.dropped_at IS NULL AND c.definition ? 'replica_identity'
+                AND EXISTS (SELECT FROM pg_class r WHERE r.oid = c.relation::oid)
+              ORDER BY c.lifetime_id
+    LOOP
+        BEGIN
+            EXECUTE format('ALTER TABLE %s REPLICA IDENTITY %s', o.tbl, o.identity);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'table % keeps REPLICA IDENTITY FULL: %', o.tbl, SQLERRM
+                USING HINT = format('Registration set it; its own was REPLICA IDENTITY %s.',
+                                    o.identity);
+        END;
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._give_back_replica_identities() FROM PUBLIC;
+
+-- 32_registered_tables: tick_tables() is an entry point, so its WARNING of a
+-- table that stalled quotes the error only to a caller who may read the
+-- table (an error may quote its rows).
+CREATE FUNCTION decoupled._tick_tables() RETURNS integer
+LANGUAGE C SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET work_mem = '64MB'
+AS 'MODULE_PATHNAME', 'decoupled_tick_tables';
+REVOKE ALL ON FUNCTION decoupled._tick_tables() FROM PUBLIC;
+CREATE OR REPLACE FUNCTION decoupled.tick_tables() RETURNS integer
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';

@@ -57,6 +57,7 @@ extern "C" {
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -70,12 +71,14 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 }
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
+#include "caller.hpp"
 #include "capture.hpp"
 #include "gucs.hpp"
 #include "index_tick.hpp"
@@ -84,6 +87,7 @@ extern "C" {
 #include "not_decoded.hpp"
 #include "scratch.hpp"
 #include "storage_names.hpp"
+#include "write_locks.hpp"
 #include "core/write_path.hpp"
 #include "oracle.hpp"
 #include "wait_functions.hpp"
@@ -994,6 +998,14 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
     unpin(c);
 }
 
+// Whether the caller of the entry point may SELECT `relid`.
+bool caller_can_select(Oid relid) {
+    const decoupled::CallerFrame* frame = decoupled::current_caller_frame();
+    Oid caller = frame ? frame->user : GetUserId();
+    return OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+           pg_class_aclcheck(relid, caller, ACL_SELECT) == ACLCHECK_OK;
+}
+
 // Whether `relid` holds a row visible to `snapshot`: a scan that stops at
 // the first one.  A relation that cannot be opened counts as busy, so that
 // its tick fails (and says why) in its own subtransaction.
@@ -1259,7 +1271,7 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     }
     // Every live table's frontier, locked in one fixed order.
     run(global_plan(&tick_lock_plan,
-                    "SELECT f.lifetime_id, f.upper, o.name::text "
+                    "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid "
                     "  FROM decoupled.catalog_frontiers f "
                     "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
                     " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
@@ -1276,12 +1288,16 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     }
     int64* ids = (int64*)palloc(sizeof(int64) * n);
     char** names = (char**)palloc(sizeof(char*) * n);
+    Oid* relations = (Oid*)palloc(sizeof(Oid) * n);
     int64 max_upper = 0;
     for (int i = 0; i < n; i++) {
         int64 upper = 0;
         get_int8(i, 1, &ids[i]);
         get_int8(i, 2, &upper);
         names[i] = get_text(i, 3);
+        bool isnull = true;
+        Datum rel = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull);
+        relations[i] = isnull ? InvalidOid : DatumGetObjectId(rel);
         max_upper = Max(max_upper, upper);
     }
     int64 ts = decoupled::next_timestamp(max_upper);
@@ -1309,12 +1325,27 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     int64* large = (int64*)palloc(sizeof(int64) * n);
     Oid* large_relids = (Oid*)palloc(sizeof(Oid) * n);
     int nlarge = 0;
+    bool* busy = (bool*)palloc(sizeof(bool) * n);
+    BlockNumber* blocks = (BlockNumber*)palloc0(sizeof(BlockNumber) * n);
+    for (int i = 0; i < n; i++)
+        busy[i] = has_visible_rows(storage_relid(ids[i], "pending"), snapshot, &blocks[i]);
+    // The controller's tick never waits for a busy table's storage: a
+    // transaction creating views over it may hold it, and may then wait for
+    // this tick (write_locks.hpp).  Then nothing ticks (a writer's changes
+    // to several tables land in one tick) until the next tick's try.  A
+    // session's tick waits, as it promises to move what committed before it.
+    if (MyBackendType != B_BACKEND)
+        for (int i = 0; i < n; i++)
+            if (busy[i] && !decoupled::lock_storage_for_writes(ids[i])) {
+                UnregisterSnapshot(snapshot);
+                SPI_finish();
+                PG_RETURN_INT32(0);
+            }
     for (int i = 0; i < n; i++) {
         Oid pending = storage_relid(ids[i], "pending");
-        BlockNumber blocks = 0;
-        if (!has_visible_rows(pending, snapshot, &blocks)) {
+        if (!busy[i]) {
             ticked[nticked++] = ids[i];
-            if (decoupled::compacts_pending(blocks)) {
+            if (decoupled::compacts_pending(blocks[i])) {
                 large[nlarge] = ids[i];
                 large_relids[nlarge++] = pending;
             }
@@ -1335,9 +1366,17 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         char* message = (failed->detail && failed->detail[0])
                             ? psprintf("%s (%s)", failed->message, failed->detail)
                             : pstrdup(failed->message ? failed->message : "unknown error");
-        if (!was_stalled(ids[i]))
+        // The error may quote the table's rows: shown to a caller who may
+        // read it, as object_statuses shows it (_visible_error).
+        if (!was_stalled(ids[i]) && caller_can_select(relations[i]))
             ereport(WARNING,
                     (errmsg("registered table \"%s\" stalled: %s", names[i], message),
+                     errhint("Its captured changes stay pending and every tick retries it.")));
+        else if (!was_stalled(ids[i]))
+            ereport(WARNING,
+                    (errmsg("registered table \"%s\" stalled", names[i]),
+                     errdetail("Its error is shown to roles that may read the table, in "
+                               "decoupled.object_statuses."),
                      errhint("Its captured changes stay pending and every tick retries it.")));
         table_health(ids[i], "stalled", message);
     }

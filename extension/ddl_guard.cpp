@@ -15,7 +15,9 @@
 //    (and every table a capture trigger of it sits on) without waiting
 //    while holding any: workers and sessions read the catalog in their own
 //    order, and a DROP that locked tables one by one as it went deadlocked
-//    with them (see lock_extension_relations).
+//    with them (see lock_extension_relations).  Then it gives registered
+//    tables the replica identity registration changed back, as
+//    unregister_table does (give_back_replica_identities).
 //  * It remembers whether the DROP (or DROP OWNED) statement being executed
 //    cascades, for the sql_drop event trigger (decoupled._drop_cascades()):
 //    an object the statement reaches is dropped through the catalog, and
@@ -39,6 +41,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "parser/parse_func.h"
 #include "parser/parse_type.h"
 #include "parser/parser.h"
 #include "storage/lmgr.h"
@@ -144,8 +147,9 @@ bool drops_this_extension(DropStmt* stmt) {
 }
 
 // The relations DROP EXTENSION pg_decoupled takes ACCESS EXCLUSIVE locks
-// on: the extension's own and its storage, and tables with its capture
-// triggers.  In OID order.
+// on: the extension's own and its storage, tables with its capture
+// triggers, and registered tables whose replica identity registration
+// changed (give_back_replica_identities).  In OID order.
 List* extension_relations() {
     MemoryContext caller = CurrentMemoryContext;
     decoupled::SavedUser saved = decoupled::become_catalog_reader();
@@ -160,6 +164,11 @@ List* extension_relations() {
                     "  JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid "
                     " WHERE p.pronamespace OPERATOR(pg_catalog.=) "
                     "       pg_catalog.to_regnamespace('decoupled') "
+                    "UNION "
+                    "SELECT r.oid FROM decoupled.catalog_objects o "
+                    "  JOIN pg_catalog.pg_class r ON r.oid OPERATOR(pg_catalog.=) o.relation::pg_catalog.oid "
+                    " WHERE o.kind OPERATOR(pg_catalog.=) 'table' AND o.dropped_at IS NULL "
+                    "   AND o.definition OPERATOR(pg_catalog.?) 'replica_identity' "
                     "ORDER BY 1",
                     true, 0) != SPI_OK_SELECT)
         elog(ERROR, "could not list the relations of pg_decoupled");
@@ -217,6 +226,19 @@ void lock_extension_relations() {
     }
 }
 
+// Registration set REPLICA IDENTITY FULL on tables without a primary key
+// (C14.1); unregister_table gives a table its own back, and so does DROP
+// EXTENSION, right before PostgreSQL drops the extension (its locks are
+// already held: extension_relations).
+void give_back_replica_identities() {
+    // A catalog not yet updated from 1.0 has no such function: it keeps
+    // what 1.0 did.
+    List* name = list_make2(makeString(pstrdup("decoupled")),
+                            makeString(pstrdup("_give_back_replica_identities")));
+    if (!OidIsValid(LookupFuncName(name, 0, nullptr, true))) return;
+    call_catalog_check("SELECT decoupled._give_back_replica_identities()", 0, nullptr, nullptr);
+}
+
 // Refuses `change` of a type a live collection or sink uses; a caller who
 // does not own the type gets PostgreSQL's error instead.
 void check_type_change(Oid typid, const char* change) {
@@ -248,7 +270,10 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     switch (nodeTag(stmt)) {
         case T_DropStmt:
             check_relation_drop(castNode(DropStmt, stmt));
-            if (drops_this_extension(castNode(DropStmt, stmt))) lock_extension_relations();
+            if (drops_this_extension(castNode(DropStmt, stmt))) {
+                lock_extension_relations();
+                give_back_replica_identities();
+            }
             behavior = castNode(DropStmt, stmt)->behavior;
             break;
         case T_DropOwnedStmt:

@@ -394,6 +394,37 @@ SELECT status, error FROM decoupled.object_statuses WHERE name = 'sec_failing';
 RESET ROLE;
 SELECT decoupled.drop('sec_failing');
 DROP FUNCTION sec.reveal(int);
+-- A table's failing tick: the WARNING quotes the error to a caller who may
+-- read the table, and to the others says only that it stalled.  (Nothing
+-- legitimate makes a tick fail, so a superuser breaks its pending changes:
+-- a retraction of a row that was never there.)
+DO $$
+BEGIN
+    EXECUTE format('INSERT INTO decoupled_storage.c%s_pending (mz_diff, k, v) VALUES (-1, 7, 4242)',
+                   (SELECT lifetime_id FROM decoupled.objects WHERE name = 'secret'));
+END
+$$;
+SET ROLE sec_admin;
+SELECT has_table_privilege('secret', 'SELECT') AS sec_admin_reads_secret;
+SELECT decoupled.tick_tables() >= 0 AS ticked;
+RESET ROLE;
+SELECT status FROM decoupled.object_statuses WHERE name = 'secret';
+-- Reported once a stall; this one is new again for the superuser.
+DO $$
+BEGIN
+    EXECUTE format('DELETE FROM decoupled.table_health WHERE lifetime_id = %s',
+                   (SELECT lifetime_id FROM decoupled.objects WHERE name = 'secret'));
+END
+$$;
+SELECT decoupled.tick_tables() >= 0 AS ticked;
+DO $$
+BEGIN
+    EXECUTE format('DELETE FROM decoupled_storage.c%s_pending WHERE mz_diff = -1 AND k = 7',
+                   (SELECT lifetime_id FROM decoupled.objects WHERE name = 'secret'));
+END
+$$;
+SELECT decoupled.tick_tables() >= 0 AS ticked;
+SELECT status FROM decoupled.object_statuses WHERE name = 'secret';
 
 -- Clean up.
 SELECT decoupled.drop('sec_sink'), decoupled.drop('sec_peeker'), decoupled.drop('sec_meddler'),

@@ -295,7 +295,31 @@ is($node->safe_psql('postgres', q{SELECT relreplident FROM pg_class WHERE oid = 
 $node->safe_psql('postgres', q{SELECT decoupled.register_table('acct')});
 DecoupledTest::wait_for($node,
     q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}, '1');
+# Tables without a primary key get REPLICA IDENTITY FULL while registered;
+# DROP EXTENSION gives each its own back, as unregister_table does.
+$node->safe_psql('postgres', q{
+    CREATE TABLE idn_default (a int, b int);
+    CREATE TABLE idn_nothing (a int, b int);
+    ALTER TABLE idn_nothing REPLICA IDENTITY NOTHING;
+    CREATE TABLE idn_index (a int NOT NULL, b int);
+    CREATE UNIQUE INDEX idn_index_a ON idn_index (a);
+    ALTER TABLE idn_index REPLICA IDENTITY USING INDEX idn_index_a;
+    SELECT decoupled.register_table(t) FROM unnest('{idn_default,idn_nothing,idn_index}'::regclass[]) t;
+});
+is($node->safe_psql('postgres', q{
+    SELECT string_agg(relreplident::text, '' ORDER BY relname) FROM pg_class
+     WHERE relname IN ('idn_default', 'idn_index', 'idn_nothing')}), 'fff',
+    'registered tables without a primary key have REPLICA IDENTITY FULL');
 $node->safe_psql('postgres', 'DROP EXTENSION pg_decoupled CASCADE');
+is($node->safe_psql('postgres', q{
+    SELECT string_agg(c.relname || '=' || c.relreplident::text
+                      || coalesce(':' || i.relname, ''), ',' ORDER BY c.relname)
+      FROM pg_class c
+      LEFT JOIN pg_index x ON x.indrelid = c.oid AND x.indisreplident
+      LEFT JOIN pg_class i ON i.oid = x.indexrelid
+     WHERE c.relname IN ('acct', 'idn_default', 'idn_index', 'idn_nothing')}),
+    'acct=d,idn_default=d,idn_index=i:idn_index_a,idn_nothing=n',
+    'DROP EXTENSION gives every registered table its own replica identity back');
 DecoupledTest::wait_for($node,
     q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}, '0');
 pass('the slot goes with the last registered table and with DROP EXTENSION');

@@ -264,6 +264,13 @@ BEGIN
 END
 $$;
 
+-- A collection's cur and dead locked ROW EXCLUSIVE without waiting (55P03
+-- when another transaction holds one): how a replica's step takes its
+-- output's storage, since a transaction creating views over the collection
+-- may hold it and then wait for the step (extension/write_locks.hpp).
+CREATE FUNCTION decoupled._lock_storage_nowait(lifetime_id bigint) RETURNS void
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_lock_storage_nowait';
+
 ------------------------------------------------------------------------------
 -- The bound publication queue.  Writers queue what they changed; a
 -- publication drains it with SKIP LOCKED.  Neither side ever waits for the

@@ -365,8 +365,13 @@ $$;
 -- the uppers of all idle and ticked tables.  Each busy table ticks in a
 -- subtransaction of its own: one whose tick fails keeps its pending changes
 -- and its upper and shows `stalled` with the error (a WARNING the first
--- time); the others tick.  Returns the number of tables ticked.
+-- time, with the error only for a caller who may read the table: an error
+-- may quote its rows); the others tick.  Returns the number of tables
+-- ticked.  An entry point (extension/caller.cpp): the implementation knows
+-- its caller.
 CREATE FUNCTION decoupled.tick_tables() RETURNS integer
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._tick_tables() RETURNS integer
 LANGUAGE C SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'

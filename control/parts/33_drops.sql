@@ -68,6 +68,37 @@ BEGIN
 END
 $$;
 
+-- DROP EXTENSION gives every live registered table the replica identity it
+-- had before registration set FULL (C14.1), as unregister_table does: the
+-- DDL guard calls this right before PostgreSQL drops the extension, with
+-- the tables already locked (extension/ddl_guard.cpp), with the event
+-- triggers that refuse ALTER TABLE on a registered table off (the
+-- extension's own, enabled on origin only).  One that cannot take it back
+-- (its identity index gone, say) keeps FULL, with a WARNING that says how
+-- it was; the drop goes on.
+CREATE FUNCTION decoupled._give_back_replica_identities() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET session_replication_role = replica
+AS $$
+DECLARE
+    o record;
+BEGIN
+    FOR o IN SELECT c.relation::oid::regclass AS tbl, c.definition->>'replica_identity' AS identity
+               FROM decoupled.catalog_objects c
+              WHERE c.kind = 'table' AND c.dropped_at IS NULL AND c.definition ? 'replica_identity'
+                AND EXISTS (SELECT FROM pg_class r WHERE r.oid = c.relation::oid)
+              ORDER BY c.lifetime_id
+    LOOP
+        BEGIN
+            EXECUTE format('ALTER TABLE %s REPLICA IDENTITY %s', o.tbl, o.identity);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'table % keeps REPLICA IDENTITY FULL: %', o.tbl, SQLERRM
+                USING HINT = format('Registration set it; its own was REPLICA IDENTITY %s.',
+                                    o.identity);
+        END;
+    END LOOP;
+END
+$$;
+
 -- Drops one object in the committing transaction: its catalog rows, then
 -- what can go at once without waiting for a reader (capture triggers, the
 -- written plan, the public view); finalization removes the rest.

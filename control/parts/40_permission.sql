@@ -34,18 +34,30 @@ CREATE CONSTRAINT TRIGGER hold_permission AFTER INSERT OR UPDATE ON decoupled.ca
 
 -- One publication round (C3.5) over `ids`: propose upper - retain_history
 -- capped by requirements and holds, and commit the bounds that moved.
--- Returns the number of bounds advanced.
+-- Returns the number of bounds advanced.  A bound row another transaction
+-- holds is skipped, never waited for, and queued again for a later round: a
+-- transaction creating several views holds its inputs' bound rows, and
+-- storage a round may hold, outside the global lock order
+-- (extension/write_locks.hpp).
 CREATE FUNCTION decoupled._publish_bounds(ids bigint[]) RETURNS integer
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_count integer;
+    v_count  integer;
+    v_locked bigint[];
 BEGIN
     IF ids IS NULL THEN
         RETURN 0;
     END IF;
     -- One lock order for everyone who locks several bound rows.
-    PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = ANY (ids)
-     ORDER BY b.lifetime_id FOR UPDATE;
+    v_locked := ARRAY(SELECT b.lifetime_id FROM decoupled.catalog_bounds b
+                       WHERE b.lifetime_id = ANY (ids)
+                       ORDER BY b.lifetime_id FOR UPDATE SKIP LOCKED);
+    IF cardinality(v_locked) < cardinality(ids) THEN
+        PERFORM decoupled._queue_for_publication(ARRAY(
+            SELECT b.lifetime_id FROM decoupled.catalog_bounds b
+             WHERE b.lifetime_id = ANY (ids) AND b.lifetime_id <> ALL (v_locked)));
+        ids := v_locked;
+    END IF;
     WITH proposal AS (
         SELECT b.lifetime_id,
                decoupled._propose_bound(
@@ -424,9 +436,12 @@ BEGIN
     -- (ascending id), and FOR UPDATE as the commit-time permission check
     -- takes them (a shared lock would have to be upgraded there, and two
     -- upgraders deadlock): publication cannot pass them before this commits.
+    -- NOWAIT: a transaction creating several views holds its inputs' bound
+    -- rows outside that order (extension/write_locks.hpp); adapterd tries
+    -- the round again shortly (55P03).
     PERFORM FROM decoupled.catalog_bounds b
      WHERE b.lifetime_id IN (SELECT l FROM unnest(lids, pending) AS p(l, w) WHERE w >= 0 OR publish)
-     ORDER BY b.lifetime_id FOR UPDATE;
+     ORDER BY b.lifetime_id FOR UPDATE NOWAIT;
     FOR k IN 1 .. coalesce(cardinality(lids), 0) LOOP
         CONTINUE WHEN pending[k] < 0;
         SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b

@@ -691,6 +691,9 @@ BEGIN
     IF upper <> expected_upper THEN
         RETURN;
     END IF;
+    -- Its storage without waiting (55P03, retried shortly): a transaction
+    -- creating views over this one may hold it (extension/write_locks.hpp).
+    PERFORM decoupled._lock_storage_nowait(id);
     -- Named only now that the view is known to live: a view dropped and
     -- finalized meanwhile is ZD002 (_lock_output), not a missing relation.
     v_stage := decoupled._storage(id, 'stage')::regclass;
@@ -922,7 +925,11 @@ $$;
 -- result.  The commit-time permission check locks the bound row of every
 -- requirement that moved; they are all locked here first, in ascending id
 -- (the global lock order), so that a step and a publication never take two
--- of them in opposite orders.
+-- of them in opposite orders.  A bound row another transaction holds is
+-- skipped, never waited for (a transaction creating several views holds
+-- its inputs' outside that order: extension/write_locks.hpp), and the
+-- requirements on it stay where they are until a later step: a requirement
+-- that lags only keeps more history.
 CREATE FUNCTION decoupled._advance_requirements_of(ids bigint[], frontiers bigint[])
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET plan_cache_mode = force_generic_plan
@@ -930,18 +937,23 @@ AS $$
 -- PL/pgSQL, not SQL: its statements are planned once per session, not at
 -- every step; generic plans, since the ids differ at every call.
 DECLARE
-    v_moved bigint[];
+    v_moved  bigint[];
+    v_locked bigint[];
 BEGIN
-    PERFORM FROM decoupled.catalog_bounds b
-     WHERE b.lifetime_id IN (SELECT q.lifetime_id
-                               FROM decoupled.catalog_requirements q
-                               JOIN unnest(ids, frontiers) AS a(id, frontier)
-                                 ON q.required_by = a.id AND q.frontier < a.frontier)
-     ORDER BY b.lifetime_id FOR UPDATE;
+    v_locked := ARRAY(SELECT b.lifetime_id FROM decoupled.catalog_bounds b
+                       WHERE b.lifetime_id IN (SELECT q.lifetime_id
+                                                 FROM decoupled.catalog_requirements q
+                                                 JOIN unnest(ids, frontiers) AS a(id, frontier)
+                                                   ON q.required_by = a.id
+                                                  AND q.frontier < a.frontier)
+                       ORDER BY b.lifetime_id FOR UPDATE SKIP LOCKED);
     WITH moved AS (
         UPDATE decoupled.catalog_requirements q SET frontier = a.frontier, changed_at = now()
           FROM unnest(ids, frontiers) AS a(id, frontier)
          WHERE q.required_by = a.id AND q.frontier < a.frontier
+           AND (q.lifetime_id = ANY (v_locked)
+                OR NOT EXISTS (SELECT FROM decoupled.catalog_bounds b
+                                WHERE b.lifetime_id = q.lifetime_id))
         RETURNING q.lifetime_id)
     SELECT array_agg(DISTINCT m.lifetime_id) INTO v_moved FROM moved m;
     IF v_moved IS NOT NULL THEN
