@@ -37,6 +37,7 @@ CORE_OBJS = \
 	extension/core/relay_segment.o \
 	extension/core/schema_version.o \
 	extension/core/strategy.o \
+	extension/core/weighted_sum.o \
 	extension/core/write_path.o
 
 OBJS = \
@@ -63,6 +64,7 @@ OBJS = \
 	extension/written_plan.o \
 	extension/delta_plan.o \
 	extension/preaggregate.o \
+	extension/weighted_sum_aggregate.o \
 	extension/partition_plan.o \
 	extension/outer_join_terms.o \
 	extension/sessions.o \

@@ -3693,3 +3693,18 @@ AS 'MODULE_PATHNAME', 'decoupled_tick_tables';
 REVOKE ALL ON FUNCTION decoupled._tick_tables() FROM PUBLIC;
 CREATE OR REPLACE FUNCTION decoupled.tick_tables() RETURNS integer
 LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+
+-- 60_materialized_views: a kept sum of integers adds a step's changes in
+-- 128-bit integers (decoupled._weighted_sum), not numeric.
+CREATE FUNCTION decoupled._weighted_sum_step(internal, bigint, bigint) RETURNS internal
+    LANGUAGE C PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_weighted_sum_step';
+CREATE FUNCTION decoupled._weighted_sum_final(internal) RETURNS numeric
+    LANGUAGE C PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_weighted_sum_final';
+CREATE AGGREGATE decoupled._weighted_sum(bigint, bigint) (
+    SFUNC = decoupled._weighted_sum_step, STYPE = internal,
+    FINALFUNC = decoupled._weighted_sum_final, PARALLEL = SAFE);
+-- 90_privileges: the view's owner evaluates it (as a fresh install's
+-- blanket REVOKE and then GRANT leave it).
+REVOKE ALL ON FUNCTION decoupled._weighted_sum_step(internal, bigint, bigint),
+    decoupled._weighted_sum_final(internal), decoupled._weighted_sum(bigint, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION decoupled._weighted_sum(bigint, bigint) TO PUBLIC;

@@ -1724,22 +1724,23 @@ char* aggregated_sql(Query* q, const Keys& keys, const SumsContext& c, bool init
         appendStringInfo(&names, ", a%d", j);
         if (initial)
             appendStringInfo(&sql, ", count(x.a%d), %s", j,
-                             summable ? psprintf("coalesce(sum(x.a%d::pg_catalog.numeric), 0)", j)
+                             summable ? psprintf("coalesce(sum(x.a%d::pg_catalog.int8), 0)", j)
                                       : "0::pg_catalog.numeric");
         else if (with_partials)
             appendStringInfo(&sql,
                              ", (coalesce(sum(CASE WHEN x.a%d IS NULL THEN 0 ELSE x.d END), 0)"
                              " + coalesce(sum(x.pn%d), 0))::pg_catalog.int8, %s",
                              j, j,
-                             summable ? psprintf("coalesce(sum(x.d * x.a%d::pg_catalog.numeric), 0)"
-                                                 " + coalesce(sum(x.ps%d), 0)", j, j)
+                             summable ? psprintf("coalesce(%s, 0) + coalesce(sum(x.ps%d), 0)",
+                                                 weighted_sum_sql("x.d", psprintf("x.a%d", j)), j)
                                       : "0::pg_catalog.numeric");
         else
             appendStringInfo(&sql,
                              ", coalesce(sum(CASE WHEN x.a%d IS NULL THEN 0 ELSE x.d END), 0)"
                              "::pg_catalog.int8, %s",
                              j,
-                             summable ? psprintf("coalesce(sum(x.d * x.a%d::pg_catalog.numeric), 0)", j)
+                             summable ? psprintf("coalesce(%s, 0)",
+                                                 weighted_sum_sql("x.d", psprintf("x.a%d", j)))
                                       : "0::pg_catalog.numeric");
         j++;
     }

@@ -118,6 +118,12 @@ int64 input_changes(int64 input, int64 limit = kCountedChanges);
 char* with_shared_changes(const Partials* p);
 // A SQL literal of `value` as a value of `type`.
 char* typed_literal(const char* value, Oid type);
+
+// The SQL of the sum of diff * value over a group (NULL values skipped,
+// NULL if none), `diff` and `value` integer expressions:
+// decoupled._weighted_sum, or the numeric arithmetic it replaced where a
+// catalog not yet updated from 1.0 lacks it.
+char* weighted_sum_sql(const char* diff, const char* value);
 // `expr` over `in`'s columns, deparsed over its storage's columns, or
 // nullptr if it calls anything but built-in functions.
 char* storage_expression(Node* expr, const Input* in);

@@ -44,6 +44,7 @@ extern "C" {
 #include "nodes/pathnodes.h"
 #include "optimizer/clauses.h"
 #include "optimizer/optimizer.h"
+#include "parser/parse_func.h"
 #include "parser/parsetree.h"
 #include "rewrite/rewriteManip.h"
 #include "utils/builtins.h"
@@ -327,11 +328,7 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Pa
             char* text = deparse_expression(expr, context, true, false);
             char* count = psprintf(
                 "pg_catalog.sum(CASE WHEN (%s) IS NULL THEN 0 ELSE c.mz_diff END)", text);
-            char* sum = lfirst_int(lc) != 0
-                            ? psprintf("pg_catalog.sum(c.mz_diff::pg_catalog.numeric "
-                                       "OPERATOR(pg_catalog.*) (%s)::pg_catalog.numeric)",
-                                       text)
-                            : nullptr;
+            char* sum = lfirst_int(lc) != 0 ? weighted_sum_sql("c.mz_diff", text) : nullptr;
             appendStringInfo(&sql, ", %s::pg_catalog.int8 AS mz_nn_%d, %s AS mz_s_%d", count, j + 1,
                              sum ? sum : "0::pg_catalog.numeric", j + 1);
             appendStringInfo(&having, " OR %s OPERATOR(pg_catalog.<>) 0", count);
@@ -383,6 +380,17 @@ void append_partials(Query* q, int changed_rti, int changed_ncols, int nkeys, Pa
                                 makeTargetEntry(sum, list_length(q->targetList) + 1,
                                                 psprintf("mz_ps%d", j + 1), false));
     }
+}
+
+char* weighted_sum_sql(const char* diff, const char* value) {
+    static const Oid args[2] = {INT8OID, INT8OID};
+    List* name = list_make2(makeString(pstrdup("decoupled")), makeString(pstrdup("_weighted_sum")));
+    if (OidIsValid(LookupFuncName(name, 2, args, true)))
+        return psprintf("decoupled._weighted_sum((%s)::pg_catalog.int8, (%s)::pg_catalog.int8)", diff,
+                        value);
+    return psprintf("pg_catalog.sum((%s)::pg_catalog.numeric OPERATOR(pg_catalog.*) "
+                    "(%s)::pg_catalog.numeric)",
+                    diff, value);
 }
 
 }  // namespace decoupled::delta

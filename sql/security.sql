@@ -239,7 +239,8 @@ RESET ROLE;
 -- that makes its own checks (_history_gate and _history_gate_before are
 -- the AS OF gates themselves,
 -- _shared_holds and _catalog_inventory back public views and dry_run,
--- _kept_* are the arithmetic a view's owner evaluates over kept sums,
+-- _kept_* and _weighted_sum are the arithmetic a view's owner evaluates
+-- over kept sums,
 -- _visible_error and _capture_error back the status views).
 SELECT p.oid::regprocedure AS executable_by_public
   FROM pg_proc p

@@ -62,6 +62,18 @@ CREATE FUNCTION decoupled._kept_sum_numeric(n bigint, s numeric) RETURNS numeric
     LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_kept_sum_numeric';
 CREATE FUNCTION decoupled._kept_avg(n bigint, s numeric) RETURNS numeric
     LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_kept_avg';
+-- The sum of diff * value over a group's changes, in 128-bit integers
+-- (extension/weighted_sum_aggregate.cpp): what a step adds to a kept sum
+-- of integers, as sum(diff::numeric * value::numeric) did, without numeric
+-- arithmetic per changed row.  The view's owner evaluates it (granted to
+-- PUBLIC); its support functions are checked against the extension.
+CREATE FUNCTION decoupled._weighted_sum_step(internal, bigint, bigint) RETURNS internal
+    LANGUAGE C PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_weighted_sum_step';
+CREATE FUNCTION decoupled._weighted_sum_final(internal) RETURNS numeric
+    LANGUAGE C PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_weighted_sum_final';
+CREATE AGGREGATE decoupled._weighted_sum(bigint, bigint) (
+    SFUNC = decoupled._weighted_sum_step, STYPE = internal,
+    FINALFUNC = decoupled._weighted_sum_final, PARALLEL = SAFE);
 CREATE FUNCTION decoupled._recompute_in_full(touched bigint, view_rows double precision)
     RETURNS boolean LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_recompute_in_full';
 -- A relation's live rows as the statistics system counts them, else the

@@ -34,7 +34,8 @@ GRANT EXECUTE ON FUNCTION
     decoupled.wait_for_upper(text, bigint, interval), decoupled.verify(text, bigint),
     decoupled._shared_holds(), decoupled.subscribe(text, bigint, bigint),
     decoupled._kept_sum_int8(bigint, numeric), decoupled._kept_sum_numeric(bigint, numeric),
-    decoupled._kept_avg(bigint, numeric), decoupled._capture_switching(),
+    decoupled._kept_avg(bigint, numeric), decoupled._weighted_sum(bigint, bigint),
+    decoupled._capture_switching(),
     decoupled.wait_for_capture(interval), decoupled._capture_state(),
     decoupled._capture_error(), decoupled._visible_error(text, oid, text),
     decoupled._unhydrated(text), decoupled._relay_state()
