@@ -36,6 +36,7 @@ extern "C" {
 #include "../extension/gucs.hpp"
 #include "../extension/pg_guard.hpp"
 #include "../extension/shmem.hpp"
+#include "../extension/write_locks.hpp"
 
 extern "C" {
 PGDLLEXPORT void decoupled_adapterd_main(Datum);
@@ -224,7 +225,7 @@ void decoupled_adapterd_main(Datum arg) {
             }
             // Bound rows another transaction holds (one creating views, say):
             // tried again shortly, without counting as a failure.
-            if (incarnation != 0 && e.data()->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
+            if (incarnation != 0 && e.data()->sqlerrcode == DECOUPLED_ERRCODE_BUSY) {
                 FreeErrorData(e.data());
                 busy_until = now_ms() + kBusyRetryMs;
                 next_round = busy_until;

@@ -39,6 +39,7 @@ extern "C" {
 #include "../extension/gucs.hpp"
 #include "../extension/pg_guard.hpp"
 #include "../extension/shmem.hpp"
+#include "../extension/write_locks.hpp"
 
 extern "C" {
 PGDLLEXPORT void decoupled_controller_main(Datum);
@@ -596,6 +597,8 @@ void decoupled_controller_main(Datum) {
     // schema some user can create objects in.
     SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
     pgstat_report_appname("pg_decoupled controller");
+    // Its ticks never wait for a table's storage (write_locks.hpp).
+    decoupled::ticks_never_wait = true;
     attach_to_shmem();
 
     MemoryContext context = AllocSetContextCreate(TopMemoryContext, "pg_decoupled controller",

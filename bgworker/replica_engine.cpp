@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <limits>
 #include <set>
 #include <pqxx/pqxx>
 #include <vector>
@@ -30,9 +31,11 @@ constexpr const char* kFenced = "ZD001";        // this incarnation is no longer
 constexpr const char* kDroppedMeanwhile = "ZD002";  // the catalog dropped the object
 constexpr const char* kLostRace = "ZD003";      // a concurrent start of the same replica won
 // Storage another transaction holds (one creating views over it): the step
-// is tried again shortly, not reported stalled (extension/write_locks.hpp).
-constexpr const char* kBusy = "55P03";
+// is tried again shortly, reported stalled only once that has lasted
+// kBusyStallMs (extension/write_locks.hpp).
+constexpr const char* kBusy = "ZD004";
 constexpr int64_t kBusyRetryMs = 50;
+constexpr int64_t kBusyStallMs = 10'000;
 
 struct Output {
     int64_t id = 0;
@@ -52,6 +55,7 @@ struct Source {
     std::string reported;  // the status last reported
     int failures = 0;      // consecutive failed steps
     int64_t retry_at = 0;  // stalled: not stepped again before this time
+    int64_t busy_since = 0;  // its storage locked by another transaction since
 };
 
 // A materialized view or sink: stepped by a server function that computes
@@ -67,6 +71,7 @@ struct Maintained {
     bool prewarmed = false;  // computed once by this prewarming incarnation
     int failures = 0;      // consecutive failed steps
     int64_t retry_at = 0;  // stalled: not stepped again before this time
+    int64_t busy_since = 0;  // its storage locked by another transaction since
 };
 
 bool is_fencing(const pqxx::sql_error& e) { return e.sqlstate() == kFenced; }
@@ -334,6 +339,8 @@ struct ReplicaEngine::Impl {
     }
 
     bool idle_batch_failed = false;  // advance_idle's failure, logged once per episode
+    // The earliest retry of a step that found its storage busy in this pass.
+    int64_t busy_wake = std::numeric_limits<int64_t>::max();
 
     // The views of this pass whose step would only move their upper, in
     // one transaction (replica_advance_idle): a transaction per idle view
@@ -655,6 +662,7 @@ struct ReplicaEngine::Impl {
         if (!f.failed) {
             o.failures = 0;
             o.retry_at = 0;
+            o.busy_since = 0;
             return true;
         }
         if (f.sqlstate == kDroppedMeanwhile) {
@@ -663,8 +671,14 @@ struct ReplicaEngine::Impl {
         }
         if (f.sqlstate == kLostRace) return true;
         if (f.sqlstate == kBusy) {
-            o.retry_at = now + kBusyRetryMs;
-            return true;
+            if (o.busy_since == 0) o.busy_since = now;
+            if (now - o.busy_since < kBusyStallMs) {
+                o.retry_at = now + kBusyRetryMs;
+                busy_wake = std::min(busy_wake, o.retry_at);
+                return true;
+            }
+        } else {
+            o.busy_since = 0;
         }
         // Dropped while the step ran (its written plan or storage went with
         // the drop's commit, which the step waited for): no stall, the
@@ -791,6 +805,7 @@ struct ReplicaEngine::Impl {
             });
         }
         int64_t wake = now + poll_ms;
+        busy_wake = std::numeric_limits<int64_t>::max();
         for (auto it = sources.begin(); it != sources.end();) {
             Source& s = it->second;
             if (now < s.retry_at) {
@@ -821,6 +836,7 @@ struct ReplicaEngine::Impl {
             it = kept ? std::next(it) : maintained.erase(it);
         }
         if (!failed && !replica_error.empty()) replica_recovered();
+        wake = std::min(wake, busy_wake);
         return std::max<int64_t>(wake - now, 0);
     }
 

@@ -3456,7 +3456,7 @@ BEGIN
                                   WHERE s.subscription)
          ORDER BY o.lifetime_id
     LOOP
-        PERFORM decoupled._ensure_time_index(v_id);
+        PERFORM decoupled._try_time_index(v_id);
     END LOOP;
 END
 $$;
@@ -3597,6 +3597,7 @@ DECLARE
     v_bound   bigint;
     v_changed bigint[];
     k         integer;
+    v_timeout text := current_setting('lock_timeout');
 BEGIN
     SELECT * INTO i FROM decoupled.catalog_adapter_incarnations a
      WHERE a.incarnation = _adapter_apply.incarnation;
@@ -3605,12 +3606,22 @@ BEGIN
     -- (ascending id), and FOR UPDATE as the commit-time permission check
     -- takes them (a shared lock would have to be upgraded there, and two
     -- upgraders deadlock): publication cannot pass them before this commits.
-    -- NOWAIT: a transaction creating several views holds its inputs' bound
-    -- rows outside that order (extension/write_locks.hpp); adapterd tries
-    -- the round again shortly (55P03).
-    PERFORM FROM decoupled.catalog_bounds b
-     WHERE b.lifetime_id IN (SELECT l FROM unnest(lids, pending) AS p(l, w) WHERE w >= 0 OR publish)
-     ORDER BY b.lifetime_id FOR UPDATE NOWAIT;
+    -- Not waited for beyond a moment (far below deadlock_timeout): a
+    -- transaction creating several views holds its inputs' bound rows
+    -- outside that order (extension/write_locks.hpp); adapterd tries the
+    -- round again shortly (ZD004).
+    PERFORM set_config('lock_timeout', '20ms', true);
+    BEGIN
+        PERFORM FROM decoupled.catalog_bounds b
+         WHERE b.lifetime_id IN (SELECT l FROM unnest(lids, pending) AS p(l, w)
+                                  WHERE w >= 0 OR publish)
+         ORDER BY b.lifetime_id FOR UPDATE;
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE EXCEPTION 'compaction bounds of held collections are locked by another transaction'
+            USING ERRCODE = 'ZD004',  -- busy: the protocol's own class
+                  HINT = 'adapterd tries again shortly.';
+    END;
+    PERFORM set_config('lock_timeout', v_timeout, true);
     FOR k IN 1 .. coalesce(cardinality(lids), 0) LOOP
         CONTINUE WHEN pending[k] < 0;
         SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b
@@ -3708,3 +3719,21 @@ CREATE AGGREGATE decoupled._weighted_sum(bigint, bigint) (
 REVOKE ALL ON FUNCTION decoupled._weighted_sum_step(internal, bigint, bigint),
     decoupled._weighted_sum_final(internal), decoupled._weighted_sum(bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION decoupled._weighted_sum(bigint, bigint) TO PUBLIC;
+
+-- 30_storage: a replica's heartbeat makes a view's time index without
+-- waiting for a transaction creating views over it (replica_heartbeat above).
+CREATE FUNCTION decoupled._try_time_index(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    v_name text := 'c' || _try_time_index.lifetime_id || '_cur_mz_ts_idx';
+    v_cur  text := decoupled._storage(_try_time_index.lifetime_id, 'cur');
+BEGIN
+    IF to_regclass(v_cur) IS NOT NULL
+       AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL
+       AND pg_try_advisory_xact_lock(1684231241,
+                                     (_try_time_index.lifetime_id % 2147483647)::integer) THEN
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._try_time_index(bigint) FROM PUBLIC;

@@ -72,6 +72,7 @@ extern "C" {
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 }
 
 #include <cerrno>
@@ -998,6 +999,28 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
     unpin(c);
 }
 
+// The controller's ticks skipped because a table's storage was locked:
+// since when (0: they tick), and whether that was logged.
+TimestampTz tick_skipped_since = 0;
+bool tick_skip_logged = false;
+
+// A skipped tick is normal for a moment (a view's creation builds its
+// arrangements); one that lasts is said in the log, once.
+void note_tick_skipped(Oid held) {
+    TimestampTz now = GetCurrentTimestamp();
+    if (tick_skipped_since == 0) {
+        tick_skipped_since = now;
+        tick_skip_logged = false;
+    } else if (!tick_skip_logged && TimestampDifferenceExceeds(tick_skipped_since, now, 10000)) {
+        tick_skip_logged = true;
+        ereport(LOG, (errmsg("registered tables have not ticked for 10 s: \"%s\" is locked by "
+                             "another transaction",
+                             get_rel_name(held)),
+                      errdetail("A transaction creating views over a table holds its storage "
+                                "until it ends; the controller tries again at every tick.")));
+    }
+}
+
 // Whether the caller of the entry point may SELECT `relid`.
 bool caller_can_select(Oid relid) {
     const decoupled::CallerFrame* frame = decoupled::current_caller_frame();
@@ -1329,18 +1352,30 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     BlockNumber* blocks = (BlockNumber*)palloc0(sizeof(BlockNumber) * n);
     for (int i = 0; i < n; i++)
         busy[i] = has_visible_rows(storage_relid(ids[i], "pending"), snapshot, &blocks[i]);
-    // The controller's tick never waits for a busy table's storage: a
-    // transaction creating views over it may hold it, and may then wait for
-    // this tick (write_locks.hpp).  Then nothing ticks (a writer's changes
-    // to several tables land in one tick) until the next tick's try.  A
-    // session's tick waits, as it promises to move what committed before it.
-    if (MyBackendType != B_BACKEND)
-        for (int i = 0; i < n; i++)
-            if (busy[i] && !decoupled::lock_storage_for_writes(ids[i])) {
-                UnregisterSnapshot(snapshot);
-                SPI_finish();
-                PG_RETURN_INT32(0);
-            }
+    // The busy tables' storage, all at once or none: a transaction creating
+    // views over a table may hold its storage and then wait for this tick,
+    // so a tick never waits holding any of it (write_locks.hpp).  The
+    // controller's tick then ticks nothing (a writer's changes to several
+    // tables land in one tick) and tries again at the next tick; a
+    // session's waits for the busy relation holding none of the storage,
+    // and tries again.
+    int64* busy_ids = (int64*)palloc(sizeof(int64) * n);
+    int nbusy = 0;
+    for (int i = 0; i < n; i++)
+        if (busy[i]) busy_ids[nbusy++] = ids[i];
+    for (;;) {
+        Oid held = decoupled::lock_all_storage_for_writes(busy_ids, nbusy);
+        if (!OidIsValid(held)) break;
+        if (decoupled::ticks_never_wait) {
+            note_tick_skipped(held);
+            UnregisterSnapshot(snapshot);
+            SPI_finish();
+            PG_RETURN_INT32(0);
+        }
+        LockRelationOid(held, RowExclusiveLock);
+        UnlockRelationOid(held, RowExclusiveLock);
+    }
+    tick_skipped_since = 0;
     for (int i = 0; i < n; i++) {
         Oid pending = storage_relid(ids[i], "pending");
         if (!busy[i]) {

@@ -2,9 +2,11 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "fmgr.h"
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 }
 
 #include "storage_names.hpp"
@@ -14,35 +16,43 @@ extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_lock_storage_nowait);
 }
 
-namespace {
+bool decoupled::ticks_never_wait = false;
 
-// The part of c<id> that could not be locked, or nullptr.
-const char* busy_part(int64 id) {
+Oid decoupled::lock_storage_for_writes(int64 id) {
     static const char* const parts[] = {"cur", "dead"};
     for (const char* part : parts) {
-        Oid relid = decoupled::storage_relid(id, part);
-        if (OidIsValid(relid) && !ConditionalLockRelationOid(relid, RowExclusiveLock)) return part;
+        Oid relid = storage_relid(id, part);
+        if (OidIsValid(relid) && !ConditionalLockRelationOid(relid, RowExclusiveLock)) return relid;
     }
-    return nullptr;
+    return InvalidOid;
 }
 
-}  // namespace
-
-bool decoupled::lock_storage_for_writes(int64 id) { return busy_part(id) == nullptr; }
+Oid decoupled::lock_all_storage_for_writes(const int64* ids, int n) {
+    MemoryContext context = CurrentMemoryContext;
+    ResourceOwner owner = CurrentResourceOwner;
+    BeginInternalSubTransaction(nullptr);
+    Oid busy = InvalidOid;
+    for (int i = 0; i < n && !OidIsValid(busy); i++) busy = lock_storage_for_writes(ids[i]);
+    if (OidIsValid(busy))
+        RollbackAndReleaseCurrentSubTransaction();
+    else
+        ReleaseCurrentSubTransaction();  // the locks pass to the enclosing transaction
+    MemoryContextSwitchTo(context);
+    CurrentResourceOwner = owner;
+    return busy;
+}
 
 // decoupled._lock_storage_nowait(lifetime_id bigint): a replica's step
-// takes its output's storage this way before writing it; 55P03 when
-// another transaction holds it, which the replica retries shortly without
-// reporting the object stalled.
+// takes its output's storage this way before writing it; ZD004 when
+// another transaction holds it, which the replica retries shortly.
 Datum decoupled_lock_storage_nowait(PG_FUNCTION_ARGS) {
     if (PG_ARGISNULL(0)) PG_RETURN_VOID();
-    int64 id = PG_GETARG_INT64(0);
-    const char* part = busy_part(id);
-    if (part != nullptr)
+    Oid busy = decoupled::lock_storage_for_writes(PG_GETARG_INT64(0));
+    if (OidIsValid(busy))
         ereport(ERROR,
-                (errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+                (errcode(DECOUPLED_ERRCODE_BUSY),
                  errmsg("could not lock \"%s\" for maintenance without waiting",
-                        decoupled::storage_name(id, part)),
+                        get_rel_name(busy)),
                  errdetail("Another transaction holds it, such as one creating a materialized "
                            "view over its collection."),
                  errhint("Maintenance tries again shortly.")));

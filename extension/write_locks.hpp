@@ -7,8 +7,9 @@
 // (docs/architecture.md, "One lock order"), so a tick, a replica's step or a
 // publication round that waited for one of them while holding what a later
 // creation in that transaction needs deadlocked with it (40P01).  So
-// maintenance takes such locks without waiting and tries again later: a
-// worker is never part of a cycle, and the user's transaction goes on.
+// maintenance takes such locks without waiting and tries again later
+// (replicas and adapterd see ZD004, below): a worker is never part of a
+// cycle, and the user's transaction goes on.
 #pragma once
 
 extern "C" {
@@ -17,9 +18,23 @@ extern "C" {
 
 namespace decoupled {
 
-// ROW EXCLUSIVE on c<id>_cur and c<id>_dead if nobody holds a conflicting
-// lock; false otherwise (a lock it got stays held until the transaction
-// ends).  A relation that does not exist is no obstacle.
-bool lock_storage_for_writes(int64 id);
+// SQLSTATE ZD004: what maintenance needs is locked by another transaction
+// (one creating views, say); the step is tried again shortly.
+#define DECOUPLED_ERRCODE_BUSY MAKE_SQLSTATE('Z', 'D', '0', '0', '4')
+
+// Set in the controller's process: its ticks never wait for a table's
+// storage (a session's tick waits, holding none of it, as it promises to
+// move what committed before it).
+extern bool ticks_never_wait;
+
+// ROW EXCLUSIVE on c<id>_cur and then c<id>_dead if nobody holds a
+// conflicting lock: InvalidOid, or the relation that was busy (a lock it
+// got stays held until the (sub)transaction ends).  A relation that does
+// not exist is no obstacle.
+Oid lock_storage_for_writes(int64 id);
+
+// ROW EXCLUSIVE on the storage of every collection in ids[0..n) at once,
+// in a subtransaction: all of them, or (busy relation returned) none.
+Oid lock_all_storage_for_writes(const int64* ids, int n);
 
 }  // namespace decoupled

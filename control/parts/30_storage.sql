@@ -176,6 +176,25 @@ BEGIN
 END
 $$;
 
+-- The same for a replica's heartbeat (replica_heartbeat), which never
+-- waits: a transaction creating a view over the collection holds the
+-- advisory lock until it ends and may then wait for the replica
+-- (extension/write_locks.hpp).  The next heartbeat tries again.
+CREATE FUNCTION decoupled._try_time_index(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    v_name text := 'c' || _try_time_index.lifetime_id || '_cur_mz_ts_idx';
+    v_cur  text := decoupled._storage(_try_time_index.lifetime_id, 'cur');
+BEGIN
+    IF to_regclass(v_cur) IS NOT NULL
+       AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL
+       AND pg_try_advisory_xact_lock(1684231241,
+                                     (_try_time_index.lifetime_id % 2147483647)::integer) THEN
+        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
+    END IF;
+END
+$$;
+
 -- The views a collection's history is read through at decoupled.as_of:
 -- c<id>_history (its rows then), c<id>_delta (its changes then: rows
 -- inserted (+1) and retracted (-1) at as_of; incremental views read their

@@ -428,6 +428,7 @@ DECLARE
     v_bound   bigint;
     v_changed bigint[];
     k         integer;
+    v_timeout text := current_setting('lock_timeout');
 BEGIN
     SELECT * INTO i FROM decoupled.catalog_adapter_incarnations a
      WHERE a.incarnation = _adapter_apply.incarnation;
@@ -436,12 +437,22 @@ BEGIN
     -- (ascending id), and FOR UPDATE as the commit-time permission check
     -- takes them (a shared lock would have to be upgraded there, and two
     -- upgraders deadlock): publication cannot pass them before this commits.
-    -- NOWAIT: a transaction creating several views holds its inputs' bound
-    -- rows outside that order (extension/write_locks.hpp); adapterd tries
-    -- the round again shortly (55P03).
-    PERFORM FROM decoupled.catalog_bounds b
-     WHERE b.lifetime_id IN (SELECT l FROM unnest(lids, pending) AS p(l, w) WHERE w >= 0 OR publish)
-     ORDER BY b.lifetime_id FOR UPDATE NOWAIT;
+    -- Not waited for beyond a moment (far below deadlock_timeout): a
+    -- transaction creating several views holds its inputs' bound rows
+    -- outside that order (extension/write_locks.hpp); adapterd tries the
+    -- round again shortly (ZD004).
+    PERFORM set_config('lock_timeout', '20ms', true);
+    BEGIN
+        PERFORM FROM decoupled.catalog_bounds b
+         WHERE b.lifetime_id IN (SELECT l FROM unnest(lids, pending) AS p(l, w)
+                                  WHERE w >= 0 OR publish)
+         ORDER BY b.lifetime_id FOR UPDATE;
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE EXCEPTION 'compaction bounds of held collections are locked by another transaction'
+            USING ERRCODE = 'ZD004',  -- busy: the protocol's own class
+                  HINT = 'adapterd tries again shortly.';
+    END;
+    PERFORM set_config('lock_timeout', v_timeout, true);
     FOR k IN 1 .. coalesce(cardinality(lids), 0) LOOP
         CONTINUE WHEN pending[k] < 0;
         SELECT b.bound INTO v_bound FROM decoupled.catalog_bounds b
