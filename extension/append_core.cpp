@@ -1363,7 +1363,7 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     int nbusy = 0;
     for (int i = 0; i < n; i++)
         if (busy[i]) busy_ids[nbusy++] = ids[i];
-    for (;;) {
+    while (nbusy > 0) {
         Oid held = decoupled::lock_all_storage_for_writes(busy_ids, nbusy);
         if (!OidIsValid(held)) break;
         if (decoupled::ticks_never_wait) {
