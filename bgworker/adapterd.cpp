@@ -185,6 +185,8 @@ void decoupled_adapterd_main(Datum arg) {
     int64 next_round = 0;
     int failures = 0;
     int64 busy_until = 0;  // a round found bound rows locked: not before this
+    int64 busy_since = 0;  // rounds have found them locked since (0: they did not)
+    bool busy_logged = false;
     while (!ShutdownRequestPending) {
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
@@ -215,6 +217,7 @@ void decoupled_adapterd_main(Datum arg) {
             decoupled::pg_call([&] { adapter_round(incarnation, publish); });
             if (publish) last_publication = now_ms();
             failures = 0;
+            busy_since = 0;
         } catch (const decoupled::PgError& e) {
             AbortCurrentTransaction();
             pgstat_report_activity(STATE_IDLE, nullptr);
@@ -226,6 +229,16 @@ void decoupled_adapterd_main(Datum arg) {
             // Bound rows another transaction holds (one creating views, say):
             // tried again shortly, without counting as a failure.
             if (incarnation != 0 && e.data()->sqlerrcode == DECOUPLED_ERRCODE_BUSY) {
+                if (busy_since == 0) {
+                    busy_since = now_ms();
+                    busy_logged = false;
+                } else if (!busy_logged && now_ms() - busy_since >= 10000) {
+                    busy_logged = true;
+                    ereport(LOG, (errmsg("pg_decoupled adapterd \"%s\" has waited 10 s: %s", adapter,
+                                         e.what()),
+                                  errdetail("Holds wait for their protection until the "
+                                            "transaction holding those rows ends.")));
+                }
                 FreeErrorData(e.data());
                 busy_until = now_ms() + kBusyRetryMs;
                 next_round = busy_until;

@@ -1766,7 +1766,7 @@ BEGIN
     IF upper <> expected_upper THEN
         RETURN;
     END IF;
-    -- Its storage without waiting (55P03, retried shortly): a transaction
+    -- Its storage without waiting (ZD004, retried shortly): a transaction
     -- creating views over this one may hold it (extension/write_locks.hpp).
     PERFORM decoupled._lock_storage_nowait(id);
     -- Named only now that the view is known to live: a view dropped and
@@ -3573,7 +3573,7 @@ DECLARE
 BEGIN
     i := decoupled._live_incarnation(replica_append.incarnation);
     PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
-    -- Its storage without waiting (55P03, retried shortly): a transaction
+    -- Its storage without waiting (ZD004, retried shortly): a transaction
     -- creating views over the collection may hold it (write_locks.hpp).
     PERFORM decoupled._lock_storage_nowait(replica_append.lifetime_id);
     SELECT c.upper INTO v_upper FROM decoupled._compare_and_append(
@@ -3713,7 +3713,7 @@ CREATE FUNCTION decoupled._weighted_sum_final(internal) RETURNS numeric
     LANGUAGE C PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_weighted_sum_final';
 CREATE AGGREGATE decoupled._weighted_sum(bigint, bigint) (
     SFUNC = decoupled._weighted_sum_step, STYPE = internal,
-    FINALFUNC = decoupled._weighted_sum_final, PARALLEL = SAFE);
+    FINALFUNC = decoupled._weighted_sum_final, SSPACE = 48, PARALLEL = SAFE);
 -- 90_privileges: the view's owner evaluates it (as a fresh install's
 -- blanket REVOKE and then GRANT leave it).
 REVOKE ALL ON FUNCTION decoupled._weighted_sum_step(internal, bigint, bigint),

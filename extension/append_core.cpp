@@ -160,6 +160,7 @@ SPIPlanPtr lock_frontier_plan = nullptr;
 SPIPlanPtr columns_plan = nullptr;
 SPIPlanPtr advance_plan = nullptr;
 SPIPlanPtr tick_lock_plan = nullptr;
+SPIPlanPtr tick_lock_skip_plan = nullptr;
 SPIPlanPtr wal_tables_plan = nullptr;
 SPIPlanPtr stalled_plan = nullptr;
 SPIPlanPtr table_health_plan = nullptr;
@@ -999,26 +1000,29 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
     unpin(c);
 }
 
-// The controller's ticks skipped because a table's storage was locked:
-// since when (0: they tick), and whether that was logged.
+// The controller's ticks skipped because what they need was locked: since
+// when (0: they tick), the last skip, and whether the episode was logged.
 TimestampTz tick_skipped_since = 0;
+TimestampTz tick_last_skipped = 0;
 bool tick_skip_logged = false;
 
 // A skipped tick is normal for a moment (a view's creation builds its
-// arrangements); one that lasts is said in the log, once.
-void note_tick_skipped(Oid held) {
+// arrangements); an episode of them that lasts 10 s is said in the log,
+// once.  Skips more than 5 s apart are separate episodes.
+void note_tick_skipped(const char* what) {
     TimestampTz now = GetCurrentTimestamp();
-    if (tick_skipped_since == 0) {
+    if (tick_skipped_since == 0 || TimestampDifferenceExceeds(tick_last_skipped, now, 5000)) {
         tick_skipped_since = now;
         tick_skip_logged = false;
     } else if (!tick_skip_logged && TimestampDifferenceExceeds(tick_skipped_since, now, 10000)) {
         tick_skip_logged = true;
-        ereport(LOG, (errmsg("registered tables have not ticked for 10 s: \"%s\" is locked by "
-                             "another transaction",
-                             get_rel_name(held)),
+        ereport(LOG, (errmsg("registered tables have not ticked for 10 s: %s is locked by another "
+                             "transaction",
+                             what),
                       errdetail("A transaction creating views over a table holds its storage "
                                 "until it ends; the controller tries again at every tick.")));
     }
+    tick_last_skipped = now;
 }
 
 // Whether the caller of the entry point may SELECT `relid`.
@@ -1292,20 +1296,42 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                      errdetail("Writes committed before the tick may land at a later tick."),
                      errhint("See decoupled.capture.")));
     }
-    // Every live table's frontier, locked in one fixed order.
-    run(global_plan(&tick_lock_plan,
-                    "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid "
-                    "  FROM decoupled.catalog_frontiers f "
-                    "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
-                    " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
-                    " ORDER BY f.lifetime_id FOR UPDATE OF f",
-                    0, nullptr),
-        nullptr);
+    // Every live table's frontier, locked in one fixed order.  The
+    // controller's tick never waits for them (a session's tick holds them
+    // while it waits for a view's creation, below): it skips those another
+    // transaction holds and ticks nothing unless it got them all.
+    const bool never_wait = decoupled::ticks_never_wait;
+    if (never_wait)
+        run(global_plan(&tick_lock_skip_plan,
+                        "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
+                        "       (SELECT count(*) FROM decoupled.catalog_objects t "
+                        "         WHERE t.kind = 'table' AND t.dropped_at IS NULL) "
+                        "  FROM decoupled.catalog_frontiers f "
+                        "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
+                        " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
+                        " ORDER BY f.lifetime_id FOR UPDATE OF f SKIP LOCKED",
+                        0, nullptr),
+            nullptr);
+    else
+        run(global_plan(&tick_lock_plan,
+                        "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid "
+                        "  FROM decoupled.catalog_frontiers f "
+                        "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
+                        " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
+                        " ORDER BY f.lifetime_id FOR UPDATE OF f",
+                        0, nullptr),
+            nullptr);
     int n = (int)SPI_processed;
     // Tests stop a tick here: its tables' frontiers are locked, nothing is
     // read or written yet (a DROP TABLE racing it, say).
     decoupled::wait_point("tick:locked");
     if (n == 0) {
+        SPI_finish();
+        PG_RETURN_INT32(0);
+    }
+    int64 live_tables = n;
+    if (never_wait && get_int8(0, 5, &live_tables) && live_tables > n) {
+        note_tick_skipped("a table's frontier");
         SPI_finish();
         PG_RETURN_INT32(0);
     }
@@ -1366,8 +1392,8 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     while (nbusy > 0) {
         Oid held = decoupled::lock_all_storage_for_writes(busy_ids, nbusy);
         if (!OidIsValid(held)) break;
-        if (decoupled::ticks_never_wait) {
-            note_tick_skipped(held);
+        if (never_wait) {
+            note_tick_skipped(psprintf("\"%s\"", get_rel_name(held)));
             UnregisterSnapshot(snapshot);
             SPI_finish();
             PG_RETURN_INT32(0);

@@ -31,8 +31,25 @@ Oid decoupled::lock_all_storage_for_writes(const int64* ids, int n) {
     MemoryContext context = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
     BeginInternalSubTransaction(nullptr);
-    Oid busy = InvalidOid;
-    for (int i = 0; i < n && !OidIsValid(busy); i++) busy = lock_storage_for_writes(ids[i]);
+    MemoryContextSwitchTo(context);
+    volatile Oid busy = InvalidOid;
+    PG_TRY();
+    {
+        for (int i = 0; i < n && !OidIsValid(busy); i++) busy = lock_storage_for_writes(ids[i]);
+    }
+    PG_CATCH();
+    {
+        // Out of lock space, say: the subtransaction ends before the error
+        // goes on, so a caller's own subtransactions stay balanced.
+        MemoryContextSwitchTo(context);
+        ErrorData* error = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(context);
+        CurrentResourceOwner = owner;
+        ReThrowError(error);
+    }
+    PG_END_TRY();
     if (OidIsValid(busy))
         RollbackAndReleaseCurrentSubTransaction();
     else

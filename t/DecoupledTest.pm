@@ -154,7 +154,11 @@ sub extension_shape {
             OR n.oid IN (SELECT objid FROM members WHERE classid = 'pg_namespace'::regclass)
         UNION ALL
         SELECT format('function %s owner %s acl %s%s', p.oid::regprocedure, pg_get_userbyid(p.proowner),
-                      p.proacl, CASE WHEN p.prokind = 'a' THEN ' aggregate'
+                      p.proacl, CASE WHEN p.prokind = 'a'
+                                     THEN (SELECT format(' aggregate sfunc %s stype %s sspace %s final %s',
+                                                         a.aggtransfn, a.aggtranstype::regtype,
+                                                         a.aggtransspace, a.aggfinalfn)
+                                             FROM pg_aggregate a WHERE a.aggfnoid = p.oid)
                                      ELSE E'\n' || pg_get_functiondef(p.oid) END)
           FROM pg_proc p JOIN members m ON m.classid = 'pg_proc'::regclass AND m.objid = p.oid
         UNION ALL

@@ -283,7 +283,7 @@ BEGIN
 END
 $$;
 
--- A collection's cur and dead locked ROW EXCLUSIVE without waiting (55P03
+-- A collection's cur and dead locked ROW EXCLUSIVE without waiting (ZD004
 -- when another transaction holds one): how a replica's step takes its
 -- output's storage, since a transaction creating views over the collection
 -- may hold it and then wait for the step (extension/write_locks.hpp).

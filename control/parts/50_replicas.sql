@@ -436,7 +436,7 @@ DECLARE
 BEGIN
     i := decoupled._live_incarnation(replica_append.incarnation);
     PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
-    -- Its storage without waiting (55P03, retried shortly): a transaction
+    -- Its storage without waiting (ZD004, retried shortly): a transaction
     -- creating views over the collection may hold it (write_locks.hpp).
     PERFORM decoupled._lock_storage_nowait(replica_append.lifetime_id);
     SELECT c.upper INTO v_upper FROM decoupled._compare_and_append(

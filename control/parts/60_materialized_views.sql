@@ -73,7 +73,7 @@ CREATE FUNCTION decoupled._weighted_sum_final(internal) RETURNS numeric
     LANGUAGE C PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_weighted_sum_final';
 CREATE AGGREGATE decoupled._weighted_sum(bigint, bigint) (
     SFUNC = decoupled._weighted_sum_step, STYPE = internal,
-    FINALFUNC = decoupled._weighted_sum_final, PARALLEL = SAFE);
+    FINALFUNC = decoupled._weighted_sum_final, SSPACE = 48, PARALLEL = SAFE);
 CREATE FUNCTION decoupled._recompute_in_full(touched bigint, view_rows double precision)
     RETURNS boolean LANGUAGE C IMMUTABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_recompute_in_full';
 -- A relation's live rows as the statistics system counts them, else the
@@ -703,7 +703,7 @@ BEGIN
     IF upper <> expected_upper THEN
         RETURN;
     END IF;
-    -- Its storage without waiting (55P03, retried shortly): a transaction
+    -- Its storage without waiting (ZD004, retried shortly): a transaction
     -- creating views over this one may hold it (extension/write_locks.hpp).
     PERFORM decoupled._lock_storage_nowait(id);
     -- Named only now that the view is known to live: a view dropped and
