@@ -57,7 +57,6 @@ extern "C" {
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -71,7 +70,6 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -1025,14 +1023,6 @@ void note_tick_skipped(const char* what) {
     tick_last_skipped = now;
 }
 
-// Whether the caller of the entry point may SELECT `relid`.
-bool caller_can_select(Oid relid) {
-    const decoupled::CallerFrame* frame = decoupled::current_caller_frame();
-    Oid caller = frame ? frame->user : GetUserId();
-    return OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
-           pg_class_aclcheck(relid, caller, ACL_SELECT) == ACLCHECK_OK;
-}
-
 // Whether `relid` holds a row visible to `snapshot`: a scan that stops at
 // the first one.  A relation that cannot be opened counts as busy, so that
 // its tick fails (and says why) in its own subtransaction.
@@ -1429,16 +1419,18 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                             : pstrdup(failed->message ? failed->message : "unknown error");
         // The error may quote the table's rows: shown to a caller who may
         // read it, as object_statuses shows it (_visible_error).
-        if (!was_stalled(ids[i]) && caller_can_select(relations[i]))
-            ereport(WARNING,
-                    (errmsg("registered table \"%s\" stalled: %s", names[i], message),
-                     errhint("Its captured changes stay pending and every tick retries it.")));
-        else if (!was_stalled(ids[i]))
-            ereport(WARNING,
-                    (errmsg("registered table \"%s\" stalled", names[i]),
-                     errdetail("Its error is shown to roles that may read the table, in "
-                               "decoupled.object_statuses."),
-                     errhint("Its captured changes stay pending and every tick retries it.")));
+        if (!was_stalled(ids[i])) {
+            if (decoupled::caller_can_select(relations[i]))
+                ereport(WARNING,
+                        (errmsg("registered table \"%s\" stalled: %s", names[i], message),
+                         errhint("Its captured changes stay pending and every tick retries it.")));
+            else
+                ereport(WARNING,
+                        (errmsg("registered table \"%s\" stalled", names[i]),
+                         errdetail("Its error is shown to roles that may read the table, in "
+                                   "decoupled.object_statuses."),
+                         errhint("Its captured changes stay pending and every tick retries it.")));
+        }
         table_health(ids[i], "stalled", message);
     }
     UnregisterSnapshot(snapshot);

@@ -146,6 +146,11 @@ void pop_caller_frame(CallerFrame* frame) { innermost = frame->outer; }
 
 const CallerFrame* current_caller_frame() { return innermost; }
 
+bool caller_can_select(Oid relation) {
+    return OidIsValid(relation) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relation)) &&
+           pg_class_aclcheck(relation, caller_user(), ACL_SELECT) == ACLCHECK_OK;
+}
+
 void set_target_schema(const char* schema) {
     if (!abort_callback_registered) {
         RegisterXactCallback(forget_frames_at_abort, nullptr);
@@ -196,10 +201,7 @@ Datum decoupled_caller_is_admin(PG_FUNCTION_ARGS) {
 // decoupled._caller_can_select(relation oid) -> may the caller read it
 // (false for a relation that no longer exists).
 Datum decoupled_caller_can_select(PG_FUNCTION_ARGS) {
-    Oid relation = PG_GETARG_OID(0);
-    if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relation))) PG_RETURN_BOOL(false);
-    PG_RETURN_BOOL(pg_class_aclcheck(relation, decoupled::caller_user(), ACL_SELECT) ==
-                   ACLCHECK_OK);
+    PG_RETURN_BOOL(decoupled::caller_can_select(PG_GETARG_OID(0)));
 }
 
 // decoupled._caller_schema() -> the caller's current schema, or NULL.

@@ -29,6 +29,10 @@ void pop_caller_frame(CallerFrame* frame);
 // The innermost frame, or nullptr outside any entry point.
 const CallerFrame* current_caller_frame();
 
+// Whether the caller (the session's user outside any entry point) may
+// SELECT `relation`; false for a relation that no longer exists.
+bool caller_can_select(Oid relation);
+
 // While set, frames record `schema` as the caller's current schema: the
 // schema a statement such as CREATE MATERIALIZED VIEW s.v names, where the
 // entry point would otherwise create in the current one.  Reset with

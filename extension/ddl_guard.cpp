@@ -58,6 +58,7 @@ extern "C" {
 #include "familiar_ddl.hpp"
 #include "gucs.hpp"
 #include "read_rewrite.hpp"
+#include "write_locks.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_drop_cascades);
@@ -185,30 +186,6 @@ List* extension_relations() {
     return relids;
 }
 
-// Takes ACCESS EXCLUSIVE on all of `relids` or on none: in a subtransaction,
-// without waiting.  Returns the first relation that was busy (its locks
-// released with the subtransaction), InvalidOid once all are held.
-Oid try_lock_all(List* relids) {
-    MemoryContext context = CurrentMemoryContext;
-    ResourceOwner owner = CurrentResourceOwner;
-    BeginInternalSubTransaction(nullptr);
-    Oid busy = InvalidOid;
-    ListCell* cell;
-    foreach (cell, relids) {
-        if (!ConditionalLockRelationOid(lfirst_oid(cell), AccessExclusiveLock)) {
-            busy = lfirst_oid(cell);
-            break;
-        }
-    }
-    if (OidIsValid(busy))
-        RollbackAndReleaseCurrentSubTransaction();
-    else
-        ReleaseCurrentSubTransaction();  // the locks pass to the statement's transaction
-    MemoryContextSwitchTo(context);
-    CurrentResourceOwner = owner;
-    return busy;
-}
-
 // DROP EXTENSION locks each object as it reaches it, in dependency order;
 // the controller, replicas, the capture worker and sessions lock catalog
 // tables in theirs.  Each holding what the other wants next, one of them
@@ -219,7 +196,7 @@ Oid try_lock_all(List* relids) {
 void lock_extension_relations() {
     List* relids = extension_relations();
     for (;;) {
-        Oid busy = try_lock_all(relids);
+        Oid busy = decoupled::lock_all_without_waiting(relids, AccessExclusiveLock);
         if (!OidIsValid(busy)) return;
         LockRelationOid(busy, AccessExclusiveLock);
         UnlockRelationOid(busy, AccessExclusiveLock);

@@ -27,7 +27,7 @@ Oid decoupled::lock_storage_for_writes(int64 id) {
     return InvalidOid;
 }
 
-Oid decoupled::lock_all_storage_for_writes(const int64* ids, int n) {
+Oid decoupled::lock_all_without_waiting(List* relids, LOCKMODE mode) {
     MemoryContext context = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
     BeginInternalSubTransaction(nullptr);
@@ -35,7 +35,13 @@ Oid decoupled::lock_all_storage_for_writes(const int64* ids, int n) {
     volatile Oid busy = InvalidOid;
     PG_TRY();
     {
-        for (int i = 0; i < n && !OidIsValid(busy); i++) busy = lock_storage_for_writes(ids[i]);
+        ListCell* cell;
+        foreach (cell, relids) {
+            if (!ConditionalLockRelationOid(lfirst_oid(cell), mode)) {
+                busy = lfirst_oid(cell);
+                break;
+            }
+        }
     }
     PG_CATCH();
     {
@@ -56,6 +62,19 @@ Oid decoupled::lock_all_storage_for_writes(const int64* ids, int n) {
         ReleaseCurrentSubTransaction();  // the locks pass to the enclosing transaction
     MemoryContextSwitchTo(context);
     CurrentResourceOwner = owner;
+    return busy;
+}
+
+Oid decoupled::lock_all_storage_for_writes(const int64* ids, int n) {
+    List* relids = NIL;
+    static const char* const parts[] = {"cur", "dead"};
+    for (int i = 0; i < n; i++)
+        for (const char* part : parts) {
+            Oid relid = storage_relid(ids[i], part);
+            if (OidIsValid(relid)) relids = lappend_oid(relids, relid);
+        }
+    Oid busy = lock_all_without_waiting(relids, RowExclusiveLock);
+    list_free(relids);
     return busy;
 }
 

@@ -14,6 +14,9 @@
 
 extern "C" {
 #include "postgres.h"
+
+#include "nodes/pg_list.h"
+#include "storage/lockdefs.h"
 }
 
 namespace decoupled {
@@ -33,8 +36,12 @@ extern bool ticks_never_wait;
 // not exist is no obstacle.
 Oid lock_storage_for_writes(int64 id);
 
-// ROW EXCLUSIVE on the storage of every collection in ids[0..n) at once,
-// in a subtransaction: all of them, or (busy relation returned) none.
+// `mode` on every relation of `relids` at once, in a subtransaction,
+// without waiting: InvalidOid once all are held, or the first that was busy
+// (and none held).  The DDL guard takes DROP EXTENSION's relations so too.
+Oid lock_all_without_waiting(List* relids, LOCKMODE mode);
+
+// ROW EXCLUSIVE on the storage of every collection in ids[0..n), so.
 Oid lock_all_storage_for_writes(const int64* ids, int n);
 
 }  // namespace decoupled
