@@ -398,6 +398,22 @@ bool is_read_rewrite(Query* q) {
 
 void rewrite_query(Query* q);
 
+// The subquery checks SELECT on the table itself, as the reader, for the
+// columns the reference read — not every column its branch lists: a
+// reader granted SELECT on some columns of the table reads them as from
+// a plain table (a whole-row reference or none at all is checked as
+// PostgreSQL checks it).  Its history branch, which only runs with
+// decoupled.as_of set, still needs SELECT on the table (_history_gate).
+void check_columns_as_read(Query* sub, RangeTblEntry* reference) {
+    Query* left;
+    Query* right;
+    if (!union_all_branches(sub, &left, &right)) return;
+    RangeTblEntry* table = table_branch(left);
+    if (table == nullptr || table->relid != reference->relid) return;
+    table->selectedCols = bms_copy(reference->selectedCols);
+    table->checkAsUser = reference->checkAsUser;
+}
+
 // PostgreSQL's walkers take an untyped function pointer; going through
 // void(*)() is the sanctioned way to cast one.
 using Walker = bool (*)();
@@ -430,7 +446,7 @@ void rewrite_query(Query* q) {
             continue;
         Query* sub = cached_replacement(rte->relid);
         if (!sub) continue;
-        // The subquery checks SELECT on the table itself, as the reader.
+        check_columns_as_read(sub, rte);
         decoupled::read_entry_through(rte, sub);
     }
     // Sub-selects anywhere else: targets, quals, CTEs, and range-table

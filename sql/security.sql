@@ -333,6 +333,26 @@ REVOKE SELECT ON secret FROM sec_user;
 SET LOCAL ROLE sec_user;
 SELECT regress_try('SELECT count(*) FROM ' || :'h_secret') AS revoked_read;
 COMMIT;
+-- Column privileges: a reader granted SELECT on some columns reads them
+-- in the latest state as from a plain table, and nothing else; history
+-- (AS OF) needs SELECT on the table, as every path to it does.
+GRANT SELECT (k) ON secret TO sec_user;
+SET ROLE sec_user;
+SELECT count(k) >= 0 AS granted_column, count(*) >= 0 AS no_column FROM secret;
+SELECT count(*) >= 0 AS granted_in_subquery FROM (SELECT k FROM secret WHERE k > 0) s;
+SELECT regress_try('SELECT v FROM secret') AS other_column;
+SELECT regress_try('SELECT k FROM secret WHERE v > 0') AS other_column_in_where;
+SELECT regress_try('SELECT s FROM secret s') AS whole_row;
+SELECT regress_try('SELECT * FROM secret') AS star;
+PREPARE sec_columns AS SELECT count(k) >= 0 FROM secret;
+EXECUTE sec_columns;
+SET decoupled.as_of = :t_secret;
+SELECT regress_try('EXECUTE sec_columns') AS prepared_as_of;
+SELECT regress_try('SELECT count(k) FROM secret') AS column_as_of;
+RESET decoupled.as_of;
+DEALLOCATE sec_columns;
+RESET ROLE;
+REVOKE SELECT (k) ON secret FROM sec_user;
 
 ------------------------------------------------------------------------------
 -- 6. Only a table's owner unregisters it
