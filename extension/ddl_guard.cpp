@@ -147,6 +147,22 @@ bool drops_this_extension(DropStmt* stmt) {
     return false;
 }
 
+// Whether `stmt` is a DROP SCHEMA ... CASCADE of pg_decoupled's own schema
+// by its owner: that drops the extension too, and is handled as DROP
+// EXTENSION is (without CASCADE it fails on the extension's objects).
+bool drops_extension_schema(DropStmt* stmt) {
+    if (stmt->removeType != OBJECT_SCHEMA || stmt->behavior != DROP_CASCADE) return false;
+    // The control file fixes the schema (schema = decoupled, not relocatable).
+    Oid schema = get_namespace_oid("decoupled", true);
+    if (!OidIsValid(schema) || !OidIsValid(get_extension_oid("pg_decoupled", true))) return false;
+    ListCell* cell;
+    foreach (cell, stmt->objects) {
+        Oid nsp = get_namespace_oid(strVal(lfirst(cell)), true);
+        if (OidIsValid(nsp) && nsp == schema) return pg_namespace_ownercheck(nsp, GetUserId());
+    }
+    return false;
+}
+
 // The relations DROP EXTENSION pg_decoupled takes ACCESS EXCLUSIVE locks
 // on: the extension's own and its storage, tables with its capture
 // triggers, and registered tables whose replica identity registration
@@ -247,7 +263,8 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     switch (nodeTag(stmt)) {
         case T_DropStmt:
             check_relation_drop(castNode(DropStmt, stmt));
-            if (drops_this_extension(castNode(DropStmt, stmt))) {
+            if (drops_this_extension(castNode(DropStmt, stmt)) ||
+                drops_extension_schema(castNode(DropStmt, stmt))) {
                 lock_extension_relations();
                 give_back_replica_identities();
             }

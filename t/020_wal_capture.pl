@@ -323,6 +323,24 @@ is($node->safe_psql('postgres', q{
 DecoupledTest::wait_for($node,
     q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}, '0');
 pass('the slot goes with the last registered table and with DROP EXTENSION');
+# DROP SCHEMA decoupled CASCADE drops the extension as well: it is handled
+# as DROP EXTENSION is, the replica identities given back first.
+$node->safe_psql('postgres', q{
+    CREATE EXTENSION pg_decoupled;
+    SELECT decoupled.register_table(t) FROM unnest('{idn_default,idn_index}'::regclass[]) t;
+});
+is($node->safe_psql('postgres', q{
+    SELECT string_agg(relreplident::text, '' ORDER BY relname) FROM pg_class
+     WHERE relname IN ('idn_default', 'idn_index')}), 'ff', 'registered again: FULL');
+$node->safe_psql('postgres', 'DROP SCHEMA decoupled CASCADE');
+is($node->safe_psql('postgres', q{
+    SELECT (SELECT count(*) FROM pg_extension WHERE extname = 'pg_decoupled') || ':'
+           || string_agg(relreplident::text, '' ORDER BY relname) FROM pg_class
+     WHERE relname IN ('idn_default', 'idn_index')}), '0:di',
+    'DROP SCHEMA decoupled CASCADE gives every registered table its own replica identity back');
+DecoupledTest::wait_for($node,
+    q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}, '0');
+pass('the slot goes with DROP SCHEMA decoupled CASCADE');
 $node->stop;
 
 # Without logical WAL: triggers, and a NOTICE that says how to switch.
