@@ -2389,22 +2389,29 @@ REVOKE ALL ON FUNCTION decoupled._create_history_parts(bigint) FROM PUBLIC;
 -- of one cluster, a heartbeat and a view's creation) make it one after the
 -- other: the second waits for the first's commit on an advisory lock, and
 -- IF NOT EXISTS, which reads the catalog after locking cur, then finds it.
-CREATE FUNCTION decoupled._ensure_time_index(lifetime_id bigint) RETURNS void
+CREATE FUNCTION decoupled._ensure_time_index(lifetime_id bigint,
+                                             wait boolean DEFAULT true) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
     v_name text := 'c' || _ensure_time_index.lifetime_id || '_cur_mz_ts_idx';
     v_cur  text := decoupled._storage(_ensure_time_index.lifetime_id, 'cur');
+    -- 0x64635449: "dcTI", the extension's time indexes.
+    c_class constant integer := 1684231241;
+    v_key   integer := (_ensure_time_index.lifetime_id % 2147483647)::integer;
 BEGIN
-    IF to_regclass(v_cur) IS NOT NULL
-       AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL THEN
-        -- 0x64635449: "dcTI", the extension's time indexes.
-        PERFORM pg_advisory_xact_lock(1684231241,
-                                       (_ensure_time_index.lifetime_id % 2147483647)::integer);
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
+    IF to_regclass(v_cur) IS NULL
+       OR to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NOT NULL THEN
+        RETURN;
     END IF;
+    IF _ensure_time_index.wait THEN
+        PERFORM pg_advisory_xact_lock(c_class, v_key);
+    ELSIF NOT pg_try_advisory_xact_lock(c_class, v_key) THEN
+        RETURN;
+    END IF;
+    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
 END
 $$;
-REVOKE ALL ON FUNCTION decoupled._ensure_time_index(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION decoupled._ensure_time_index(bigint, boolean) FROM PUBLIC;
 
 -- The views a collection's history is read through at decoupled.as_of:
 -- c<id>_history (its rows then), c<id>_delta (its changes then: rows
@@ -3456,7 +3463,7 @@ BEGIN
                                   WHERE s.subscription)
          ORDER BY o.lifetime_id
     LOOP
-        PERFORM decoupled._try_time_index(v_id);
+        PERFORM decoupled._ensure_time_index(v_id, wait => false);
     END LOOP;
 END
 $$;
@@ -3719,21 +3726,3 @@ CREATE AGGREGATE decoupled._weighted_sum(bigint, bigint) (
 REVOKE ALL ON FUNCTION decoupled._weighted_sum_step(internal, bigint, bigint),
     decoupled._weighted_sum_final(internal), decoupled._weighted_sum(bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION decoupled._weighted_sum(bigint, bigint) TO PUBLIC;
-
--- 30_storage: a replica's heartbeat makes a view's time index without
--- waiting for a transaction creating views over it (replica_heartbeat above).
-CREATE FUNCTION decoupled._try_time_index(lifetime_id bigint) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
-DECLARE
-    v_name text := 'c' || _try_time_index.lifetime_id || '_cur_mz_ts_idx';
-    v_cur  text := decoupled._storage(_try_time_index.lifetime_id, 'cur');
-BEGIN
-    IF to_regclass(v_cur) IS NOT NULL
-       AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL
-       AND pg_try_advisory_xact_lock(1684231241,
-                                     (_try_time_index.lifetime_id % 2147483647)::integer) THEN
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION decoupled._try_time_index(bigint) FROM PUBLIC;

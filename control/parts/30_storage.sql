@@ -160,38 +160,30 @@ $$;
 -- of one cluster, a heartbeat and a view's creation) make it one after the
 -- other: the second waits for the first's commit on an advisory lock, and
 -- IF NOT EXISTS, which reads the catalog after locking cur, then finds it.
-CREATE FUNCTION decoupled._ensure_time_index(lifetime_id bigint) RETURNS void
+-- A replica's heartbeat never waits (`wait` false): a transaction creating
+-- a view over the collection holds the advisory lock until it ends and may
+-- then wait for the replica (extension/write_locks.hpp); the next
+-- heartbeat tries again.
+CREATE FUNCTION decoupled._ensure_time_index(lifetime_id bigint,
+                                             wait boolean DEFAULT true) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
     v_name text := 'c' || _ensure_time_index.lifetime_id || '_cur_mz_ts_idx';
     v_cur  text := decoupled._storage(_ensure_time_index.lifetime_id, 'cur');
+    -- 0x64635449: "dcTI", the extension's time indexes.
+    c_class constant integer := 1684231241;
+    v_key   integer := (_ensure_time_index.lifetime_id % 2147483647)::integer;
 BEGIN
-    IF to_regclass(v_cur) IS NOT NULL
-       AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL THEN
-        -- 0x64635449: "dcTI", the extension's time indexes.
-        PERFORM pg_advisory_xact_lock(1684231241,
-                                       (_ensure_time_index.lifetime_id % 2147483647)::integer);
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
+    IF to_regclass(v_cur) IS NULL
+       OR to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NOT NULL THEN
+        RETURN;
     END IF;
-END
-$$;
-
--- The same for a replica's heartbeat (replica_heartbeat), which never
--- waits: a transaction creating a view over the collection holds the
--- advisory lock until it ends and may then wait for the replica
--- (extension/write_locks.hpp).  The next heartbeat tries again.
-CREATE FUNCTION decoupled._try_time_index(lifetime_id bigint) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
-DECLARE
-    v_name text := 'c' || _try_time_index.lifetime_id || '_cur_mz_ts_idx';
-    v_cur  text := decoupled._storage(_try_time_index.lifetime_id, 'cur');
-BEGIN
-    IF to_regclass(v_cur) IS NOT NULL
-       AND to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NULL
-       AND pg_try_advisory_xact_lock(1684231241,
-                                     (_try_time_index.lifetime_id % 2147483647)::integer) THEN
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
+    IF _ensure_time_index.wait THEN
+        PERFORM pg_advisory_xact_lock(c_class, v_key);
+    ELSIF NOT pg_try_advisory_xact_lock(c_class, v_key) THEN
+        RETURN;
     END IF;
+    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
 END
 $$;
 

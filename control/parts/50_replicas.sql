@@ -379,7 +379,7 @@ BEGIN
                                   WHERE s.subscription)
          ORDER BY o.lifetime_id
     LOOP
-        PERFORM decoupled._try_time_index(v_id);
+        PERFORM decoupled._ensure_time_index(v_id, wait => false);
     END LOOP;
 END
 $$;
