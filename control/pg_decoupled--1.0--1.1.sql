@@ -3726,3 +3726,12 @@ CREATE AGGREGATE decoupled._weighted_sum(bigint, bigint) (
 REVOKE ALL ON FUNCTION decoupled._weighted_sum_step(internal, bigint, bigint),
     decoupled._weighted_sum_final(internal), decoupled._weighted_sum(bigint, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION decoupled._weighted_sum(bigint, bigint) TO PUBLIC;
+
+-- 20_controller: catalog_version() in PL/pgSQL, its plan kept (a replica asks
+-- at every pass).
+CREATE OR REPLACE FUNCTION decoupled.catalog_version() RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (SELECT m.catalog_version FROM decoupled.catalog_meta m);
+END
+$$;

@@ -2,10 +2,14 @@
 -- Controller observation and waiting
 ------------------------------------------------------------------------------
 
--- Everyone may read it (catalog_meta is private).
+-- Everyone may read it (catalog_meta is private).  PL/pgSQL, not SQL: a
+-- replica asks at every pass, and a SQL function with settings is parsed
+-- and planned at every call.
 CREATE FUNCTION decoupled.catalog_version() RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT catalog_version FROM decoupled.catalog_meta
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (SELECT m.catalog_version FROM decoupled.catalog_meta m);
+END
 $$;
 COMMENT ON FUNCTION decoupled.catalog_version() IS
     'The committed catalog version; every catalog transaction bumps it.';
