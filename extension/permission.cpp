@@ -11,11 +11,16 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 }
 
@@ -116,6 +121,61 @@ decoupled::PermissionChange change_of(const char* table) {
     return decoupled::PermissionChange::Bound;
 }
 
+// Checks this transaction already made, so that each collection's
+// permission is checked once per firing of the deferred triggers rather
+// than once per row: a replica's transaction that steps ten views over one
+// table moves ten requirements on it, and each fired this trigger at
+// commit.  A check reads the final state as of its command (all earlier
+// writes), so a row written before a check of its collection and kind
+// was covered by it; a row written after has a later command id and is
+// checked again.  A subtransaction's abort forgets them all: the bound
+// row's lock a check took inside it went with it, and events it fired are
+// fired again.
+struct Checked {
+    int64 lifetime_id;
+    decoupled::PermissionChange change;
+    CommandId at;  // the command id when the check ran
+};
+LocalTransactionId checked_in = InvalidLocalTransactionId;
+Checked* checked = nullptr;  // in TopTransactionContext
+int nchecked = 0, checked_size = 0;
+bool forget_registered = false;
+
+void forget_checks(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+    if (event == SUBXACT_EVENT_ABORT_SUB) checked_in = InvalidLocalTransactionId;
+}
+
+Checked* find_check(int64 lifetime_id, decoupled::PermissionChange change) {
+    if (checked_in != MyProc->lxid) return nullptr;
+    for (int i = 0; i < nchecked; ++i)
+        if (checked[i].lifetime_id == lifetime_id && checked[i].change == change) return &checked[i];
+    return nullptr;
+}
+
+void remember_check(int64 lifetime_id, decoupled::PermissionChange change, CommandId at) {
+    if (!forget_registered) {
+        RegisterSubXactCallback(forget_checks, nullptr);
+        forget_registered = true;
+    }
+    if (checked_in != MyProc->lxid) {
+        checked = nullptr;  // went with the last transaction's context
+        nchecked = checked_size = 0;
+        checked_in = MyProc->lxid;
+    }
+    if (Checked* c = find_check(lifetime_id, change)) {
+        c->at = at;
+        return;
+    }
+    if (nchecked == checked_size) {
+        checked_size = checked_size == 0 ? 8 : checked_size * 2;
+        checked = static_cast<Checked*>(
+            checked == nullptr
+                ? MemoryContextAlloc(TopTransactionContext, sizeof(Checked) * checked_size)
+                : repalloc(checked, sizeof(Checked) * checked_size));
+    }
+    checked[nchecked++] = {lifetime_id, change, at};
+}
+
 }  // namespace
 
 Datum decoupled_permission_trigger(PG_FUNCTION_ARGS) {
@@ -127,12 +187,18 @@ Datum decoupled_permission_trigger(PG_FUNCTION_ARGS) {
     int attnum = SPI_fnumber(desc, "lifetime_id");
     bool isnull;
     int64 lifetime_id = DatumGetInt64(heap_getattr(tuple, attnum, desc, &isnull));
-    const char* table = RelationGetRelationName(trigdata->tg_relation);
+    decoupled::PermissionChange change = change_of(RelationGetRelationName(trigdata->tg_relation));
+    // The row was written in this transaction (an INSERT's or UPDATE's new
+    // row), so its cmin is the command that wrote it.
+    Checked* done = find_check(lifetime_id, change);
+    if (done != nullptr && HeapTupleHeaderGetCmin(tuple->t_data) < done->at)
+        return PointerGetDatum(nullptr);
+    CommandId at = GetCurrentCommandId(false);
 
     RawPermission raw;
     read_permission(lifetime_id, &raw, CurrentMemoryContext);
 
-    return decoupled::cpp_entry([&]() -> Datum {
+    Datum result = decoupled::cpp_entry([&]() -> Datum {
         if (!raw.exists) return PointerGetDatum(nullptr);
         decoupled::PermissionState state;
         state.bound = raw.bound;
@@ -145,11 +211,13 @@ Datum decoupled_permission_trigger(PG_FUNCTION_ARGS) {
             state.min_hold = raw.min_hold;
             state.min_hold_owner = raw.hold_owner ? raw.hold_owner : "";
         }
-        if (auto v = decoupled::check_permission(raw.name ? raw.name : "?", change_of(table), state))
+        if (auto v = decoupled::check_permission(raw.name ? raw.name : "?", change, state))
             throw decoupled::UserError(ERRCODE_CHECK_VIOLATION, v->message, v->detail,
                                        "Nothing of this transaction was committed.");
         return PointerGetDatum(nullptr);
     });
+    remember_check(lifetime_id, change, at);
+    return result;
 }
 
 // decoupled._propose_bound(upper, retain_ms, current_bound, min_requirement,

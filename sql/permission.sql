@@ -77,6 +77,18 @@ SELECT case_name, regress_try(s || '; SET CONSTRAINTS ALL IMMEDIATE') AS outcome
     ('bound regression', 'UPDATE decoupled.catalog_bounds SET bound = bound - 5'),
     ('bound beyond hold', format('UPDATE decoupled.catalog_bounds SET bound = %s', :base + 80))
 ) AS t(case_name, s);
+-- A check made early covers what was written before it, not after: a
+-- bound moved past the hold after SET CONSTRAINTS ALL IMMEDIATE checked the
+-- same collection is checked again at commit.
+\set VERBOSITY sqlstate
+BEGIN;
+UPDATE decoupled.catalog_bounds SET bound = bound;
+SET CONSTRAINTS ALL IMMEDIATE;
+SET CONSTRAINTS ALL DEFERRED;
+UPDATE decoupled.catalog_bounds SET bound = :base + 80;
+COMMIT;
+\set VERBOSITY default
+SELECT pg_temp.rel(compaction_bound, :base) AS bound_after_late_change FROM decoupled.frontiers;
 -- ... nor a requirement, and a requirement may not start below the bound.
 \set VERBOSITY sqlstate
 CREATE TABLE readers (x int);
