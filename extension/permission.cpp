@@ -145,6 +145,24 @@ void forget_checks(SubXactEvent event, SubTransactionId, SubTransactionId, void*
     if (event == SUBXACT_EVENT_ABORT_SUB) checked_in = InvalidLocalTransactionId;
 }
 
+// And at the end of the transaction, whose context holds them: a local
+// transaction id can come round again in a long-lived worker.
+void forget_checks_at_end(XactEvent event, void*) {
+    switch (event) {
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_ABORT:
+        case XACT_EVENT_PREPARE:
+            checked_in = InvalidLocalTransactionId;
+            checked = nullptr;
+            nchecked = checked_size = 0;
+            break;
+        default:
+            break;
+    }
+}
+
 Checked* find_check(int64 lifetime_id, decoupled::PermissionChange change) {
     if (checked_in != MyProc->lxid) return nullptr;
     for (int i = 0; i < nchecked; ++i)
@@ -155,6 +173,7 @@ Checked* find_check(int64 lifetime_id, decoupled::PermissionChange change) {
 void remember_check(int64 lifetime_id, decoupled::PermissionChange change, CommandId at) {
     if (!forget_registered) {
         RegisterSubXactCallback(forget_checks, nullptr);
+        RegisterXactCallback(forget_checks_at_end, nullptr);
         forget_registered = true;
     }
     if (checked_in != MyProc->lxid) {
@@ -216,7 +235,8 @@ Datum decoupled_permission_trigger(PG_FUNCTION_ARGS) {
                                        "Nothing of this transaction was committed.");
         return PointerGetDatum(nullptr);
     });
-    remember_check(lifetime_id, change, at);
+    // Only a check that found the collection took its bound row's lock.
+    if (raw.exists) remember_check(lifetime_id, change, at);
     return result;
 }
 
