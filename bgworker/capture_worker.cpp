@@ -903,19 +903,25 @@ void forget_decoding() {
 // starts at the slot's restart point, and the WAL from there on is kept
 // for it.  The restart point only moves past a snapshot of running
 // transactions in the WAL — the background writer logs one every 15 s —
-// so the worker logs one itself, at most every kRestartPointMs while it
-// captures: a later confirmation moves the restart point up to it.  Not
-// more often: decoding such a snapshot writes the snapshot builder's state
-// to a file and the confirmation after it saves the slot, each with an
-// fsync — a fifth of the worker's CPU at one every 100 ms — while the
-// decoding, kept from pass to pass, starts at the restart point only when
-// it is made anew.
+// so the worker logs one itself: a later confirmation moves the restart
+// point up to it.  Every kRestartPointMs while passes capture changes:
+// decoding such a snapshot writes the snapshot builder's state to a file
+// and the confirmation after it saves the slot, each with an fsync — a
+// fifth of the worker's CPU at one every 100 ms — while the decoding, kept
+// from pass to pass, starts at the restart point only when it is made
+// anew.  Every kIdleRestartPointMs while they capture nothing: a second of
+// that ends the decoding, and one made anew soon after (writers of tables
+// nobody registered keep the WAL moving) reads again everything from the
+// restart point.
 constexpr long kRestartPointMs = 1000;
+constexpr long kIdleRestartPointMs = 100;
 
-void keep_restart_point_close() {
+void keep_restart_point_close(bool captured_any) {
     static TimestampTz last = 0;
     TimestampTz now = GetCurrentTimestamp();
-    if (!TimestampDifferenceExceeds(last, now, kRestartPointMs)) return;
+    if (!TimestampDifferenceExceeds(last, now,
+                                    captured_any ? kRestartPointMs : kIdleRestartPointMs))
+        return;
     last = now;
     (void)LogStandbySnapshot();
 }
@@ -1025,7 +1031,7 @@ bool capture() {
         ReplicationSlotMarkDirty();
     }
     publish_progress(upto);
-    keep_restart_point_close();
+    keep_restart_point_close(captured > 0);
     note_capture(captured > 0);
     return more;
 }
