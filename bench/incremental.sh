@@ -18,8 +18,10 @@
 #   writers  pgbench single-row INSERT into a ROWS-row registered table that
 #            feeds ten views, at each of CLIENTS_LIST clients, against the
 #            same pgbench on a plain table (medians of RUNS runs of
-#            SECONDS_PER_RUN s), and the views' lag sampled every
-#            LAG_SAMPLE_MS during the registered runs
+#            SECONDS_PER_RUN s), the CPU the extension's processes (its
+#            workers and the replicas' sessions) spent per writer
+#            transaction until the views caught up, and the views' lag
+#            sampled every LAG_SAMPLE_MS during the registered runs
 #
 #   bash bench/incremental.sh [step|writers ...]
 #   (ROWS=1000000 NGROUPS=1000 CHANGES="1 1000 100000" SHAPES="group join minmax left" RUNS=5
@@ -340,6 +342,45 @@ SQL
         bench_pgbench -n -c "$1" -j "$1" -T "$SECONDS_PER_RUN" -f "$BENCH_DIR/$2" 2>/dev/null |
             sed -nE 's/^tps = ([0-9.]+) .*/\1/p'
     }
+    # CPU time, in clock ticks, of the extension's processes so far: its
+    # background workers and the replicas' sessions (where view steps run).
+    workers_cpu() {
+        local total=0 pid ticks
+        for pid in $(bench_psql -Atc "SELECT pid FROM pg_stat_activity
+                                       WHERE backend_type LIKE 'pg_decoupled%'
+                                          OR application_name LIKE 'pg_decoupled%'"); do
+            ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null)
+            total=$((total + ${ticks:-0}))
+        done
+        echo "$total"
+    }
+    # A registered run: its tps and what the extension's processes spent per
+    # writer transaction, in microseconds, until every view had caught up
+    # with the run's last tick — what the throughput ratio hides on a
+    # machine whose load drifts from run to run.
+    registered_run() {  # clients
+        local before after tps
+        before=$(workers_cpu)
+        tps=$(pgbench_tps "$1" reg.sql)
+        bench_psql >/dev/null <<SQL
+SELECT decoupled.wait_for_capture('600 s') IS NOT NULL AS captured \gset
+SELECT decoupled.tick_tables() IS NOT NULL AS ticked \gset
+DO \$\$
+DECLARE
+    u bigint;
+BEGIN
+    SELECT upper - 1 INTO u FROM decoupled.frontiers WHERE name = 'w';
+    FOR i IN 1 .. $views LOOP
+        PERFORM decoupled.wait_for_upper('w_view' || i, u, '${CATCHUP_TIMEOUT}s');
+    END LOOP;
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    RAISE WARNING 'views did not catch up within ${CATCHUP_TIMEOUT}s';
+END
+\$\$;
+SQL
+        after=$(workers_cpu)
+        echo "$tps $(echo "($after - $before) * 1000000 / $(getconf CLK_TCK) / ($tps * $SECONDS_PER_RUN)" | bc -l)"
+    }
     # The views' and the table's lag, every LAG_SAMPLE_MS while writers run:
     # lag_ms = oracle now - upper (decoupled.frontiers); behind_ms = the
     # table's upper - the view's (how far the view is behind its input).
@@ -367,21 +408,24 @@ SQL
 
     local clients
     for clients in $CLIENTS_LIST; do
-        local plain=() reg=() catchup=() run
+        local plain=() reg=() cost=() catchup=() run out
         for run in $(seq "$RUNS"); do
             reset_table plain_w >/dev/null
             plain+=("$(pgbench_tps "$clients" plain.sql)")
             catchup+=("$(reset_table w)")
             sample_lag "$clients" "$run" &
             local sampler=$!
-            reg+=("$(pgbench_tps "$clients" reg.sql)")
+            out=$(registered_run "$clients")
+            reg+=("${out% *}")
+            cost+=("${out#* }")
             wait "$sampler"
         done
         # after the last run: how long the views took to catch up
         catchup+=("$(reset_table w)")
-        local p r stats
+        local p r us stats
         p=$(printf '%s\n' "${plain[@]}" | median)
         r=$(printf '%s\n' "${reg[@]}" | median)
+        us=$(printf '%s\n' "${cost[@]}" | median)
         stats=$(bench_psql <<SQL
 SELECT concat_ws('|',
     round(percentile_cont(0.5) WITHIN GROUP (ORDER BY lag_ms) FILTER (WHERE name <> 'w')),
@@ -400,12 +444,14 @@ SQL
         echo
         echo "-- writers: $clients clients, pgbench single-row INSERT, median of $RUNS x ${SECONDS_PER_RUN}s, ticks every $TICK_INTERVAL"
         printf '   %-36s %10.0f tps %7.2fx\n' "plain table" "$p" 1
-        printf '   %-36s %10.0f tps %7.2fx\n' "registered table, $views views" "$r" "$(ratio "$r" "$p")"
+        printf '   %-36s %10.0f tps %7.2fx   extension %.1f us/txn (runs: %s)\n' \
+            "registered table, $views views" "$r" "$(ratio "$r" "$p")" "$us" \
+            "$(printf '%.1f ' "${cost[@]}")"
         echo "   view lag (now - upper), $nsamples samples of $views views: median $lag_med ms, p99 $lag_p99 ms, max $lag_max ms"
         echo "   views behind the table (table upper - view upper): median $beh_med ms, max $beh_max ms"
         echo "   the table's own lag (now - its upper): median $tab_med ms, max $tab_max ms"
         echo "   views caught up with the table (writers stopped, their rows deleted) in: $(printf '%ss ' "${catchup[@]:1}")"
-        SUMMARY_WRITERS+=("| $clients | $(printf '%.0f' "$p") | $(printf '%.0f' "$r") | $(ratio "$r" "$p")x | $lag_med ms | $lag_max ms | $beh_med ms | $tab_med ms | $(within "$lag_med" 100) |")
+        SUMMARY_WRITERS+=("| $clients | $(printf '%.0f' "$p") | $(printf '%.0f' "$r") | $(ratio "$r" "$p")x | $(printf '%.1f' "$us") µs | $lag_med ms | $lag_max ms | $beh_med ms | $tab_med ms | $(within "$lag_med" 100) |")
     done
     for i in $(seq $views); do
         bench_psql >/dev/null -c "SELECT decoupled.drop('w_view$i')"
@@ -428,7 +474,7 @@ if [ ${#SUMMARY_STEP[@]} -gt 0 ]; then
 fi
 if [ ${#SUMMARY_WRITERS[@]} -gt 0 ]; then
     echo
-    echo "| clients | plain tps | registered, 10 views, tps | ratio | view lag median | view lag max | behind table median | table lag median | median lag <= 100 ms |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    echo "| clients | plain tps | registered, 10 views, tps | ratio | extension per txn | view lag median | view lag max | behind table median | table lag median | median lag <= 100 ms |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
     printf '%s\n' "${SUMMARY_WRITERS[@]}"
 fi
