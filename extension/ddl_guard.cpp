@@ -30,10 +30,14 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -49,6 +53,7 @@ extern "C" {
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -163,6 +168,39 @@ bool drops_extension_schema(DropStmt* stmt) {
     return false;
 }
 
+// The role that owns pg_decoupled, InvalidOid if it is not installed.
+Oid extension_owner() {
+    Oid ext = get_extension_oid("pg_decoupled", true);
+    if (!OidIsValid(ext)) return InvalidOid;
+    Relation rel = table_open(ExtensionRelationId, AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+                ObjectIdGetDatum(ext));
+    SysScanDesc scan = systable_beginscan(rel, ExtensionOidIndexId, true, nullptr, 1, &key);
+    HeapTuple tuple = systable_getnext(scan);
+    Oid owner = HeapTupleIsValid(tuple)
+                    ? reinterpret_cast<Form_pg_extension>(GETSTRUCT(tuple))->extowner
+                    : InvalidOid;
+    systable_endscan(scan);
+    table_close(rel, AccessShareLock);
+    return owner;
+}
+
+// Whether `stmt` is a DROP OWNED BY the role that owns pg_decoupled, by a
+// caller with that role's privileges (PostgreSQL's own rule for DROP
+// OWNED): that drops the extension too, and is handled as DROP EXTENSION
+// is.
+bool drops_owned_extension(DropOwnedStmt* stmt) {
+    Oid owner = extension_owner();
+    if (!OidIsValid(owner)) return false;
+    ListCell* cell;
+    foreach (cell, stmt->roles) {
+        Oid role = get_rolespec_oid(lfirst_node(RoleSpec, cell), true);
+        if (role == owner) return has_privs_of_role(GetUserId(), role);
+    }
+    return false;
+}
+
 // The relations DROP EXTENSION pg_decoupled takes ACCESS EXCLUSIVE locks
 // on: the extension's own and its storage, tables with its capture
 // triggers, and registered tables whose replica identity registration
@@ -271,6 +309,10 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
             behavior = castNode(DropStmt, stmt)->behavior;
             break;
         case T_DropOwnedStmt:
+            if (drops_owned_extension(castNode(DropOwnedStmt, stmt))) {
+                lock_extension_relations();
+                give_back_replica_identities();
+            }
             behavior = castNode(DropOwnedStmt, stmt)->behavior;
             break;
         case T_AlterEnumStmt:

@@ -341,6 +341,25 @@ is($node->safe_psql('postgres', q{
 DecoupledTest::wait_for($node,
     q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}, '0');
 pass('the slot goes with DROP SCHEMA decoupled CASCADE');
+# So does DROP OWNED BY the role that owns the extension.
+$node->safe_psql('postgres', q{
+    CREATE ROLE ext_owner SUPERUSER;
+    SET ROLE ext_owner;
+    CREATE EXTENSION pg_decoupled;
+    SELECT decoupled.register_table('idn_default');
+    RESET ROLE;
+});
+is($node->safe_psql('postgres',
+        q{SELECT relreplident FROM pg_class WHERE relname = 'idn_default'}), 'f',
+    'registered by the extension\'s owner: FULL');
+$node->safe_psql('postgres', 'DROP OWNED BY ext_owner');
+is($node->safe_psql('postgres', q{
+    SELECT (SELECT count(*) FROM pg_extension WHERE extname = 'pg_decoupled') || ':'
+           || relreplident::text FROM pg_class WHERE relname = 'idn_default'}), '0:d',
+    'DROP OWNED BY the extension\'s owner gives the table its own replica identity back');
+DecoupledTest::wait_for($node,
+    q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}, '0');
+pass('the slot goes with DROP OWNED BY the extension\'s owner');
 $node->stop;
 
 # Without logical WAL: triggers, and a NOTICE that says how to switch.
