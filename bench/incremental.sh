@@ -315,14 +315,11 @@ SQL
     echo "INSERT INTO w (k, v) VALUES ((random() * $NGROUPS)::int, 1);" >"$BENCH_DIR/reg.sql"
     chown "$RUN_USER" "$BENCH_DIR/plain.sql" "$BENCH_DIR/reg.sql"
 
-    # Back to ROWS rows; for the registered table, tick and wait until every
-    # view has caught up: prints the seconds that took (a warning if some
-    # view did not within CATCHUP_TIMEOUT).
-    reset_table() {
-        bench_psql -c "DELETE FROM $1 WHERE id > $ROWS" -c "VACUUM $1"
-        [ "$1" = w ] || return 0
-        bench_psql <<SQL | tail -1
-SELECT clock_timestamp() AS c0 \gset
+    # The statements that tick w (after capture took in what was committed)
+    # and wait until every view has caught up with that tick (a warning if
+    # some view did not within CATCHUP_TIMEOUT).
+    catch_up_sql() {
+        cat <<SQL
 SELECT decoupled.tick_tables() IS NOT NULL AS ticked \gset
 DO \$\$
 DECLARE
@@ -336,6 +333,16 @@ EXCEPTION WHEN object_not_in_prerequisite_state THEN
     RAISE WARNING 'views did not catch up within ${CATCHUP_TIMEOUT}s';
 END
 \$\$;
+SQL
+    }
+    # Back to ROWS rows; for the registered table, tick and wait until every
+    # view has caught up: prints the seconds that took.
+    reset_table() {
+        bench_psql -c "DELETE FROM $1 WHERE id > $ROWS" -c "VACUUM $1"
+        [ "$1" = w ] || return 0
+        bench_psql <<SQL | tail -1
+SELECT clock_timestamp() AS c0 \gset
+$(catch_up_sql)
 SELECT round(extract(epoch FROM clock_timestamp() - :'c0'::timestamptz)::numeric, 2);
 SQL
     }
@@ -372,22 +379,7 @@ SQL
         compact_now
         before=$(workers_cpu)
         tps=$(pgbench_tps "$1" reg.sql)
-        bench_psql >/dev/null <<SQL
-SELECT decoupled.wait_for_capture('600 s') IS NOT NULL AS captured \gset
-SELECT decoupled.tick_tables() IS NOT NULL AS ticked \gset
-DO \$\$
-DECLARE
-    u bigint;
-BEGIN
-    SELECT upper - 1 INTO u FROM decoupled.frontiers WHERE name = 'w';
-    FOR i IN 1 .. $views LOOP
-        PERFORM decoupled.wait_for_upper('w_view' || i, u, '${CATCHUP_TIMEOUT}s');
-    END LOOP;
-EXCEPTION WHEN object_not_in_prerequisite_state THEN
-    RAISE WARNING 'views did not catch up within ${CATCHUP_TIMEOUT}s';
-END
-\$\$;
-SQL
+        catch_up_sql | bench_psql >/dev/null
         compact_now
         after=$(workers_cpu)
         echo "$tps $(echo "($after - $before) * 1000000 / $(getconf CLK_TCK) / ($tps * $SECONDS_PER_RUN)" | bc -l)"
