@@ -298,21 +298,19 @@ void check_composite_change(AlterTableStmt* stmt) {
 void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     Node* stmt = pstmt->utilityStmt;
     int behavior = -1;
+    // Whether the statement removes the extension, by whichever path: its
+    // relations are then taken first, and the registered tables' replica
+    // identities given back before PostgreSQL drops them.
+    bool removes_extension = false;
     switch (nodeTag(stmt)) {
         case T_DropStmt:
             check_relation_drop(castNode(DropStmt, stmt));
-            if (drops_this_extension(castNode(DropStmt, stmt)) ||
-                drops_extension_schema(castNode(DropStmt, stmt))) {
-                lock_extension_relations();
-                give_back_replica_identities();
-            }
+            removes_extension = drops_this_extension(castNode(DropStmt, stmt)) ||
+                                drops_extension_schema(castNode(DropStmt, stmt));
             behavior = castNode(DropStmt, stmt)->behavior;
             break;
         case T_DropOwnedStmt:
-            if (drops_owned_extension(castNode(DropOwnedStmt, stmt))) {
-                lock_extension_relations();
-                give_back_replica_identities();
-            }
+            removes_extension = drops_owned_extension(castNode(DropOwnedStmt, stmt));
             behavior = castNode(DropOwnedStmt, stmt)->behavior;
             break;
         case T_AlterEnumStmt:
@@ -323,6 +321,10 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
             break;
         default:
             break;
+    }
+    if (removes_extension) {
+        lock_extension_relations();
+        give_back_replica_identities();
     }
     int outer = current_drop_behavior;
     current_drop_behavior = behavior;
