@@ -68,6 +68,7 @@ chown "$RUN_USER" "$BENCH_DIR"/*.sql
 # A fresh table w of ROWS rows, registered or not (DROP TABLE drops its
 # collection too).
 fresh_table() {  # registered: yes|no
+    recycle_wal
     bench_psql >/dev/null <<SQL
 DROP TABLE IF EXISTS w;
 CREATE TABLE w (id bigserial PRIMARY KEY, k int, v int);

@@ -3735,3 +3735,7 @@ BEGIN
     RETURN (SELECT m.catalog_version FROM decoupled.catalog_meta m);
 END
 $$;
+
+-- 30_storage: rows' ids taken 64 at a time by each session (mz_rowid only
+-- orders identical copies with the same mz_ts).
+ALTER SEQUENCE decoupled.rowid_seq CACHE 64;
