@@ -86,27 +86,15 @@ tps_of() {  # script clients
         sed -nE 's/^tps = ([0-9.]+) .*/\1/p'
 }
 
-# CPU time, in clock ticks, the extension's background workers (capture,
-# controller and its ticks, replicas) have used so far.
-workers_cpu() {
-    local total=0 pid ticks
-    for pid in $(bench_psql -Atc \
-            "SELECT pid FROM pg_stat_activity WHERE backend_type LIKE 'pg_decoupled%'"); do
-        ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null)
-        total=$((total + ${ticks:-0}))
-    done
-    echo "$total"
-}
-
-# A registered run: its tps, and the workers' CPU per transaction in
-# microseconds (until capture has taken in the run's changes) — what the
+# A registered run: its tps, and the extension's processes' CPU per
+# transaction in microseconds (until capture has taken in the run's changes) — what the
 # writers' throughput ratio hides on a machine whose load drifts.
 registered_run() {  # script clients
     local before after tps
-    before=$(workers_cpu)
+    before=$(extension_cpu_ticks)
     tps=$(tps_of "$1" "$2")
     bench_psql >/dev/null -c "SELECT decoupled.wait_for_capture('600 s')"
-    after=$(workers_cpu)
+    after=$(extension_cpu_ticks)
     echo "$tps $(echo "($after - $before) * 1000000 / $(getconf CLK_TCK) / ($tps * $SECONDS_PER_RUN)" | bc -l)"
 }
 
@@ -254,4 +242,4 @@ bulk() {
 for part in "${PARTS[@]}"; do
     "$part"
 done
-bench_psql -c "SELECT status, lag_bytes, retained_wal_bytes FROM decoupled.capture"
+echo "-- capture at the end (status|lag bytes|retained WAL bytes): $(bench_psql -c "SELECT concat_ws('|', status, lag_bytes, retained_wal_bytes) FROM decoupled.capture")"

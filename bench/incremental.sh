@@ -350,22 +350,6 @@ SQL
         bench_pgbench -n -c "$1" -j "$1" -T "$SECONDS_PER_RUN" -f "$BENCH_DIR/$2" 2>/dev/null |
             sed -nE 's/^tps = ([0-9.]+) .*/\1/p'
     }
-    # CPU time, in clock ticks, of the extension's processes so far: its
-    # background workers and the replicas' sessions (where view steps run).
-    workers_cpu() {
-        local total=0 pid ticks
-        for pid in $(bench_psql -Atc "SELECT pid FROM pg_stat_activity
-                                       WHERE backend_type LIKE 'pg_decoupled%'
-                                          OR application_name LIKE 'pg_decoupled%'"); do
-            ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null)
-            total=$((total + ${ticks:-0}))
-        done
-        echo "$total"
-    }
-    # A registered run: its tps and what the extension's processes spent per
-    # writer transaction, in microseconds, until every view had caught up
-    # with the run's last tick — what the throughput ratio hides on a
-    # machine whose load drifts from run to run.
     # Compaction of history older than the table's retention (1 s), at once
     # rather than at the next publication: before a measured run, so that
     # the history the reset's deletes made is not counted in it; after, so
@@ -374,14 +358,18 @@ SQL
         bench_psql >/dev/null -c "SELECT pg_sleep(1.2)" -c "SELECT decoupled.publish_bounds()" \
             -c "SELECT decoupled.apply_compaction()"
     }
+    # A registered run: its tps and what the extension's processes spent per
+    # writer transaction, in microseconds, until every view had caught up
+    # with the run's last tick — what the throughput ratio hides on a
+    # machine whose load drifts from run to run.
     registered_run() {  # clients
         local before after tps
         compact_now
-        before=$(workers_cpu)
+        before=$(extension_cpu_ticks)
         tps=$(pgbench_tps "$1" reg.sql)
         catch_up_sql | bench_psql >/dev/null
         compact_now
-        after=$(workers_cpu)
+        after=$(extension_cpu_ticks)
         echo "$tps $(echo "($after - $before) * 1000000 / $(getconf CLK_TCK) / ($tps * $SECONDS_PER_RUN)" | bc -l)"
     }
     # The views' and the table's lag, every LAG_SAMPLE_MS while writers run:

@@ -60,6 +60,20 @@ bench_psql -c "SELECT count(pg_logical_emit_message(false, 'pg_decoupled bench',
                  FROM generate_series(1, 4096)" -c 'CHECKPOINT' >/dev/null
 recycle_wal() { bench_psql -c 'CHECKPOINT' >/dev/null; }
 
+# CPU time, in clock ticks, the extension's processes have used so far: its
+# background workers (capture, controller and its ticks, replica hosts) and
+# the replicas' sessions, where view steps run.
+extension_cpu_ticks() {
+    local total=0 pid ticks
+    for pid in $(bench_psql -c "SELECT pid FROM pg_stat_activity
+                                 WHERE backend_type LIKE 'pg_decoupled%'
+                                    OR application_name LIKE 'pg_decoupled%'"); do
+        ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null)
+        total=$((total + ${ticks:-0}))
+    done
+    echo "$total"
+}
+
 # median of the numbers on stdin
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 # the p-quantile (nearest rank) of the numbers on stdin; $1: p in (0, 1]
