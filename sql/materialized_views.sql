@@ -149,6 +149,10 @@ SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
     'SELECT * FROM plain_o')$$) AS not_a_collection;
 SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
     'SELECT * FROM no_such_table')$$) AS unknown_relation;
+-- The parser's detail and hint travel with the error, and an error
+-- without them prints none (no empty lines).
+SELECT decoupled.create_materialized_view('bad', 'SELECT amout FROM orders');
+SELECT decoupled.create_materialized_view('bad', 'SELECT * FROM no_such_table');
 SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
     'SELECT id AS mz_ts FROM orders')$$) AS reserved_column;
 SELECT regress_try($$SELECT decoupled.create_materialized_view('per_customer',

@@ -290,8 +290,18 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
                                 v_hint = PG_EXCEPTION_HINT, v_state = RETURNED_SQLSTATE;
-        RAISE EXCEPTION 'invalid query for materialized view "%": %', v_name, v_message
-            USING ERRCODE = v_state, DETAIL = v_detail, HINT = v_hint;
+        -- The parser's own detail and hint, where it gave them: RAISE
+        -- prints an empty one as an empty line.
+        v_message := format('invalid query for materialized view "%s": %s', v_name, v_message);
+        IF v_detail <> '' AND v_hint <> '' THEN
+            RAISE EXCEPTION USING MESSAGE = v_message, ERRCODE = v_state, DETAIL = v_detail,
+                                  HINT = v_hint;
+        ELSIF v_detail <> '' THEN
+            RAISE EXCEPTION USING MESSAGE = v_message, ERRCODE = v_state, DETAIL = v_detail;
+        ELSIF v_hint <> '' THEN
+            RAISE EXCEPTION USING MESSAGE = v_message, ERRCODE = v_state, HINT = v_hint;
+        END IF;
+        RAISE EXCEPTION USING MESSAGE = v_message, ERRCODE = v_state;
     END;
     v_plan := decoupled._storage(v_id, 'plan')::regclass;
 
