@@ -74,6 +74,7 @@ OBJS = \
 	extension/relay_client.o \
 	extension/wait_points.o \
 	extension/kept_statements.o \
+	extension/plan_growth.o \
 	extension/scratch.o \
 	extension/change_times.o \
 	bgworker/adapterd.o \

@@ -84,6 +84,7 @@ extern "C" {
 #include "replace_rows.hpp"
 #include "kept_statements.hpp"
 #include "not_decoded.hpp"
+#include "plan_growth.hpp"
 #include "scratch.hpp"
 #include "storage_names.hpp"
 #include "write_locks.hpp"
@@ -995,6 +996,7 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
             check_retracted();
         }
     });
+    decoupled::replan_if_storage_grew(id);
     unpin(c);
 }
 
@@ -1151,6 +1153,7 @@ Datum decoupled_append_staged(PG_FUNCTION_ARGS) {
                                 opt_int8(0, 6).value_or(0)};
     check_interval(outside, expected_upper, new_upper);
     decoupled::not_decoded([&] { write_staged(c, shape); });
+    decoupled::replan_if_storage_grew(id);
     advance(&id, 1, new_upper);
     unpin(c);
     SPI_finish();
@@ -1196,6 +1199,7 @@ Datum decoupled_replace_staged(PG_FUNCTION_ARGS) {
         check_paired(wanted, moved);
         decoupled::clear_scratch(c->stage_relid);
     });
+    decoupled::replan_if_storage_grew(id);
     advance(&id, 1, new_upper);
     unpin(c);
     SPI_finish();
@@ -1255,6 +1259,7 @@ Datum decoupled_compare_and_append(PG_FUNCTION_ARGS) {
                 check_interval(outside, expected_upper, new_upper);
                 decoupled::not_decoded([&] { write_staged(c, shape); });
             }
+            decoupled::replan_if_storage_grew(id);
             advance(&id, 1, new_upper);
             unpin(c);
             values[0] = BoolGetDatum(true);

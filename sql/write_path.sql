@@ -509,3 +509,43 @@ SELECT wp_agrees('wf') AS wf_agrees, wp_agrees('wg') AS wg_agrees,
        wp_count('wf', 'cur') AS wf_cur, wp_count('wf', 'dead') AS wf_dead,
        wp_count('wg', 'cur') AS wg_cur, wp_count('wg', 'dead') AS wg_dead;
 DROP TABLE wf, wg;
+-- Plans over history are made again when it grows (extension/plan_growth.hpp):
+-- a dead that VACUUM recorded empty, a generic plan of its changes made
+-- then (a scan of the one page it had), a DELETE of many rows.  The tick
+-- that wrote them invalidates dead, and the plan reads it by its index.
+CREATE TABLE wr (id int PRIMARY KEY, v int);
+INSERT INTO wr SELECT g, g FROM generate_series(1, 20000) g;
+SELECT decoupled.register_table('wr', retain_history => '1 hour') > 0 AS registered;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT format('VACUUM ANALYZE %s', wp_storage('wr', 'dead')) AS vacuum_dead \gset
+:vacuum_dead;
+SELECT relpages = 0 AND reltuples = 0 AS dead_recorded_empty
+  FROM pg_class WHERE oid = wp_storage('wr', 'dead')::regclass;
+SET plan_cache_mode = force_generic_plan;
+SELECT format('PREPARE wr_changes AS SELECT count(*) FROM decoupled_storage.%I',
+              'c' || lifetime_id || '_delta') AS prepare_changes
+  FROM decoupled.catalog_objects WHERE name = 'wr' AND dropped_at IS NULL \gset
+:prepare_changes;
+CREATE FUNCTION wr_scans_dead() RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    line text;
+BEGIN
+    PERFORM set_config('decoupled.as_of',
+                       (SELECT (upper - 1)::text FROM decoupled.frontiers WHERE name = 'wr'), true);
+    FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) EXECUTE wr_changes' LOOP
+        IF line ~ 'Seq Scan on c[0-9]+_dead' THEN
+            RETURN true;
+        END IF;
+    END LOOP;
+    RETURN false;
+END
+$$;
+SELECT wr_scans_dead() AS empty_dead_scanned;
+DELETE FROM wr WHERE id > 100;
+SELECT decoupled.wait_for_capture('60s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT wp_count('wr', 'dead') AS dead_rows, wr_scans_dead() AS grown_dead_scanned;
+RESET plan_cache_mode;
+DEALLOCATE wr_changes;
+DROP FUNCTION wr_scans_dead();
+DROP TABLE wr;

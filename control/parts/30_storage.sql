@@ -205,6 +205,8 @@ $$;
 -- dead (a ten-view step's reading of 400 changes took 126 ms instead of 1;
 -- docs/performance.md), where the index holds only the rows retracted
 -- after as_of; with statistics the estimate is the histogram's either way.
+-- (A dead that VACUUM recorded empty is planned as one page whatever the
+-- predicate: the write that fills it invalidates it, extension/plan_growth.hpp.)
 -- The history and before views keep their one-sided range: steps read
 -- them by keys, through an arrangement on (keys, valid_to), and a range
 -- guessed small would take the planner from the arrangement to the time

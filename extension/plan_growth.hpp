@@ -1,0 +1,41 @@
+// Plans over history made again when it grows (brief C13.1, C14.3).
+//
+// A step reads its inputs' changes through cached plans — the kept plans
+// of its derived statements (kept_statements.hpp), the plan cache's —
+// which PostgreSQL plans again only when a relation they read is
+// invalidated: an ANALYZE or a VACUUM of it, a change of its definition.
+// A collection's `dead` is often empty (compaction empties it at every
+// round when changes are rare), and a VACUUM then records it as empty: a
+// plan made after that reads its two or three changes by scanning it,
+// which is right for a table of one page.  When a large UPDATE or DELETE
+// then fills it, every step of every view over the collection scanned all
+// of it until autovacuum next analyzed it — up to a minute later; ten
+// views under writers took more than half a core doing that
+// (docs/performance.md).
+//
+// So whoever writes history checks, after writing, whether `cur` or `dead`
+// grew well past the size the planner last took for it (pg_class.relpages,
+// at least kAssumedPages), and if so invalidates the relation, as an
+// ANALYZE would: every backend plans its statements over it again at
+// their next use, with its current size (the planner scales the tuple
+// density it knows to the relation's current number of pages).  A backend
+// does that again for a relation only once it has doubled since, so a
+// relation that keeps growing costs a few invalidations, not one a write.
+//
+// C-style: callers may longjmp through this.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+}
+
+namespace decoupled {
+
+// After writing to collection `lifetime_id`'s cur and dead: invalidates
+// either that grew past twice what plans over it were made for.
+void replan_if_storage_grew(int64 lifetime_id);
+
+// The same for one relation, open.
+void replan_if_grown(Relation rel);
+
+}  // namespace decoupled
