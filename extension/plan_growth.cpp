@@ -3,12 +3,11 @@ extern "C" {
 #include "postgres.h"
 
 #include "access/relation.h"
-#include "access/xact.h"
+#include "access/multixact.h"
+#include "access/transam.h"
+#include "commands/vacuum.h"
 #include "storage/bufmgr.h"
 #include "storage/lockdefs.h"
-#include "utils/hsearch.h"
-#include "utils/inval.h"
-#include "utils/memutils.h"
 #include "utils/rel.h"
 }
 
@@ -21,51 +20,6 @@ namespace {
 // itself assumes ten for a relation never analyzed, and a scan of a few
 // dozen pages costs a step little.
 constexpr BlockNumber kAssumedPages = 16;
-
-// relid -> its number of pages when this backend last invalidated it.
-struct Signalled {
-    Oid relid;
-    BlockNumber blocks;
-};
-
-HTAB* signalled = nullptr;
-
-// An invalidation is sent at commit: after an abort (of the transaction
-// or of the subtransaction that registered it) none was, so what this
-// backend remembers sending goes too.
-void forget() {
-    if (signalled != nullptr) hash_destroy(signalled);
-    signalled = nullptr;
-}
-
-void forget_at_abort(XactEvent event, void*) {
-    if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT) forget();
-}
-
-void forget_at_subabort(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
-    if (event == SUBXACT_EVENT_ABORT_SUB) forget();
-}
-
-Signalled* signalled_entry(Oid relid) {
-    static bool registered = false;
-    if (!registered) {
-        RegisterXactCallback(forget_at_abort, nullptr);
-        RegisterSubXactCallback(forget_at_subabort, nullptr);
-        registered = true;
-    }
-    if (signalled == nullptr) {
-        HASHCTL ctl;
-        ctl.keysize = sizeof(Oid);
-        ctl.entrysize = sizeof(Signalled);
-        ctl.hcxt = TopMemoryContext;
-        signalled = hash_create("decoupled grown relations", 64, &ctl,
-                                HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-    }
-    bool found = false;
-    auto* entry = static_cast<Signalled*>(hash_search(signalled, &relid, HASH_ENTER, &found));
-    if (!found) entry->blocks = 0;
-    return entry;
-}
 
 void replan_if_grown_relid(Oid relid) {
     if (!OidIsValid(relid)) return;
@@ -81,14 +35,18 @@ namespace decoupled {
 
 void replan_if_grown(Relation rel) {
     BlockNumber blocks = RelationGetNumberOfBlocks(rel);
-    BlockNumber assumed = Max(static_cast<BlockNumber>(rel->rd_rel->relpages), kAssumedPages);
-    if (blocks <= 2 * assumed) return;
-    Signalled* entry = signalled_entry(RelationGetRelid(rel));
-    if (blocks <= 2 * entry->blocks) return;
-    // Sent at commit, with the rows that made it grow; nothing if the
-    // transaction rolls back.
-    CacheInvalidateRelcache(rel);
-    entry->blocks = blocks;
+    BlockNumber relpages = rel->rd_rel->relpages;
+    if (blocks <= 2 * Max(relpages, kAssumedPages)) return;
+    // Its size recorded as VACUUM records it (in place, whatever becomes
+    // of this transaction), its tuple density kept where one is known:
+    // the record is the next check's baseline, and changing it
+    // invalidates the relation, so every plan over it is made again.
+    double reltuples = rel->rd_rel->reltuples;
+    double tuples = reltuples >= 0 && relpages > 0 ? reltuples / relpages * blocks : -1;
+    bool frozenxid_updated = false, minmulti_updated = false;
+    vac_update_relstats(rel, blocks, tuples, Min(rel->rd_rel->relallvisible, blocks),
+                        rel->rd_rel->relhasindex, InvalidTransactionId, InvalidMultiXactId,
+                        &frozenxid_updated, &minmulti_updated, true);
 }
 
 void replan_if_storage_grew(int64 lifetime_id) {

@@ -14,13 +14,14 @@
 // (docs/performance.md).
 //
 // So whoever writes history checks, after writing, whether `cur` or `dead`
-// grew well past the size the planner last took for it (pg_class.relpages,
-// at least kAssumedPages), and if so invalidates the relation, as an
-// ANALYZE would: every backend plans its statements over it again at
-// their next use, with its current size (the planner scales the tuple
-// density it knows to the relation's current number of pages).  A backend
-// does that again for a relation only once it has doubled since, so a
-// relation that keeps growing costs a few invalidations, not one a write.
+// grew past twice the size pg_class records for it (relpages, at least
+// kAssumedPages), and if so records its size there as VACUUM does (in
+// place; its tuple density kept where one is known).  That invalidates
+// the relation: every backend plans its statements over it again at their
+// next use, scaled to its current size.  The record is also the next
+// check's baseline, so a relation that keeps growing costs one such
+// update each time it doubles, not one a write, and a VACUUM that finds
+// it empty again resets it.
 //
 // C-style: callers may longjmp through this.
 #pragma once
@@ -31,8 +32,9 @@ extern "C" {
 
 namespace decoupled {
 
-// After writing to collection `lifetime_id`'s cur and dead: invalidates
-// either that grew past twice what plans over it were made for.
+// After writing to collection `lifetime_id`'s cur and dead: records the
+// size of either that grew past twice what pg_class says (and so makes
+// every plan over it again).
 void replan_if_storage_grew(int64 lifetime_id);
 
 // The same for one relation, open.
