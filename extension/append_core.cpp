@@ -976,12 +976,13 @@ decoupled::WriteShape check_updates(Collection* c, Jsonb* updates, int64 expecte
 void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
     Collection* c = collection(id);
     Datum t = Int64GetDatum(ts);
+    Oid dead = storage_relid(id, "dead");
     decoupled::not_decoded([&] {
         // A tick runs in C (index_tick.cpp), whatever its captured rows'
         // signs; the statements below are its fallback.
         int64 wanted = 0, moved = 0;
-        decoupled::IndexedTick tick{c->name, storage_relid(id, "pending"), c->cur_relid,
-                                    storage_relid(id, "dead"), c->ncols, c->is_key, ts, snapshot};
+        decoupled::IndexedTick tick{c->name, storage_relid(id, "pending"), c->cur_relid, dead,
+                                    c->ncols, c->is_key, ts, snapshot};
         if (decoupled::tick_by_index(tick, &wanted, &moved)) {
             check_paired(wanted, moved);
             return;
@@ -996,7 +997,7 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
             check_retracted();
         }
     });
-    decoupled::replan_if_storage_grew(id);
+    decoupled::replan_if_storage_grew(c->cur_relid, dead);
     unpin(c);
 }
 
@@ -1153,7 +1154,7 @@ Datum decoupled_append_staged(PG_FUNCTION_ARGS) {
                                 opt_int8(0, 6).value_or(0)};
     check_interval(outside, expected_upper, new_upper);
     decoupled::not_decoded([&] { write_staged(c, shape); });
-    decoupled::replan_if_storage_grew(id);
+    decoupled::replan_if_storage_grew(c->cur_relid, storage_relid(id, "dead"));
     advance(&id, 1, new_upper);
     unpin(c);
     SPI_finish();
@@ -1190,16 +1191,17 @@ Datum decoupled_replace_staged(PG_FUNCTION_ARGS) {
     // step writes it, and that step never calls this.  The stage is read
     // from its tuplestore (replace_rows), not exposed to statements.
     Datum replaced = filter ? replaced_rows(c, filter) : (Datum)0;
+    Oid dead = storage_relid(id, "dead");
     decoupled::not_decoded([&] {
         int64 wanted = 0, moved = 0, outside = 0;
-        decoupled::Replacement replacement{c->name, c->stage_relid, c->cur_relid,
-                                           storage_relid(id, "dead"), c->ncols, replaced, ts};
+        decoupled::Replacement replacement{c->name, c->stage_relid, c->cur_relid, dead,
+                                           c->ncols, replaced, ts};
         decoupled::replace_rows(replacement, &wanted, &moved, &outside);
         check_interval(outside, ts, ts + 1);
         check_paired(wanted, moved);
         decoupled::clear_scratch(c->stage_relid);
     });
-    decoupled::replan_if_storage_grew(id);
+    decoupled::replan_if_storage_grew(c->cur_relid, dead);
     advance(&id, 1, new_upper);
     unpin(c);
     SPI_finish();
@@ -1259,7 +1261,7 @@ Datum decoupled_compare_and_append(PG_FUNCTION_ARGS) {
                 check_interval(outside, expected_upper, new_upper);
                 decoupled::not_decoded([&] { write_staged(c, shape); });
             }
-            decoupled::replan_if_storage_grew(id);
+            decoupled::replan_if_storage_grew(c->cur_relid, storage_relid(id, "dead"));
             advance(&id, 1, new_upper);
             unpin(c);
             values[0] = BoolGetDatum(true);

@@ -12,7 +12,6 @@ extern "C" {
 }
 
 #include "plan_growth.hpp"
-#include "storage_names.hpp"
 
 namespace {
 
@@ -21,18 +20,7 @@ namespace {
 // dozen pages costs a step little.
 constexpr BlockNumber kAssumedPages = 16;
 
-void replan_if_grown_relid(Oid relid) {
-    if (!OidIsValid(relid)) return;
-    // The writer holds RowExclusiveLock on it already.
-    Relation rel = relation_open(relid, AccessShareLock);
-    decoupled::replan_if_grown(rel);
-    relation_close(rel, AccessShareLock);
-}
-
-}  // namespace
-
-namespace decoupled {
-
+// After a write to `rel`: its size recorded if it outgrew its record.
 void replan_if_grown(Relation rel) {
     BlockNumber blocks = RelationGetNumberOfBlocks(rel);
     BlockNumber relpages = rel->rd_rel->relpages;
@@ -49,9 +37,21 @@ void replan_if_grown(Relation rel) {
                         &frozenxid_updated, &minmulti_updated, true);
 }
 
-void replan_if_storage_grew(int64 lifetime_id) {
-    replan_if_grown_relid(storage_relid(lifetime_id, "cur"));
-    replan_if_grown_relid(storage_relid(lifetime_id, "dead"));
+void replan_if_grown(Oid relid) {
+    if (!OidIsValid(relid)) return;
+    // The writer holds RowExclusiveLock on it already.
+    Relation rel = relation_open(relid, AccessShareLock);
+    replan_if_grown(rel);
+    relation_close(rel, AccessShareLock);
+}
+
+}  // namespace
+
+namespace decoupled {
+
+void replan_if_storage_grew(Oid cur_relid, Oid dead_relid) {
+    replan_if_grown(cur_relid);
+    replan_if_grown(dead_relid);
 }
 
 }  // namespace decoupled

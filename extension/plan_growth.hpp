@@ -32,12 +32,9 @@ extern "C" {
 
 namespace decoupled {
 
-// After writing to collection `lifetime_id`'s cur and dead: records the
-// size of either that grew past twice what pg_class says (and so makes
-// every plan over it again).
-void replan_if_storage_grew(int64 lifetime_id);
-
-// The same for one relation, open.
-void replan_if_grown(Relation rel);
+// After writing to a collection's cur and dead (their relids; InvalidOid
+// skips one): records the size of either that grew past twice what
+// pg_class says, and so makes every plan over it again.
+void replan_if_storage_grew(Oid cur_relid, Oid dead_relid);
 
 }  // namespace decoupled
