@@ -3749,3 +3749,10 @@ $$;
 -- 30_storage: rows' ids taken 64 at a time by each session (mz_rowid only
 -- orders identical copies with the same mz_ts).
 ALTER SEQUENCE decoupled.rowid_seq CACHE 64;
+
+-- 30_storage: reads of registered tables decided at plan time
+-- (extension/read_rewrite.cpp, "Decided at plan time").
+CREATE FUNCTION decoupled._reads_at_plan_time() RETURNS boolean
+    LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_reads_at_plan_time';
+-- 90_privileges: as a fresh install's blanket REVOKE leaves it.
+REVOKE ALL ON FUNCTION decoupled._reads_at_plan_time() FROM PUBLIC;

@@ -11,7 +11,9 @@
 // whose branches are gated by one-time filters: without as_of only the
 // first runs; with it only the history view does (which checks readability
 // and the reader's SELECT privilege on t).  Without as_of the planner gets
-// the first branch alone (see "Plan time" below).  Targets of
+// the first branch alone (see "Plan time" below).  A SELECT the session
+// runs itself has that replacement made at plan time instead, only where
+// the table alone will not do (see "Decided at plan time").  Targets of
 // INSERT/UPDATE/DELETE/MERGE and FOR UPDATE references are left alone.
 //
 // The rewrite applies once.  A tree that already holds it reaches the hook
@@ -44,12 +46,15 @@ extern "C" {
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/planner.h"
 #include "parser/analyze.h"
 #include "parser/parser.h"
 #include "parser/parsetree.h"
+#include "rewrite/rewriteHandler.h"
 #include "storage/lmgr.h"
+#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -101,6 +106,9 @@ Oid cache_catalog_relid = InvalidOid;
 // invalidations of what they read (forget_trees).
 MemoryContext trees_context = nullptr;
 uint64 trees_generation = 1;
+// decoupled._reads_at_plan_time() (see "Decided at plan time"), looked up
+// with the cache: InvalidOid when the installed catalog has none.
+Oid plan_time_marker = InvalidOid;
 
 void forget_trees() {
     if (trees_context) MemoryContextReset(trees_context);
@@ -158,6 +166,7 @@ constexpr const char* kLoadSql = R"sql(
 
 void reset_cache() {
     forget_trees();
+    plan_time_marker = InvalidOid;
     if (cache_context) MemoryContextReset(cache_context);
     read_cache = nullptr;
     cache_loaded = false;
@@ -210,6 +219,12 @@ void load_cache(uint64 epoch) {
         SPI_finish();
         decoupled::restore_user(saved);
     }
+    plan_time_marker = OidIsValid(cache_catalog_relid)
+                           ? GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+                                             CStringGetDatum("_reads_at_plan_time"),
+                                             PointerGetDatum(buildoidvector(nullptr, 0)),
+                                             ObjectIdGetDatum(nsp))
+                           : InvalidOid;
     cache_epoch = epoch;
     cache_cid = GetCurrentCommandId(false);
     cache_loaded = true;
@@ -396,8 +411,6 @@ bool is_read_rewrite(Query* q) {
            history->relid == entry->history_relid;
 }
 
-void rewrite_query(Query* q);
-
 // The subquery checks SELECT on the table itself, as the reader, for the
 // columns the reference read — not every column its branch lists: a
 // reader granted SELECT on some columns of the table reads them as from
@@ -414,6 +427,21 @@ void check_columns_as_read(Query* sub, RangeTblEntry* reference) {
     table->checkAsUser = reference->checkAsUser;
 }
 
+// What rewrite_query does with each read of a registered table it finds.
+enum class ReadMode {
+    kRewrite,     // at analysis: the read becomes the gated union
+    kDefer,       // at analysis: left to plan time (see "Decided at plan time")
+    kSubstitute,  // at plan time: the gated union, through the rewriter
+};
+
+struct RewriteContext {
+    ReadMode mode;
+    int deferred;  // kDefer: the reads left to plan time
+};
+
+void rewrite_query(Query* q, RewriteContext* context);
+bool is_planned_read(Query* q);
+
 // PostgreSQL's walkers take an untyped function pointer; going through
 // void(*)() is the sanctioned way to cast one.
 using Walker = bool (*)();
@@ -424,35 +452,61 @@ Walker as_walker(bool (*fn)(Node*, void*)) {
 bool rewrite_walker(Node* node, void* context) {
     if (node == nullptr) return false;
     if (IsA(node, Query)) {
-        rewrite_query(reinterpret_cast<Query*>(node));
+        rewrite_query(reinterpret_cast<Query*>(node), static_cast<RewriteContext*>(context));
         return false;
     }
     return expression_tree_walker(node, as_walker(rewrite_walker), context);
 }
 
-void rewrite_query(Query* q) {
+// The gated union for a read `rte` of a registered table at plan time: the
+// replacement the analysis would have made, run through the rewriter as the
+// statement's own tree was (the history view expanded, the table's row
+// security applied inside), or nullptr when `rte` is no longer registered.
+Query* substitute_replacement(RangeTblEntry* rte) {
+    Query* sub = cached_replacement(rte->relid);
+    if (sub == nullptr) return nullptr;
+    check_columns_as_read(sub, rte);
+    List* rewritten = QueryRewrite(sub);
+    if (list_length(rewritten) != 1) elog(ERROR, "rewriting a read of %u made no single query", rte->relid);
+    // The reference's own row security quals were made for the table's
+    // columns; the union applies the table's policies inside.
+    rte->securityQuals = NIL;
+    return linitial_node(Query, rewritten);
+}
+
+void rewrite_query(Query* q, RewriteContext* context) {
     if (is_read_rewrite(q)) return;  // rewritten before: see the top of this file
+    // At plan time, a union the rewriter expanded (a view's stored read).
+    if (context->mode == ReadMode::kSubstitute && is_planned_read(q)) return;
     int rti = 0;
     ListCell* lc;
     foreach (lc, q->rtable) {
         ++rti;
         RangeTblEntry* rte = lfirst_node(RangeTblEntry, lc);
         if (rte->rtekind == RTE_SUBQUERY) {
-            rewrite_query(rte->subquery);
+            rewrite_query(rte->subquery, context);
             continue;
         }
         if (rte->rtekind != RTE_RELATION || rte->tablesample || is_write_target(q, rti) ||
             uses_system_columns(rte))
             continue;
-        Query* sub = cached_replacement(rte->relid);
+        if (context->mode == ReadMode::kDefer) {
+            if (hash_search(read_cache, &rte->relid, HASH_FIND, nullptr) == nullptr) continue;
+            // The table branch reads ONLY the table.
+            rte->inh = false;
+            context->deferred++;
+            continue;
+        }
+        Query* sub = context->mode == ReadMode::kSubstitute ? substitute_replacement(rte)
+                                                            : cached_replacement(rte->relid);
         if (!sub) continue;
-        check_columns_as_read(sub, rte);
+        if (context->mode == ReadMode::kRewrite) check_columns_as_read(sub, rte);
         decoupled::read_entry_through(rte, sub);
     }
     // Sub-selects anywhere else: targets, quals, CTEs, and range-table
     // expressions (function arguments, VALUES).  Subquery entries were
     // handled above.
-    query_tree_walker(q, as_walker(rewrite_walker), nullptr,
+    query_tree_walker(q, as_walker(rewrite_walker), context,
                       QTW_IGNORE_RT_SUBQUERIES | QTW_IGNORE_JOINALIASES);
 }
 
@@ -493,12 +547,102 @@ void refresh_cache() {
         load_cache(epoch);
 }
 
-void rewrite_with_cache(Query* target) {
+// ---------------------------------------------------------------------------
+// Decided at plan time.  A statement the session runs itself — a SELECT
+// (or its EXPLAIN) analysed outside any utility command and outside
+// planning — keeps its reads of registered tables as they are, as `ONLY t`,
+// and is marked by a last AND-ed term of its WHERE clause,
+// decoupled._reads_at_plan_time() (always true, never run: the planner hook
+// takes it out).  The planner hook then plans those reads of the table
+// alone while decoupled.as_of is unset — the plain table's plan, without the
+// union the planner would have taken apart again (parsing, copying and
+// rewriting it was an eighth of a single-row read's CPU) — and otherwise
+// substitutes the gated union, through the rewriter, into its own copy of
+// the tree.  The plan dependencies below keep cached plans right when as_of
+// turns set or unset.  Trees that may be stored — a view's, a rule's, a
+// function body's, a materialized view's — and cursors' keep the union
+// made at analysis: they are analysed inside a utility command (or planned
+// as cursors, which the hook substitutes for).
+// ---------------------------------------------------------------------------
+
+int utility_depth = 0;   // utility commands running (analyse what they store)
+int planning_depth = 0;  // plans being made (inlined function bodies are analysed there)
+
+// The last term of q's WHERE clause (the clause itself if it is no AND).
+Node* last_qual(Query* q) {
+    Node* quals = q->jointree ? q->jointree->quals : nullptr;
+    auto* all = reinterpret_cast<BoolExpr*>(quals);
+    if (quals != nullptr && IsA(quals, BoolExpr) && all->boolop == AND_EXPR)
+        return static_cast<Node*>(llast(all->args));
+    return quals;
+}
+
+// Whether `node` may be the marker: a call of a boolean function without
+// arguments (most WHERE clauses are not, and need no look at the cache).
+bool may_be_plan_time_marker(Node* node) {
+    auto* call = reinterpret_cast<FuncExpr*>(node);
+    return node != nullptr && IsA(node, FuncExpr) && call->args == NIL &&
+           call->funcresulttype == BOOLOID;
+}
+
+// Whether q's WHERE clause ends with the marker.  The caller has loaded
+// the cache (the marker's OID comes with it).
+bool has_plan_time_marker(Query* q) {
+    Node* last = last_qual(q);
+    return may_be_plan_time_marker(last) && OidIsValid(plan_time_marker) &&
+           reinterpret_cast<FuncExpr*>(last)->funcid == plan_time_marker;
+}
+
+void add_plan_time_marker(Query* q) {
+    Node* marker = reinterpret_cast<Node*>(makeFuncExpr(plan_time_marker, BOOLOID, NIL, InvalidOid,
+                                                        InvalidOid, COERCE_EXPLICIT_CALL));
+    Node* quals = q->jointree->quals;
+    auto* all = reinterpret_cast<BoolExpr*>(quals);
+    if (quals == nullptr)
+        q->jointree->quals = marker;
+    else if (IsA(quals, BoolExpr) && all->boolop == AND_EXPR)
+        all->args = lappend(all->args, marker);
+    else
+        q->jointree->quals = reinterpret_cast<Node*>(makeBoolExpr(AND_EXPR, list_make2(quals, marker), -1));
+}
+
+// Takes the marker out of `q` (which has_plan_time_marker found).
+void remove_plan_time_marker(Query* q) {
+    Node* quals = q->jointree->quals;
+    auto* all = reinterpret_cast<BoolExpr*>(quals);
+    if (!IsA(quals, BoolExpr)) {
+        q->jointree->quals = nullptr;
+        return;
+    }
+    all->args = list_delete_last(all->args);
+    if (list_length(all->args) == 1) q->jointree->quals = static_cast<Node*>(linitial(all->args));
+}
+
+// Whether the reads of `target` (`query` itself, or the query an EXPLAIN
+// of it carries) are left to plan time.
+bool defers_to_plan_time(Query* query, Query* target) {
+    return utility_depth == 0 && planning_depth == 0 && OidIsValid(plan_time_marker) &&
+           target->commandType == CMD_SELECT && target->setOperations == nullptr &&
+           target->jointree != nullptr &&
+           (query == target || IsA(query->utilityStmt, ExplainStmt));
+}
+
+void rewrite_with_cache(Query* query, Query* target) {
     in_rewrite = true;
     PG_TRY();
     {
         refresh_cache();
-        if (hash_get_num_entries(read_cache) > 0) rewrite_query(target);
+        // EXPLAIN analyses its query again, inside the utility command.
+        if (hash_get_num_entries(read_cache) > 0 && !has_plan_time_marker(target)) {
+            if (defers_to_plan_time(query, target)) {
+                RewriteContext context{ReadMode::kDefer, 0};
+                rewrite_query(target, &context);
+                if (context.deferred > 0) add_plan_time_marker(target);
+            } else {
+                RewriteContext context{ReadMode::kRewrite, 0};
+                rewrite_query(target, &context);
+            }
+        }
     }
     PG_FINALLY();
     { in_rewrite = false; }
@@ -517,31 +661,28 @@ void rewrite_registered_reads(ParseState* pstate, Query* query, JumbleState* jst
     if (IsInParallelMode()) return;
     Query* target = inner_query(query);
     if (!target || target->commandType == CMD_UTILITY || !references_relations(target)) return;
-    rewrite_with_cache(target);
+    rewrite_with_cache(query, target);
 }
 
-// ---------------------------------------------------------------------------
-// Plan time.  While decoupled.as_of is unset, the history branch of every
-// rewritten read returns nothing (its gate is false), so the planner gets
-// the table branch alone, without its gate: the plan is the plain table's
-// (the union's Append, Subquery Scan and gating Result nodes cost about 40%
-// over every row of a scan).  While as_of is set the union stays as it is,
-// its gates choosing at execution.
-//
-// A plan made for the latest state holds only while as_of stays unset.  It
-// depends on decoupled._planned_latest(), one made while as_of is set and
-// reading a rewritten union on decoupled._planned_as_of() — PlanInvalItems,
-// as for a function a plan calls; neither function ever runs.  When as_of
-// turns set (or unset) the plan cache is told that function changed, so
-// exactly the cached plans of the other kind are planned again at their
-// next use: prepared statements, PL/pgSQL and SPI plans stay right.  A plan
-// kept outside the plan cache is not reached that way (a SQL-language
-// function plans all its statements when first called in a transaction):
-// one made for the latest state whose first run finds as_of set is
-// refused, never run against the table.  Cursors keep the union (their
-// gates choose at the first fetch, after which as_of may still change
-// before it).  The tree stored for a view, a rule or a function body never
-// changes: the choice is made on the planner's copy.
+ProcessUtility_hook_type prev_process_utility = nullptr;
+
+void count_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_tree,
+                   ProcessUtilityContext context, ParamListInfo params, QueryEnvironment* env,
+                   DestReceiver* dest, QueryCompletion* qc) {
+    utility_depth++;
+    PG_TRY();
+    {
+        if (prev_process_utility)
+            prev_process_utility(pstmt, query_string, read_only_tree, context, params, env, dest, qc);
+        else
+            standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, env,
+                                    dest, qc);
+    }
+    PG_FINALLY();
+    { utility_depth--; }
+    PG_END_TRY();
+}
+
 // ---------------------------------------------------------------------------
 
 planner_hook_type prev_planner_hook = nullptr;
@@ -583,6 +724,8 @@ Query* planned_read_table_branch(Query* q) {
     auto* view = linitial_node(RangeTblEntry, history->subquery->rtable);
     return view->rtekind == RTE_RELATION && is_history_view(view->relid) ? left : nullptr;
 }
+
+bool is_planned_read(Query* q) { return planned_read_table_branch(q) != nullptr; }
 
 // The rewritten reads in a query and the queries below it: range table
 // entries, each with its table branch.
@@ -633,8 +776,38 @@ PlanInvalItem* marker_dependency(Marker m) {
     return item;
 }
 
+// A statement whose reads were left to plan time (has_plan_time_marker)
+// gets the gated union where the latest state alone will not do: with
+// as_of set, for a cursor, or on a catalog without the plan markers.
+// Returns whether it is such a statement and its reads stay the table's
+// alone.
+bool decide_deferred_reads(Query* parse, int cursor_options) {
+    if (parse->commandType != CMD_SELECT || !may_be_plan_time_marker(last_qual(parse)))
+        return false;
+    volatile bool latest = false;
+    in_rewrite = true;
+    PG_TRY();
+    {
+        refresh_cache();
+        if (has_plan_time_marker(parse)) {
+            remove_plan_time_marker(parse);
+            latest = !decoupled::as_of_set() && (cursor_options & kCursorOptions) == 0 &&
+                     marker_dependency(kPlannedLatest) != nullptr;
+            if (!latest) {
+                RewriteContext context{ReadMode::kSubstitute, 0};
+                rewrite_query(parse, &context);
+            }
+        }
+    }
+    PG_FINALLY();
+    { in_rewrite = false; }
+    PG_END_TRY();
+    return latest;
+}
+
 PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_options,
                         ParamListInfo bound_params) {
+    bool deferred_latest = decide_deferred_reads(parse, cursor_options);
     PlannedReads reads;
     if ((cursor_options & kCursorOptions) == 0) find_planned_reads(parse, &reads);
     PlanInvalItem* marker = nullptr;
@@ -646,7 +819,7 @@ PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_optio
     // CPU went to planning single-row steps again).  An as-of plan is right
     // without as_of too (its gates choose at execution), so those plans do
     // without the marker.
-    if (reads.entries != NIL) {
+    if (reads.entries != NIL || deferred_latest) {
         bool latest = !decoupled::as_of_set();
         if (latest || !InSecurityRestrictedOperation())
             marker = marker_dependency(latest ? kPlannedLatest : kPlannedAsOf);
@@ -662,10 +835,17 @@ PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_optio
             }
         }
     }
-    PlannedStmt* stmt =
-        prev_planner_hook
-            ? prev_planner_hook(parse, query_string, cursor_options, bound_params)
-            : standard_planner(parse, query_string, cursor_options, bound_params);
+    PlannedStmt* stmt = nullptr;
+    planning_depth++;
+    PG_TRY();
+    {
+        stmt = prev_planner_hook
+                   ? prev_planner_hook(parse, query_string, cursor_options, bound_params)
+                   : standard_planner(parse, query_string, cursor_options, bound_params);
+    }
+    PG_FINALLY();
+    { planning_depth--; }
+    PG_END_TRY();
     if (marker != nullptr) stmt->invalItems = lappend(stmt->invalItems, marker);
     return stmt;
 }
@@ -709,6 +889,8 @@ void install_read_rewrite() {
     planner_hook = plan_reads;
     prev_executor_run_hook = ExecutorRun_hook;
     ExecutorRun_hook = run_reads;
+    prev_process_utility = ProcessUtility_hook;
+    ProcessUtility_hook = count_utility;
     RegisterXactCallback(forget_on_abort, nullptr);
     RegisterSubXactCallback(forget_on_subabort, nullptr);
     CacheRegisterRelcacheCallback(forget_trees_of_relation, (Datum)0);
@@ -762,7 +944,13 @@ void as_of_mode_changed(bool now_set) {
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_execute_unrewritten);
+PG_FUNCTION_INFO_V1(decoupled_reads_at_plan_time);
 }
+
+// decoupled._reads_at_plan_time() -> boolean: the mark of a statement whose
+// reads of registered tables are decided at plan time.  The planner hook
+// takes it out; were it ever run, it would change nothing.
+Datum decoupled_reads_at_plan_time(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(true); }
 
 // decoupled._execute_unrewritten(sql text): runs DDL whose queries must name
 // a registered table itself (the extension's own views over it).

@@ -239,10 +239,60 @@ SELECT count(*) AS n FROM rp;  -- refused again
 RESET ROLE;
 DROP ROLE rp_reader;
 
+-- Decided at plan time (extension/read_rewrite.cpp): a SELECT the session
+-- runs itself keeps its reads of the table as they are, and its plan reads
+-- the table alone while as_of is unset — the plain table's plan, its
+-- aliases and all, and no trace of the mark the analysis left — or the
+-- gated union while it is set.
+EXPLAIN (COSTS OFF, VERBOSE) SELECT x.v FROM rp x WHERE x.k = 3;
+SELECT x.v FROM rp x WHERE x.k IN (1, 5) ORDER BY 1;
+SET decoupled.as_of = :t0;
+SELECT * FROM plan_shape('EXPLAIN (COSTS OFF) SELECT x.v FROM rp x WHERE x.k = 3');
+SELECT x.v FROM rp x WHERE x.k IN (1, 5) ORDER BY 1;
+RESET decoupled.as_of;
+-- A PL/pgSQL cursor opened without as_of and first fetched with it reads at
+-- as_of, as a declared one does: its plan keeps the union.
+CREATE FUNCTION rp_cursor_total(t bigint) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    c CURSOR FOR SELECT sum(v) FROM rp;
+    total bigint;
+BEGIN
+    OPEN c;
+    PERFORM set_config('decoupled.as_of', t::text, true);
+    FETCH c INTO total;
+    CLOSE c;
+    PERFORM set_config('decoupled.as_of', '', true);
+    RETURN total;
+END
+$$;
+SELECT rp_cursor_total(:t0) AS at_t0;
+-- A SQL function inlined into the statement that calls it.
+CREATE FUNCTION rp_rows() RETURNS SETOF rp LANGUAGE sql STABLE AS 'SELECT * FROM rp';
+SELECT sum(v) AS latest FROM rp_rows();
+SET decoupled.as_of = :t0;
+SELECT sum(v) AS at_t0 FROM rp_rows();
+RESET decoupled.as_of;
+-- Generic plans of PL/pgSQL statements across changes of as_of.
+SET plan_cache_mode = force_generic_plan;
+SELECT * FROM rp_totals_at(ARRAY[NULL, :t0, NULL, :t0]::bigint[]);
+RESET plan_cache_mode;
+-- Statements that write read at as_of through the union made at analysis.
+CREATE TEMP TABLE rp_sink (k int, v int);
+SET decoupled.as_of = :t0;
+INSERT INTO rp_sink SELECT * FROM rp;
+RESET decoupled.as_of;
+SELECT count(*) AS n, sum(v) AS total FROM rp_sink;
+-- The mark written by hand is taken out like the analysis's own.
+SET decoupled.as_of = :t0;
+SELECT sum(v) AS at_t0 FROM rp WHERE decoupled._reads_at_plan_time();
+RESET decoupled.as_of;
+SELECT sum(v) AS latest FROM rp WHERE decoupled._reads_at_plan_time();
+
 DEALLOCATE rp_p;
 DEALLOCATE rp_g;
 DROP FUNCTION rp_total(), rp_totals_at(bigint[]), rp_shapes(), rp_paths(), plan_shape(text),
-    plan_lines(text), rp_sql_total(), rp_sql_total_at(bigint), rp_sql_totals_at(text[]);
+    plan_lines(text), rp_sql_total(), rp_sql_total_at(bigint), rp_sql_totals_at(text[]),
+    rp_cursor_total(bigint), rp_rows();
 DROP VIEW rp_v;
 SELECT decoupled.unregister_table('rp');
 DROP TABLE rp;

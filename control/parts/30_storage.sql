@@ -54,6 +54,12 @@ CREATE FUNCTION decoupled._planned_latest() RETURNS void
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS '';
 CREATE FUNCTION decoupled._planned_as_of() RETURNS void
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS '';
+-- Never run either.  A SELECT the session runs itself keeps its reads of
+-- registered tables as they are, marked by this last term of its WHERE
+-- clause; the planner hook takes it out and reads the table alone while
+-- decoupled.as_of is unset, the gated union otherwise.
+CREATE FUNCTION decoupled._reads_at_plan_time() RETURNS boolean
+    LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_reads_at_plan_time';
 -- PARALLEL SAFE: its catalog read is read-only, and a parallel latest read
 -- of a registered table must stay as fast as one of a plain table.
 CREATE FUNCTION decoupled._history_gate(lifetime_id bigint) RETURNS boolean
