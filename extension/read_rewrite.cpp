@@ -684,6 +684,30 @@ void count_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_
 }
 
 // ---------------------------------------------------------------------------
+// Plan time.  While decoupled.as_of is unset, the history branch of every
+// rewritten read returns nothing (its gate is false), so the planner gets
+// the table branch alone, without its gate: the plan is the plain table's
+// (the union's Append, Subquery Scan and gating Result nodes cost about 40%
+// over every row of a scan).  While as_of is set the union stays as it is,
+// its gates choosing at execution.  A statement whose reads were left to
+// plan time gets the union here only where it needs one (see "Decided at
+// plan time" above).
+//
+// A plan made for the latest state holds only while as_of stays unset.  It
+// depends on decoupled._planned_latest(), one made while as_of is set and
+// reading a rewritten union on decoupled._planned_as_of() — PlanInvalItems,
+// as for a function a plan calls; neither function ever runs.  When as_of
+// turns set (or unset) the plan cache is told that function changed, so
+// exactly the cached plans of the other kind are planned again at their
+// next use: prepared statements, PL/pgSQL and SPI plans stay right.  A plan
+// kept outside the plan cache is not reached that way (a SQL-language
+// function plans all its statements when first called in a transaction):
+// one made for the latest state whose first run finds as_of set is
+// refused, never run against the table.  Cursors keep the union (their
+// gates choose at the first fetch, after which as_of may still change
+// before it).  The tree stored for a view, a rule or a function body never
+// changes: the choice is made on the planner's copy.
+// ---------------------------------------------------------------------------
 
 planner_hook_type prev_planner_hook = nullptr;
 ExecutorRun_hook_type prev_executor_run_hook = nullptr;
