@@ -75,6 +75,7 @@ OBJS = \
 	extension/wait_points.o \
 	extension/kept_statements.o \
 	extension/plan_growth.o \
+	extension/step_texts.o \
 	extension/scratch.o \
 	extension/change_times.o \
 	bgworker/adapterd.o \

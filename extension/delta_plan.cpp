@@ -75,6 +75,7 @@ extern "C" {
 #include "gucs.hpp"
 #include "kept_statements.hpp"
 #include "scratch.hpp"
+#include "step_texts.hpp"
 #include "storage_names.hpp"
 #include "not_decoded.hpp"
 #include "written_plan.hpp"
@@ -1789,15 +1790,30 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     decoupled::OwnerScope scope;
     decoupled::enter_owner(p.owner, p.ts, &scope);
     if (!initial || filter) decoupled::serial_only();
-    Query* q = plan_query(p.plan);
-    Keys keys = group_keys(q);
-    SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
-    // Groups whose extremes alone are unknown: ordered probes instead,
-    // planned without bitmap scans (which cannot return rows in order: a
-    // bitmap scan of the group and a sort would read all its rows).
-    char* ordered = filter ? ordered_extremes_sql(q, keys, c, target_oid, filter) : nullptr;
-    bool probes = ordered != nullptr;
-    const char* statement = ordered ? ordered : aggregated_sql(q, keys, c, initial, filter, &probes);
+    // A step's changes, of a view over one input: the same text at every
+    // step (step_texts.hpp).  Over several, the terms depend on which
+    // inputs changed and by how much; "" is kept for them, so that their
+    // steps need not find that out again.
+    bool probes = false;
+    const char* statement =
+        initial ? nullptr : decoupled::kept_step_text(p.plan, decoupled::StepText::kChangeSums, &probes);
+    bool known = statement != nullptr;
+    if (statement == nullptr || statement[0] == '\0') {
+        Query* q = plan_query(p.plan);
+        Keys keys = group_keys(q);
+        SumsContext c = sums_of(static_cast<Query*>(copyObjectImpl(q)), false);
+        // Groups whose extremes alone are unknown: ordered probes instead,
+        // planned without bitmap scans (which cannot return rows in order: a
+        // bitmap scan of the group and a sort would read all its rows).
+        char* ordered = filter ? ordered_extremes_sql(q, keys, c, target_oid, filter) : nullptr;
+        probes = ordered != nullptr;
+        bool one_input = !initial && !known && q->setOperations == nullptr &&
+                         list_length(inputs_of(q)) == 1;
+        statement = ordered ? ordered : aggregated_sql(q, keys, c, initial, filter, &probes);
+        if (!initial && !known)
+            decoupled::keep_step_text(p.plan, decoupled::StepText::kChangeSums,
+                                      one_input ? statement : "", probes);
+    }
     // The first computation runs once, and a filter with literals names
     // this step's groups: their plans are not kept.
     int level = partner_probe_settings(probes);
@@ -2059,6 +2075,8 @@ Oid dstate_of(Oid state) {
     return relid;
 }
 
+char* kept_rows_sql(Oid plan, Oid state);
+
 // decoupled._stage_kept(plan regclass, owner oid, ts bigint, state regclass,
 //                       target regclass, filter text) -> bigint
 // The rows of the groups `filter` selects, computed from the kept state —
@@ -2078,6 +2096,31 @@ Datum decoupled_stage_kept(PG_FUNCTION_ARGS) {
     decoupled::OwnerScope scope;
     decoupled::enter_owner(owner, ts, &scope);
     decoupled::serial_only();
+    // The same text at every step (step_texts.hpp) but for the filter, which
+    // names the touched groups by literals or through the view's dstate.
+    const char* rows_sql = decoupled::kept_step_text(plan, decoupled::StepText::kKeptRows, nullptr);
+    if (rows_sql == nullptr) {
+        rows_sql = kept_rows_sql(plan, state);
+        decoupled::keep_step_text(plan, decoupled::StepText::kKeptRows, rows_sql, false);
+    }
+    const char* place = strrchr(rows_sql, '\x01');
+    char* sql = psprintf("%.*s%s%s", static_cast<int>(place - rows_sql), rows_sql, filter, place + 1);
+    // A filter with literals names this step's touched groups (a new text
+    // every time); one without reads them from the view's dstate.
+    bool literals = decoupled::names_literals(filter);
+    uint64 rows = decoupled::stage_rows(target, sql, ts, !literals,
+                                        literals ? InvalidOid : dstate_of(state));
+    decoupled::leave_owner(&scope);
+    table_close(target, NoLock);
+    PG_RETURN_INT64(static_cast<int64>(rows));
+}
+
+// The staging statement of _stage_kept for the view whose written plan is
+// `plan` and kept state `state`, with a \x01 where the condition naming the
+// touched groups goes: the last one in the text (what follows it is the
+// extension's own, while the select list and HAVING before it may hold
+// literals of any character).
+char* kept_rows_sql(Oid plan, Oid state) {
     Query* q = plan_query(plan);
     SumsContext c = sums_of(q, true);
     if (!c.ok) elog(ERROR, "the written plan is no longer maintained by kept sums");
@@ -2097,18 +2140,11 @@ Datum decoupled_stage_kept(PG_FUNCTION_ARGS) {
                        : pstrdup("");
     char* sql = decoupled::staging_sql(
         "1", positional_names(nout, "d."),
-        psprintf("(SELECT %s FROM %s s WHERE s.mz_n OPERATOR(pg_catalog.>) 0%s AND %s) d(%s)",
-                 select.data,
-                 decoupled::locked_relation_name(state),
-                 having, filter, positional_names(nout, "")));
-    // A filter with literals names this step's touched groups (a new text
-    // every time); one without reads them from the view's dstate.
-    bool literals = decoupled::names_literals(filter);
-    uint64 rows = decoupled::stage_rows(target, sql, ts, !literals,
-                                        literals ? InvalidOid : dstate_of(state));
-    decoupled::leave_owner(&scope);
-    table_close(target, NoLock);
-    PG_RETURN_INT64(static_cast<int64>(rows));
+        psprintf("(SELECT %s FROM %s s WHERE s.mz_n OPERATOR(pg_catalog.>) 0%s AND "
+                 "\x01) d(%s)",
+                 select.data, decoupled::locked_relation_name(state), having,
+                 positional_names(nout, "")));
+    return sql;
 }
 
 // decoupled._kept_sum_int8(n bigint, s numeric) -> bigint, and friends:
