@@ -628,6 +628,7 @@ bool defers_to_plan_time(Query* query, Query* target) {
 }
 
 void rewrite_with_cache(Query* query, Query* target) {
+    const bool was_in_rewrite = in_rewrite;  // restored, not cleared: calls nest
     in_rewrite = true;
     PG_TRY();
     {
@@ -645,7 +646,7 @@ void rewrite_with_cache(Query* query, Query* target) {
         }
     }
     PG_FINALLY();
-    { in_rewrite = false; }
+    { in_rewrite = was_in_rewrite; }
     PG_END_TRY();
 }
 
@@ -809,6 +810,7 @@ bool decide_deferred_reads(Query* parse, int cursor_options) {
     if (parse->commandType != CMD_SELECT || !may_be_plan_time_marker(last_qual(parse)))
         return false;
     volatile bool latest = false;
+    const bool was_in_rewrite = in_rewrite;  // restored, not cleared: calls nest
     in_rewrite = true;
     PG_TRY();
     {
@@ -824,7 +826,7 @@ bool decide_deferred_reads(Query* parse, int cursor_options) {
         }
     }
     PG_FINALLY();
-    { in_rewrite = false; }
+    { in_rewrite = was_in_rewrite; }
     PG_END_TRY();
     return latest;
 }
@@ -941,6 +943,7 @@ void read_entry_through(RangeTblEntry* rte, Query* sub) {
 
 bool reads_are_rewritten(Oid relid) {
     bool found = false;
+    const bool was_in_rewrite = in_rewrite;  // restored, not cleared: calls nest
     in_rewrite = true;
     PG_TRY();
     {
@@ -948,7 +951,7 @@ bool reads_are_rewritten(Oid relid) {
         found = hash_search(read_cache, &relid, HASH_FIND, nullptr) != nullptr;
     }
     PG_FINALLY();
-    { in_rewrite = false; }
+    { in_rewrite = was_in_rewrite; }
     PG_END_TRY();
     return found;
 }
