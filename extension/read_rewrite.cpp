@@ -804,12 +804,12 @@ PlanInvalItem* marker_dependency(Marker m) {
 // A statement whose reads were left to plan time (has_plan_time_marker)
 // gets the gated union where the latest state alone will not do: with
 // as_of set, for a cursor, or on a catalog without the plan markers.
-// Returns whether it is such a statement and its reads stay the table's
-// alone.
-bool decide_deferred_reads(Query* parse, int cursor_options) {
+// Returns the latest-state plan dependency when it is such a statement and
+// its reads stay the table's alone, else nullptr.
+PlanInvalItem* decide_deferred_reads(Query* parse, int cursor_options) {
     if (parse->commandType != CMD_SELECT || !may_be_plan_time_marker(last_qual(parse)))
-        return false;
-    volatile bool latest = false;
+        return nullptr;
+    PlanInvalItem* volatile latest = nullptr;
     const bool was_in_rewrite = in_rewrite;  // restored, not cleared: calls nest
     in_rewrite = true;
     PG_TRY();
@@ -817,9 +817,9 @@ bool decide_deferred_reads(Query* parse, int cursor_options) {
         refresh_cache();
         if (has_plan_time_marker(parse)) {
             remove_plan_time_marker(parse);
-            latest = !decoupled::as_of_set() && (cursor_options & kCursorOptions) == 0 &&
-                     marker_dependency(kPlannedLatest) != nullptr;
-            if (!latest) {
+            if (!decoupled::as_of_set() && (cursor_options & kCursorOptions) == 0)
+                latest = marker_dependency(kPlannedLatest);
+            if (latest == nullptr) {
                 RewriteContext context{ReadMode::kSubstitute, 0};
                 rewrite_query(parse, &context);
             }
@@ -833,7 +833,8 @@ bool decide_deferred_reads(Query* parse, int cursor_options) {
 
 PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_options,
                         ParamListInfo bound_params) {
-    bool deferred_latest = decide_deferred_reads(parse, cursor_options);
+    // Its dependency, when the statement's deferred reads stay the table's.
+    PlanInvalItem* deferred_latest = decide_deferred_reads(parse, cursor_options);
     PlannedReads reads;
     if ((cursor_options & kCursorOptions) == 0) find_planned_reads(parse, &reads);
     PlanInvalItem* marker = nullptr;
@@ -845,9 +846,11 @@ PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_optio
     // CPU went to planning single-row steps again).  An as-of plan is right
     // without as_of too (its gates choose at execution), so those plans do
     // without the marker.
-    if (reads.entries != NIL || deferred_latest) {
+    if (reads.entries != NIL || deferred_latest != nullptr) {
         bool latest = !decoupled::as_of_set();
-        if (latest || !InSecurityRestrictedOperation())
+        if (deferred_latest != nullptr)
+            marker = deferred_latest;  // made with as_of unset
+        else if (latest || !InSecurityRestrictedOperation())
             marker = marker_dependency(latest ? kPlannedLatest : kPlannedAsOf);
         if (latest && marker != nullptr) {
             // The planner scribbles on its input anyway: callers that keep

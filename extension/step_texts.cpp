@@ -87,15 +87,20 @@ HTAB* current_texts() {
     return texts;
 }
 
+TextKey text_key(Oid plan, decoupled::StepText kind) {
+    TextKey key;
+    memset(&key, 0, sizeof(key));  // hashed as bytes, padding included
+    key.plan = plan;
+    key.kind = static_cast<int>(kind);
+    return key;
+}
+
 }  // namespace
 
 namespace decoupled {
 
 const char* kept_step_text(Oid plan, StepText kind, bool* flag) {
-    TextKey key;
-    memset(&key, 0, sizeof(key));
-    key.plan = plan;
-    key.kind = static_cast<int>(kind);
+    TextKey key = text_key(plan, kind);
     auto* entry = static_cast<TextEntry*>(hash_search(current_texts(), &key, HASH_FIND, nullptr));
     if (entry == nullptr) return nullptr;
     if (flag != nullptr) *flag = entry->flag;
@@ -105,10 +110,7 @@ const char* kept_step_text(Oid plan, StepText kind, bool* flag) {
 }
 
 void keep_step_text(Oid plan, StepText kind, const char* text, bool flag) {
-    TextKey key;
-    memset(&key, 0, sizeof(key));
-    key.plan = plan;
-    key.kind = static_cast<int>(kind);
+    TextKey key = text_key(plan, kind);
     HTAB* table = current_texts();
     char* copy = MemoryContextStrdup(texts_context, text);
     bool found = false;
