@@ -2036,6 +2036,9 @@ DECLARE
     v_version bigint;
     o         decoupled.catalog_objects;
 BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     v_version := decoupled._begin_catalog_change();
     SELECT * INTO o FROM decoupled.catalog_objects c
      WHERE c.relation = tbl AND c.kind = 'table' AND c.dropped_at IS NULL;

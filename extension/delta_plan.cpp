@@ -25,14 +25,17 @@ extern "C" {
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/nbtree.h"
 #include "access/table.h"
 #include "access/transam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "common/md5.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -1303,14 +1306,30 @@ struct SumsContext {
     Oid kept_sum_int8, kept_sum_numeric, kept_avg;
 };
 
+// Whether equal values of `type` compared under `collation` are always the
+// same value, byte for byte — what its btree operator class's equalimage
+// function says (deduplication asks it too).  A numeric 3.0 equals 3.00 and
+// a float 0 equals -0: a group or an extreme kept from one of them would
+// show its text where the recomputation shows the other's.  Such keys and
+// extremes are recomputed with their touched groups instead.
+bool equal_means_identical(Oid type, Oid collation) {
+    Oid opclass = GetDefaultOpClass(type, BTREE_AM_OID);
+    if (!OidIsValid(opclass)) return false;
+    Oid input = get_opclass_input_type(opclass);
+    Oid proc = get_opfamily_proc(get_opclass_family(opclass), input, input, BTEQUALIMAGE_PROC);
+    return OidIsValid(proc) &&
+           DatumGetBool(OidFunctionCall1Coll(proc, collation, ObjectIdGetDatum(type)));
+}
+
 // min/max of `arg` can be kept: a built-in base type (no domain, no
 // user-defined comparison: _merge_sums compares as the extension) whose
 // ordering is the btree one min and max follow, aggregated with its own
-// collation into a value of its own type.
+// collation into a value of its own type, whose equal values are identical.
 bool keepable_extreme(Node* arg, Aggref* agg) {
     Oid type = exprType(arg);
     if (type >= FirstNormalObjectId || get_typtype(type) != TYPTYPE_BASE ||
-        agg->aggtype != type || agg->inputcollid != exprCollation(arg))
+        agg->aggtype != type || agg->inputcollid != exprCollation(arg) ||
+        !equal_means_identical(type, exprCollation(arg)))
         return false;
     TypeCacheEntry* entry =
         lookup_type_cache(type, TYPECACHE_LT_OPR | TYPECACHE_GT_OPR | TYPECACHE_CMP_PROC);
@@ -1447,9 +1466,14 @@ SumsContext sums_of(Query* q, bool mutate, bool allow_extremes = true) {
         c.final_args =
             list_length(sums_of(static_cast<Query*>(copyObjectImpl(q)), false, allow_extremes).args);
     ListCell* lc;
-    foreach (lc, q->groupClause)
-        c.keys = lappend(c.keys, get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc),
-                                                         q->targetList)->expr);
+    foreach (lc, q->groupClause) {
+        Expr* key = get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc), q->targetList)->expr;
+        c.keys = lappend(c.keys, key);
+        // A group kept under one of several equal keys shows that one's text.
+        if (!equal_means_identical(exprType(reinterpret_cast<Node*>(key)),
+                                   exprCollation(reinterpret_cast<Node*>(key))))
+            c.ok = false;
+    }
     if (mutate) {
         c.kept_sum_int8 = kept_function("_kept_sum_int8");
         c.kept_sum_numeric = kept_function("_kept_sum_numeric");

@@ -35,10 +35,15 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/parallel.h"
+#include "access/table.h"
 #include "access/sysattr.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -437,6 +442,7 @@ enum class ReadMode {
 struct RewriteContext {
     ReadMode mode;
     int deferred;  // kDefer: the reads left to plan time
+    int replaced;  // kRewrite, kSubstitute: the reads given the union
 };
 
 void rewrite_query(Query* q, RewriteContext* context);
@@ -502,6 +508,7 @@ void rewrite_query(Query* q, RewriteContext* context) {
         if (!sub) continue;
         if (context->mode == ReadMode::kRewrite) check_columns_as_read(sub, rte);
         decoupled::read_entry_through(rte, sub);
+        context->replaced++;
     }
     // Sub-selects anywhere else: targets, quals, CTEs, and range-table
     // expressions (function arguments, VALUES).  Subquery entries were
@@ -585,17 +592,27 @@ bool may_be_plan_time_marker(Node* node) {
            call->funcresulttype == BOOLOID;
 }
 
+// The marker this file adds carries a location no call has: a parsed one
+// has its place in the query text, a stored one -1.  A call written by hand
+// is not the marker, wherever it stands: in a view's definition it would
+// have kept the view's reads from the union (and reading the latest state
+// at any as_of); at top level the analysis adds the marker after it.
+constexpr int kMarkerLocation = -2;
+
 // Whether q's WHERE clause ends with the marker.  The caller has loaded
 // the cache (the marker's OID comes with it).
 bool has_plan_time_marker(Query* q) {
     Node* last = last_qual(q);
+    auto* call = reinterpret_cast<FuncExpr*>(last);
     return may_be_plan_time_marker(last) && OidIsValid(plan_time_marker) &&
-           reinterpret_cast<FuncExpr*>(last)->funcid == plan_time_marker;
+           call->funcid == plan_time_marker && call->location == kMarkerLocation;
 }
 
 void add_plan_time_marker(Query* q) {
-    Node* marker = reinterpret_cast<Node*>(makeFuncExpr(plan_time_marker, BOOLOID, NIL, InvalidOid,
-                                                        InvalidOid, COERCE_EXPLICIT_CALL));
+    FuncExpr* call =
+        makeFuncExpr(plan_time_marker, BOOLOID, NIL, InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL);
+    call->location = kMarkerLocation;
+    Node* marker = reinterpret_cast<Node*>(call);
     Node* quals = q->jointree->quals;
     auto* all = reinterpret_cast<BoolExpr*>(quals);
     if (quals == nullptr)
@@ -636,11 +653,11 @@ void rewrite_with_cache(Query* query, Query* target) {
         // EXPLAIN analyses its query again, inside the utility command.
         if (hash_get_num_entries(read_cache) > 0 && !has_plan_time_marker(target)) {
             if (defers_to_plan_time(query, target)) {
-                RewriteContext context{ReadMode::kDefer, 0};
+                RewriteContext context{ReadMode::kDefer, 0, 0};
                 rewrite_query(target, &context);
                 if (context.deferred > 0) add_plan_time_marker(target);
             } else {
-                RewriteContext context{ReadMode::kRewrite, 0};
+                RewriteContext context{ReadMode::kRewrite, 0, 0};
                 rewrite_query(target, &context);
             }
         }
@@ -682,6 +699,80 @@ void count_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_
     PG_FINALLY();
     { utility_depth--; }
     PG_END_TRY();
+}
+
+// ---------------------------------------------------------------------------
+// Function bodies.  A BEGIN ATOMIC (or RETURN) body of CREATE FUNCTION or
+// CREATE PROCEDURE is analysed by transformStmt directly, without the
+// analysis hook, and stored as analysed: its reads of a registered table
+// read the latest state at any as_of.  So once the function's row exists
+// (the hook below, which ProcedureCreate calls for a new and a replaced
+// function), its stored body gets the union a view's query gets at
+// analysis, and the dependencies that come with it.  A body that reads no
+// registered table is left as it is.
+// ---------------------------------------------------------------------------
+
+object_access_hook_type prev_object_access = nullptr;
+
+// The queries of a stored body: a RETURN body is one query; a BEGIN ATOMIC
+// one a list holding the list of its statements.
+List* body_queries(Node* body) {
+    if (IsA(body, Query)) return list_make1(body);
+    if (IsA(body, List) && list_length(reinterpret_cast<List*>(body)) == 1 &&
+        IsA(linitial(reinterpret_cast<List*>(body)), List))
+        return static_cast<List*>(linitial(reinterpret_cast<List*>(body)));
+    return NIL;
+}
+
+void rewrite_function_body(Oid fn) {
+    CommandCounterIncrement();  // the row ProcedureCreate just wrote
+    HeapTuple tuple = SearchSysCacheCopy1(PROCOID, ObjectIdGetDatum(fn));
+    if (!HeapTupleIsValid(tuple)) return;
+    bool isnull = false;
+    Datum stored = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_prosqlbody, &isnull);
+    if (isnull) return;
+    Node* body = static_cast<Node*>(stringToNode(TextDatumGetCString(stored)));
+    int replaced = 0;
+    const bool was_in_rewrite = in_rewrite;
+    in_rewrite = true;
+    PG_TRY();
+    {
+        refresh_cache();
+        if (hash_get_num_entries(read_cache) > 0) {
+            ListCell* lc;
+            foreach (lc, body_queries(body)) {
+                RewriteContext context{ReadMode::kRewrite, 0, 0};
+                rewrite_query(lfirst_node(Query, lc), &context);
+                replaced += context.replaced;
+            }
+        }
+    }
+    PG_FINALLY();
+    { in_rewrite = was_in_rewrite; }
+    PG_END_TRY();
+    if (replaced == 0) return;
+    Relation rel = table_open(ProcedureRelationId, RowExclusiveLock);
+    Datum values[Natts_pg_proc] = {};
+    bool nulls[Natts_pg_proc] = {};
+    bool replace[Natts_pg_proc] = {};
+    values[Anum_pg_proc_prosqlbody - 1] = CStringGetTextDatum(nodeToString(body));
+    replace[Anum_pg_proc_prosqlbody - 1] = true;
+    HeapTuple updated = heap_modify_tuple(tuple, RelationGetDescr(rel), values, nulls, replace);
+    CatalogTupleUpdate(rel, &updated->t_self, updated);
+    table_close(rel, RowExclusiveLock);
+    ObjectAddress function;
+    ObjectAddressSet(function, ProcedureRelationId, fn);
+    recordDependencyOnExpr(&function, body, NIL, DEPENDENCY_NORMAL);
+}
+
+void rewrite_created_function(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id,
+                              void* arg) {
+    if (prev_object_access) prev_object_access(access, class_id, object_id, sub_id, arg);
+    if (access != OAT_POST_CREATE || class_id != ProcedureRelationId) return;
+    if (in_rewrite || suppress_depth > 0 || creating_extension || !IsNormalProcessingMode() ||
+        !ActiveSnapshotSet() || MyDatabaseId == InvalidOid || IsInParallelMode())
+        return;
+    rewrite_function_body(object_id);
 }
 
 // ---------------------------------------------------------------------------
@@ -820,7 +911,7 @@ PlanInvalItem* decide_deferred_reads(Query* parse, int cursor_options) {
             if (!decoupled::as_of_set() && (cursor_options & kCursorOptions) == 0)
                 latest = marker_dependency(kPlannedLatest);
             if (latest == nullptr) {
-                RewriteContext context{ReadMode::kSubstitute, 0};
+                RewriteContext context{ReadMode::kSubstitute, 0, 0};
                 rewrite_query(parse, &context);
             }
         }
@@ -920,6 +1011,8 @@ void install_read_rewrite() {
     ExecutorRun_hook = run_reads;
     prev_process_utility = ProcessUtility_hook;
     ProcessUtility_hook = count_utility;
+    prev_object_access = object_access_hook;
+    object_access_hook = rewrite_created_function;
     RegisterXactCallback(forget_on_abort, nullptr);
     RegisterSubXactCallback(forget_on_subabort, nullptr);
     CacheRegisterRelcacheCallback(forget_trees_of_relation, (Datum)0);

@@ -193,6 +193,7 @@ SELECT s AS statement, regress_try(s) AS outcome FROM (VALUES
     ($$SELECT decoupled.register_table('no_such_table')$$),
     ($$SELECT decoupled.register_table('auctions', '-1 second')$$),
     ($$SELECT decoupled.register_table(NULL)$$),
+    ($$SELECT decoupled.unregister_table(NULL)$$),
     ($$SELECT decoupled.unregister_table('fleeting')$$),
     ($$ALTER TABLE bids ADD COLUMN note text$$),
     ($$ALTER TABLE bids RENAME TO bids2$$),

@@ -282,11 +282,47 @@ SET decoupled.as_of = :t0;
 INSERT INTO rp_sink SELECT * FROM rp;
 RESET decoupled.as_of;
 SELECT count(*) AS n, sum(v) AS total FROM rp_sink;
--- The mark written by hand is taken out like the analysis's own.
+-- The mark written by hand is no mark: a top-level statement gets the
+-- analysis's own after it, ...
 SET decoupled.as_of = :t0;
 SELECT sum(v) AS at_t0 FROM rp WHERE decoupled._reads_at_plan_time();
 RESET decoupled.as_of;
 SELECT sum(v) AS latest FROM rp WHERE decoupled._reads_at_plan_time();
+-- ... and a view whose definition holds it reads at as_of like any view.
+CREATE VIEW rp_marked AS SELECT * FROM rp WHERE decoupled._reads_at_plan_time();
+SET decoupled.as_of = :t0;
+SELECT sum(v) AS at_t0 FROM rp_marked;
+RESET decoupled.as_of;
+SELECT sum(v) AS latest FROM rp_marked;
+DROP VIEW rp_marked;
+
+-- BEGIN ATOMIC and RETURN bodies, created after registration (analysed
+-- without the analysis hook, rewritten once the function exists): scalar,
+-- inlined set-returning, a procedure, and one replaced by CREATE OR REPLACE.
+CREATE FUNCTION rp_atomic_total() RETURNS bigint LANGUAGE sql
+BEGIN ATOMIC SELECT sum(v) FROM rp; END;
+CREATE FUNCTION rp_return_total() RETURNS bigint LANGUAGE sql
+RETURN (SELECT sum(v) FROM rp);
+CREATE FUNCTION rp_atomic_rows() RETURNS SETOF rp LANGUAGE sql STABLE
+BEGIN ATOMIC SELECT * FROM rp; END;
+CREATE PROCEDURE rp_atomic_proc(INOUT total bigint) LANGUAGE sql
+BEGIN ATOMIC SELECT sum(v) FROM rp; END;
+CREATE FUNCTION rp_replaced() RETURNS bigint LANGUAGE sql BEGIN ATOMIC SELECT 0::bigint; END;
+CREATE OR REPLACE FUNCTION rp_replaced() RETURNS bigint LANGUAGE sql
+BEGIN ATOMIC SELECT sum(v) FROM rp; END;
+SELECT rp_atomic_total() AS atomic, rp_return_total() AS return_body,
+       (SELECT sum(v) FROM rp_atomic_rows()) AS inlined, rp_replaced() AS replaced;
+CALL rp_atomic_proc(NULL);
+SET decoupled.as_of = :t0;
+SELECT rp_atomic_total() AS atomic, rp_return_total() AS return_body,
+       (SELECT sum(v) FROM rp_atomic_rows()) AS inlined, rp_replaced() AS replaced;
+CALL rp_atomic_proc(NULL);
+RESET decoupled.as_of;
+-- The stored body holds the union, as a view's query does (and dumps so).
+SELECT pg_get_functiondef('rp_atomic_total'::regproc) LIKE '%decoupled.as_of() IS NULL%'
+       AS body_holds_union;
+DROP FUNCTION rp_atomic_total(), rp_return_total(), rp_atomic_rows(), rp_replaced();
+DROP PROCEDURE rp_atomic_proc(bigint);
 
 DEALLOCATE rp_p;
 DEALLOCATE rp_g;
