@@ -22,6 +22,7 @@ extern "C" {
 #include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "access/xlogutils.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -38,6 +39,7 @@ extern "C" {
 #include "replication/origin.h"
 #include "replication/slot.h"
 #include "storage/ipc.h"
+#include "storage/lmgr.h"
 #include "storage/sinval.h"
 #include "storage/latch.h"
 #include "storage/standby.h"
@@ -1094,26 +1096,37 @@ void resynchronise() {
                        n)));
 }
 
-// One switch per transaction: a table whose writers keep it busy is left
-// for a later attempt — at most one a second, or at once after a catalog
-// change, since each attempt briefly queues the table's users behind it.
-// Returns whether any switched.
-bool switch_tables(const char* ids_sql, const char* switch_sql) {
-    static TimestampTz last_attempt = 0;
-    static uint64 last_epoch = 0;
+// A table whose writers keep it busy is left for a later attempt to
+// switch it — at most one a second, or at once after a catalog change,
+// since each attempt briefly queues the table's users behind it.
+struct SwitchAttempts {
+    TimestampTz last = 0;
+    uint64 epoch = 0;
+};
+
+// The tables `ids_sql` lists, copied into TopMemoryContext (the caller
+// frees them), or nullptr when it is too early for another attempt.
+int64* tables_to_switch(SwitchAttempts* attempts, const char* ids_sql, int* n) {
     uint64 epoch = pg_atomic_read_u64(&shared()->catalog_epoch);
     TimestampTz now = GetCurrentTimestamp();
-    if (epoch == last_epoch && !TimestampDifferenceExceeds(last_attempt, now, 1000)) return false;
-    last_attempt = now;
-    last_epoch = epoch;
+    if (epoch == attempts->epoch && !TimestampDifferenceExceeds(attempts->last, now, 1000))
+        return nullptr;
+    attempts->last = now;
+    attempts->epoch = epoch;
     begin("pg_decoupled capture: reading the tables to switch");
-    MemoryContext keep = CurrentMemoryContext;
-    int n = 0;
-    int64* ids = query_ids(ids_sql, &n);
-    int64* copy = (int64*)MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(n, 1));
-    memcpy(copy, ids, sizeof(int64) * n);
-    (void)keep;
+    int64* ids = query_ids(ids_sql, n);
+    int64* copy = (int64*)MemoryContextAlloc(TopMemoryContext, sizeof(int64) * Max(*n, 1));
+    memcpy(copy, ids, sizeof(int64) * *n);
     commit();
+    return copy;
+}
+
+// One switch per transaction.  Returns whether any switched.
+bool switch_tables(const char* ids_sql, const char* switch_sql) {
+    static SwitchAttempts attempts;
+    int n = 0;
+    int64* copy = tables_to_switch(&attempts, ids_sql, &n);
+    if (copy == nullptr) return false;
     bool any = false;
     for (int i = 0; i < n; ++i) {
         working_on = copy[i];
@@ -1125,6 +1138,96 @@ bool switch_tables(const char* ids_sql, const char* switch_sql) {
         bool isnull = false;
         any |= DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
         commit();
+    }
+    working_on = 0;
+    pfree(copy);
+    if (any) changed_here();
+    return any;
+}
+
+// Captures every change committed before the lock this session holds on
+// table `id`, then releases it to trigger capture.  Returns whether the
+// release switched it.
+bool drain_and_release(int64 id) {
+    // Every commit before the lock, flushed and then captured (an
+    // asynchronous one may still be in WAL buffers).  Right after a page
+    // header nothing is on the page yet (capture_functions.cpp).
+    XLogRecPtr written = GetXLogInsertRecPtr();
+    uint32 offset = (uint32)(written % XLOG_BLCKSZ);
+    if (offset == SizeOfXLogShortPHD || offset == SizeOfXLogLongPHD) written -= offset;
+    XLogFlush(written);
+    while (capture()) {
+    }
+    begin("SELECT decoupled._capture_release($1)");
+    Datum arg = Int64GetDatum(id);
+    Oid type = INT8OID;
+    if (SPI_execute_with_args("SELECT decoupled._capture_release($1)", 1, &type, &arg, nullptr,
+                              false, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not release a table to trigger capture");
+    bool isnull = false;
+    bool released =
+        DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    commit();
+    return released;
+}
+
+// drain_and_release with the session's lock on `table` given back
+// whatever happens (a transaction's end does not release it).
+bool release_holding(int64 id, LockRelId table) {
+    volatile bool released = false;
+    PG_TRY();
+    { released = drain_and_release(id); }
+    PG_CATCH();
+    {
+        UnlockRelationIdForSession(&table, AccessExclusiveLock);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+    UnlockRelationIdForSession(&table, AccessExclusiveLock);
+    return released;
+}
+
+// WAL capture -> trigger capture, table by table (decoupled.capture set
+// to 'trigger').  The table's writers are held off from before its last
+// WAL-captured change is decoded until its triggers exist: the switch's
+// own lock is kept as a session lock (it outlives transactions), a
+// capture pass then writes every change committed before it into
+// pending, and the release installs the triggers.  Releasing first and
+// draining the WAL afterwards left a window in which later transactions'
+// trigger rows were already pending: a tick took their retractions of
+// rows whose insertion was still in the WAL (the table stalled), and the
+// drain's lookups of old rows found those later rows live (its capture
+// failed at every pass).  Returns whether any table was released.
+bool release_tables() {
+    static SwitchAttempts attempts;
+    int n = 0;
+    int64* copy = tables_to_switch(
+        &attempts, "SELECT c.lifetime_id FROM decoupled.capture_relations c ORDER BY c.lifetime_id",
+        &n);
+    if (copy == nullptr) return false;
+    bool any = false;
+    for (int i = 0; i < n; ++i) {
+        working_on = copy[i];
+        begin("pg_decoupled capture: locking a table to release");
+        Datum arg = Int64GetDatum(copy[i]);
+        Oid type = INT8OID;
+        if (SPI_execute_with_args("SELECT c.relation, decoupled._lock_for_switch(c.relation) "
+                                  "  FROM decoupled.capture_relations c WHERE c.lifetime_id = $1",
+                                  1, &type, &arg, nullptr, false, 1) != SPI_OK_SELECT)
+            elog(ERROR, "could not lock a table to release");
+        bool isnull = false;
+        bool locked = SPI_processed == 1 &&
+                      DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+                                                 &isnull));
+        LockRelId table = {InvalidOid, MyDatabaseId};
+        if (locked) {
+            table.relId = DatumGetObjectId(
+                SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+            LockRelationIdForSession(&table, AccessExclusiveLock);
+        }
+        commit();
+        if (!locked) continue;
+        any |= release_holding(copy[i], table);
     }
     working_on = 0;
     pfree(copy);
@@ -1293,10 +1396,7 @@ bool pass() {
         }
         return busy;
     }
-    if (now.wal_tables > 0)
-        busy |= switch_tables("SELECT c.lifetime_id FROM decoupled.capture_relations c "
-                              " ORDER BY c.lifetime_id",
-                              "SELECT decoupled._capture_release($1)");
+    if (now.wal_tables > 0) busy |= release_tables();
     if (now.slot) {
         // Released tables' last changes are in the WAL before the release.
         if (wal_level >= WAL_LEVEL_LOGICAL) busy |= capture();
