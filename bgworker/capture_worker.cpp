@@ -22,7 +22,6 @@ extern "C" {
 #include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "access/xlog_internal.h"
 #include "access/xlogutils.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -1149,13 +1148,8 @@ bool switch_tables(const char* ids_sql, const char* switch_sql) {
 // table `id`, then releases it to trigger capture.  Returns whether the
 // release switched it.
 bool drain_and_release(int64 id) {
-    // Every commit before the lock, flushed and then captured (an
-    // asynchronous one may still be in WAL buffers).  Right after a page
-    // header nothing is on the page yet (capture_functions.cpp).
-    XLogRecPtr written = GetXLogInsertRecPtr();
-    uint32 offset = (uint32)(written % XLOG_BLCKSZ);
-    if (offset == SizeOfXLogShortPHD || offset == SizeOfXLogLongPHD) written -= offset;
-    XLogFlush(written);
+    // Every commit before the lock, flushed and then captured.
+    (void)decoupled::flush_inserted();
     while (capture()) {
     }
     begin("SELECT decoupled._capture_release($1)");

@@ -2,6 +2,8 @@
 // control/parts/34_wal_capture.sql for the design).
 #pragma once
 
+#include <cstdint>
+
 namespace decoupled {
 
 // decoupled.capture is 'wal' and the WAL carries logical information.
@@ -12,5 +14,10 @@ bool capture_from_wal_wanted();
 // back meanwhile).  True when it did, or when there is nothing to wait for
 // (trigger capture); false when time ran out.
 bool wait_for_capture(int timeout_ms);
+
+// Flushes the WAL through everything inserted so far (an asynchronous
+// commit may still be in WAL buffers, and decoding reads what is flushed);
+// returns that position.
+uint64_t flush_inserted();
 
 }  // namespace decoupled

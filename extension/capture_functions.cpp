@@ -51,12 +51,7 @@ bool capture_from_wal_wanted() {
     return guc_capture == kCaptureWal && wal_level >= WAL_LEVEL_LOGICAL;
 }
 
-bool wait_for_capture(int timeout_ms) {
-    if (!capture_from_wal_wanted() || RecoveryInProgress()) return true;
-    SharedState* s = shared_state();
-    // Every commit before this point must be captured; it may still be
-    // only in WAL buffers (asynchronous commit), and decoding reads what
-    // is flushed.
+uint64_t flush_inserted() {
     XLogRecPtr target = GetXLogInsertRecPtr();
     // Right after a page header nothing is inserted on the page yet: what
     // was inserted ends at the page's start (and a flush request past it
@@ -64,6 +59,14 @@ bool wait_for_capture(int timeout_ms) {
     uint32 offset = (uint32)(target % XLOG_BLCKSZ);
     if (offset == SizeOfXLogShortPHD || offset == SizeOfXLogLongPHD) target -= offset;
     XLogFlush(target);
+    return target;
+}
+
+bool wait_for_capture(int timeout_ms) {
+    if (!capture_from_wal_wanted() || RecoveryInProgress()) return true;
+    SharedState* s = shared_state();
+    // Every commit before this point must be captured.
+    XLogRecPtr target = flush_inserted();
     TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
     Latch* woken = nullptr;
     bool reached = false;

@@ -30,12 +30,10 @@ extern "C" {
 #include "access/transam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_aggregate.h"
-#include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
-#include "commands/defrem.h"
 #include "common/md5.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -1311,12 +1309,14 @@ struct SumsContext {
 // function says (deduplication asks it too).  A numeric 3.0 equals 3.00 and
 // a float 0 equals -0: a group or an extreme kept from one of them would
 // show its text where the recomputation shows the other's.  Such keys and
-// extremes are recomputed with their touched groups instead.
+// extremes are recomputed with their touched groups instead.  Asked at
+// every step (_merge_sums reads the view's sums): the operator class comes
+// from the type cache.
 bool equal_means_identical(Oid type, Oid collation) {
-    Oid opclass = GetDefaultOpClass(type, BTREE_AM_OID);
-    if (!OidIsValid(opclass)) return false;
-    Oid input = get_opclass_input_type(opclass);
-    Oid proc = get_opfamily_proc(get_opclass_family(opclass), input, input, BTEQUALIMAGE_PROC);
+    TypeCacheEntry* entry = lookup_type_cache(type, TYPECACHE_BTREE_OPFAMILY);
+    if (!OidIsValid(entry->btree_opf)) return false;
+    Oid proc = get_opfamily_proc(entry->btree_opf, entry->btree_opintype, entry->btree_opintype,
+                                 BTEQUALIMAGE_PROC);
     return OidIsValid(proc) &&
            DatumGetBool(OidFunctionCall1Coll(proc, collation, ObjectIdGetDatum(type)));
 }

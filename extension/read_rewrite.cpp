@@ -725,22 +725,27 @@ List* body_queries(Node* body) {
 }
 
 void rewrite_function_body(Oid fn) {
-    CommandCounterIncrement();  // the row ProcedureCreate just wrote
-    HeapTuple tuple = SearchSysCacheCopy1(PROCOID, ObjectIdGetDatum(fn));
-    if (!HeapTupleIsValid(tuple)) return;
-    bool isnull = false;
-    Datum stored = SysCacheGetAttr(PROCOID, tuple, Anum_pg_proc_prosqlbody, &isnull);
-    if (isnull) return;
-    Node* body = static_cast<Node*>(stringToNode(TextDatumGetCString(stored)));
-    int replaced = 0;
+    HeapTuple volatile tuple = nullptr;
+    Node* volatile body = nullptr;
+    volatile int replaced = 0;
     const bool was_in_rewrite = in_rewrite;
     in_rewrite = true;
     PG_TRY();
     {
+        // Nothing to read back while no table is registered (most
+        // functions, most databases).
         refresh_cache();
         if (hash_get_num_entries(read_cache) > 0) {
+            CommandCounterIncrement();  // the row ProcedureCreate just wrote
+            tuple = SearchSysCacheCopy1(PROCOID, ObjectIdGetDatum(fn));
+            bool isnull = true;
+            Datum stored = HeapTupleIsValid(tuple) ? SysCacheGetAttr(PROCOID, tuple,
+                                                                    Anum_pg_proc_prosqlbody,
+                                                                    &isnull)
+                                                   : (Datum)0;
+            if (!isnull) body = static_cast<Node*>(stringToNode(TextDatumGetCString(stored)));
             ListCell* lc;
-            foreach (lc, body_queries(body)) {
+            foreach (lc, body ? body_queries(body) : NIL) {
                 RewriteContext context{ReadMode::kRewrite, 0, 0};
                 rewrite_query(lfirst_node(Query, lc), &context);
                 replaced += context.replaced;
