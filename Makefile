@@ -50,6 +50,7 @@ OBJS = \
 	extension/controller_functions.o \
 	extension/oracle.o \
 	extension/as_of.o \
+	extension/storage_stats.o \
 	extension/caller.o \
 	extension/permission.o \
 	extension/read_rewrite.o \
@@ -106,13 +107,13 @@ endif
 
 # Test suites; test/check.sh runs them against throwaway servers.
 REGRESS = catalog ddl familiar_ddl dump_restore privileges collections permission sources materialized_views sinks subscribe \
-	ddl_integrity limits replica_errors incremental mv_corpus security read_plan write_path \
+	ddl_integrity limits replica_errors incremental mv_corpus security security_attacks view_meaning read_plan write_path \
 	wal_capture deployments
 ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader maintain_race \
 	hold_quota append_vs_compaction tick_vs_writers capture_vs_drop tick_vs_drop hold_vs_compaction_point promote_vs_append \
 	compaction_vs_arrangement drop_extension_vs_readers drop_extension_vs_cached_reads capture_vs_extension_recreate \
 	tick_cancel tick_compacts_pending capture_open_transaction arrangement_drop_retry \
-	admission_vs_maintenance
+	admission_vs_maintenance time_index_lock
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters

@@ -1050,7 +1050,20 @@ bool capture() {
 uint64 seen_at_epoch = 0;
 TimestampTz seen_at = 0;
 
-void create_slot() {
+// `resynchronising`: the tables captured from the slot are taken again from
+// their contents right after (resynchronise), which records the position.
+// Until that has committed the catalog holds no position at all, so a
+// worker that died between the two (or a server crash) finds, at its
+// start, a slot without one: it drops it and starts over, slot and
+// resynchronisation, instead of decoding from a slot that missed the
+// writes made while there was none.
+void create_slot(bool resynchronising) {
+    if (resynchronising) {
+        begin("pg_decoupled capture: forgetting the lost slot's position");
+        query_int8("WITH d AS (DELETE FROM decoupled.capture_progress RETURNING 1) "
+                   "SELECT count(*) FROM d");
+        commit();
+    }
     // Its own transaction: PostgreSQL creates a logical slot only in one
     // that has written nothing.
     begin("pg_decoupled capture: creating the slot");
@@ -1058,9 +1071,11 @@ void create_slot() {
         "SELECT lsn FROM pg_catalog.pg_create_logical_replication_slot('pg_decoupled', "
         "'pg_decoupled')");
     commit();
-    begin("pg_decoupled capture: recording the slot");
-    record_progress(lsn);
-    commit();
+    if (!resynchronising) {
+        begin("pg_decoupled capture: recording the slot");
+        record_progress(lsn);
+        commit();
+    }
     log_min_messages = saved_log_min_messages;
     changed_here();
     ereport(LOG, (errmsg("pg_decoupled capture created replication slot \"%s\" at %X/%X", kSlot,
@@ -1350,11 +1365,12 @@ bool pass() {
         drop_slot();
         now.slot = false;
     }
-    if (now.slot && !OidIsValid(slot_extension) && !now.restoring && now.progress_rows == 0) {
-        // A worker that starts knows of no extension the slot served: one
-        // made under this catalog has its position in capture_progress
-        // (recorded right after the slot is made), one the dropped
-        // extension left has not.
+    if (now.slot && !now.restoring && now.progress_rows == 0) {
+        // A slot made under this catalog has its position in
+        // capture_progress (recorded right after the slot is made, or by
+        // the resynchronisation that follows it); one the dropped extension
+        // left has not — nor one whose resynchronisation failed or never
+        // committed, in this worker or one before it (create_slot).
         forget_targets();
         drop_slot();
         now.slot = false;
@@ -1366,11 +1382,11 @@ bool pass() {
     bool busy = false;
     if (decoupled::capture_from_wal_wanted()) {
         if (!now.slot && now.wal_tables > 0) {
-            create_slot();
+            create_slot(true);
             resynchronise();
             now.slot = true;
         } else if (!now.slot && now.trigger_tables > 0) {
-            create_slot();
+            create_slot(false);
             now.slot = true;
         }
         if (now.slot) busy |= capture();

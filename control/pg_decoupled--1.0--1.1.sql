@@ -63,6 +63,18 @@
 --   * A hot standby refuses catalog changes, appends, holds, subscriptions
 --     and verify() with a clear error and hint; debug wait points for tests
 --     (decoupled.wait_points, arm_wait_point, release_wait_point).
+--   * Security: verify() writes only scratch tables it made; a relation
+--     made from a collection's columns takes their types by OID
+--     (_assert_column_types); append() is an entry point that writes only
+--     into a collection its caller owns (_append); the time index's lock
+--     is one SQL cannot take (_lock_time_index); domains whose checks call
+--     a function a role other than a superuser owns are refused like those
+--     such a role wrote.
+--   * What a maintained view reads keeps its meaning: a function or view
+--     it reads is not replaced (_refuse_replacing), a domain in use gets no
+--     NOT VALID constraint (_refuse_type_change).
+--   * A stalled WAL capture is a transition in status history
+--     (_record_capture_health, from the controller's round).
 --
 -- Every change a part in control/parts/ makes between the two releases is
 -- repeated here: the fresh 1.1 install (built from the parts) and a 1.0
@@ -3759,3 +3771,759 @@ CREATE FUNCTION decoupled._reads_at_plan_time() RETURNS boolean
     LANGUAGE C IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_reads_at_plan_time';
 -- 90_privileges: as a fresh install's blanket REVOKE leaves it.
 REVOKE ALL ON FUNCTION decoupled._reads_at_plan_time() FROM PUBLIC;
+
+------------------------------------------------------------------------------
+-- A stalled WAL capture is recorded in status history (C6.3)
+------------------------------------------------------------------------------
+
+-- 10_catalog
+CREATE INDEX status_events_object ON decoupled.status_events (lifetime_id, event_id);
+
+-- 34_wal_capture
+-- A stalled WAL capture in status history (brief C6.3): each WAL-captured
+-- table's shown status (decoupled.object_statuses) becomes a row of
+-- history when it differs from the table's last one — a capture stall
+-- differs from a failing tick's — and `running` (or the failing tick's
+-- `stalled`) again when capture resumes.  The controller's round calls it about once a
+-- second.  A capture worker that is not running yet in the first 30 s
+-- after the server started is starting, not stalled: no row.
+CREATE FUNCTION decoupled._record_capture_health() RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_stalled boolean;
+    v_error   text;
+    v_count   integer;
+BEGIN
+    IF NOT EXISTS (SELECT FROM decoupled.capture_relations) THEN
+        RETURN 0;
+    END IF;
+    SELECT c.status = 'stalled'
+           AND (c.worker_pid IS NOT NULL
+                OR pg_postmaster_start_time() < now() - interval '30 s'),
+           coalesce('WAL capture: ' || c.last_error, 'WAL capture is not running')
+      INTO v_stalled, v_error
+      FROM decoupled.capture c;
+    INSERT INTO decoupled.status_events (lifetime_id, status, error)
+    SELECT t.lifetime_id, t.status, t.error
+      FROM (SELECT r.lifetime_id,
+                   CASE WHEN v_stalled THEN 'stalled' ELSE coalesce(h.status, 'running') END
+                       AS status,
+                   CASE WHEN v_stalled THEN v_error ELSE h.error END AS error,
+                   (SELECT CASE WHEN e.error LIKE 'WAL capture%' THEN 'capture stalled'
+                                ELSE e.status END
+                      FROM decoupled.status_events e
+                     WHERE e.lifetime_id = r.lifetime_id AND e.replica IS NULL
+                     ORDER BY e.event_id DESC LIMIT 1) AS last_event
+              FROM decoupled.capture_relations r
+              JOIN decoupled.catalog_objects o USING (lifetime_id)
+              LEFT JOIN decoupled.table_health h USING (lifetime_id)
+             WHERE o.dropped_at IS NULL) t
+     WHERE CASE WHEN v_stalled THEN 'capture stalled' ELSE t.status END
+           <> coalesce(t.last_event, 'running');
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+-- 90_privileges: as a fresh install's blanket REVOKE leaves it.
+REVOKE ALL ON FUNCTION decoupled._record_capture_health() FROM PUBLIC;
+
+-- 40_permission
+CREATE OR REPLACE FUNCTION decoupled._maintain_tables() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_count integer := decoupled._apply_compaction(false, NULL);
+BEGIN
+    PERFORM decoupled._record_capture_health();
+    PERFORM decoupled.finalize_dropped();
+    PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, NULL));
+    RETURN v_count;
+END
+$$;
+
+------------------------------------------------------------------------------
+-- Security (issue: a review as an attacker): verify() uses only scratch
+-- tables it made; typed columns by the type's OID; constraints added to a
+-- domain in use only by a superuser; append() only by the collection's
+-- owner (an entry point); the time index's lock out of SQL's reach
+------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION decoupled._cols(lifetime_id bigint, prefix text DEFAULT '',
+                                typed boolean DEFAULT false) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+-- PL/pgSQL, not SQL: a view's step calls it, and its statement is planned
+-- once per session, not at every call.
+--
+-- Typed, a column's type is the type it was registered with, by OID: its
+-- recorded name only while that name still reads as that type (it keeps a
+-- type modifier), else the type's name now.  A type renamed or moved away,
+-- and another one created under its old name (a domain whose checks would
+-- run with the extension's rights when history or a sink is written), is
+-- never picked up by name; _assert_column_types checks the relation made.
+BEGIN
+    RETURN (SELECT string_agg(prefix || quote_ident(c->>'name')
+                              || CASE WHEN NOT typed THEN ''
+                                      WHEN c ? 'typid'
+                                           AND to_regtype(regexp_replace(c->>'type', ' COLLATE .*$', ''))
+                                               IS DISTINCT FROM (c->>'typid')::oid
+                                      THEN ' ' || format_type((c->>'typid')::oid, NULL)
+                                           || coalesce(substring(c->>'type' FROM ' COLLATE .*$'), '')
+                                      ELSE ' ' || (c->>'type') END,
+                              ', ' ORDER BY ord)
+              FROM decoupled.catalog_objects o,
+                   jsonb_array_elements(o.definition->'columns') WITH ORDINALITY AS x(c, ord)
+             WHERE o.lifetime_id = _cols.lifetime_id);
+END
+$$;
+
+CREATE FUNCTION decoupled._assert_column_types(rel regclass, lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_bad text;
+BEGIN
+    SELECT c->>'name' INTO v_bad
+      FROM decoupled.catalog_objects o,
+           jsonb_array_elements(o.definition->'columns') c
+      LEFT JOIN pg_attribute a ON a.attrelid = rel AND a.attname = c->>'name'
+                              AND a.attnum > 0 AND NOT a.attisdropped
+     WHERE o.lifetime_id = _assert_column_types.lifetime_id AND c ? 'typid'
+       AND a.atttypid IS DISTINCT FROM (c->>'typid')::oid
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'the type of column "%" changed while % was created', v_bad, rel
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Try again.';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._create_storage(lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id   bigint := _create_storage.lifetime_id;
+    defs text := decoupled._cols(id, '', true);
+BEGIN
+    -- mz_rowid only orders identical copies (the oldest is retracted first);
+    -- nothing looks a row up by it, so it has no index: every row written
+    -- to cur and dead would pay for one.
+    EXECUTE format('CREATE TABLE %s (mz_rowid bigint NOT NULL, mz_ts bigint NOT NULL, '
+                   'mz_hash integer NOT NULL, %s)', decoupled._storage(id, 'cur'), defs);
+    EXECUTE format('CREATE INDEX ON %s (mz_hash)', decoupled._storage(id, 'cur'));
+    -- Maintained views and sinks find the times at which a collection changed
+    -- (the time index; a view whose steps replace rows drops its own until
+    -- something reads its changes: _ensure_time_index).
+    EXECUTE format('CREATE INDEX ON %s (mz_ts)', decoupled._storage(id, 'cur'));
+    EXECUTE format('CREATE TABLE %s (mz_rowid bigint NOT NULL, valid_from bigint NOT NULL, '
+                   'valid_to bigint NOT NULL, %s, CHECK (valid_from < valid_to))',
+                   decoupled._storage(id, 'dead'), defs);
+    EXECUTE format('CREATE INDEX ON %s (valid_to)', decoupled._storage(id, 'dead'));
+    EXECUTE format('CREATE UNLOGGED TABLE %s (mz_ts bigint NOT NULL, mz_diff bigint NOT NULL, '
+                   'mz_key text NOT NULL, mz_hash integer NOT NULL, %s)',
+                   decoupled._storage(id, 'stage'), defs);
+    PERFORM decoupled._assert_column_types(decoupled._storage(id, part)::regclass, id)
+       FROM unnest(ARRAY['cur', 'dead', 'stage']) part;
+    PERFORM decoupled._create_read_views(id);
+    PERFORM decoupled._create_history_parts(id);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._register_table(tbl regclass, retain_history interval)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+-- Its copy of the table reads the table, not its history, whatever the
+-- caller's decoupled.as_of.
+SET decoupled.as_of = ''
+AS $$
+DECLARE
+    v_columns jsonb;
+    r         record;
+    v_version bigint;
+    v_id      bigint;
+    v_ts      bigint;
+    v_pending text;
+    v_identity text;
+    v_key     jsonb;
+    v_wanted  text;
+    v_stale   text[];
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM decoupled._check_retention(retain_history);
+    -- The snapshot below must see every write committed before capture
+    -- starts: only a fresh snapshot per statement does.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'register_table needs a READ COMMITTED transaction'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    -- Lock the table before reading its shape, and before the catalog
+    -- version row (tables first, then the catalog: the order DROP TABLE
+    -- takes too).  Writers wait from here to commit.
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    SELECT c.relname::text AS relname, c.relkind, c.relpersistence, n.nspname::text AS nspname,
+           c.relowner, c.relrowsecurity OR c.relforcerowsecurity AS rls, c.relispartition,
+           c.reloftype <> 0 AS typed
+      INTO r
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF NOT pg_has_role(decoupled._caller(), r.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table "%" to register it', tbl
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF r.relkind = 'p' THEN
+        RAISE EXCEPTION 'cannot register partitioned table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Register an ordinary table.';
+    ELSIF r.relkind <> 'r' THEN
+        RAISE EXCEPTION '"%" is not an ordinary table', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF r.relpersistence <> 'p' THEN
+        RAISE EXCEPTION 'cannot register temporary or unlogged table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'A collection''s history must survive a crash; use a permanent table.';
+    END IF;
+    IF r.rls THEN
+        RAISE EXCEPTION 'cannot register table "%" because it has row-level security', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its history would be read without the table''s policies.';
+    END IF;
+    IF r.relispartition OR EXISTS (SELECT FROM pg_inherits i
+                                    WHERE i.inhrelid = tbl OR i.inhparent = tbl) THEN
+        RAISE EXCEPTION 'cannot register table "%" because it takes part in inheritance', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Writes through a parent or to a child would bypass its capture.';
+    END IF;
+    IF r.nspname IN ('decoupled', 'decoupled_storage', 'pg_catalog', 'information_schema') THEN
+        RAISE EXCEPTION 'cannot register system table "%"', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = tbl AND attnum > 0 AND attisdropped) THEN
+        RAISE EXCEPTION 'cannot register table "%" because it has dropped columns', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
+    END IF;
+    -- ALTER TYPE ... CASCADE would change a typed table's columns.
+    IF r.typed THEN
+        RAISE EXCEPTION 'cannot register typed table "%"', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'ALTER TYPE ... CASCADE would change its shape under its history.',
+                  HINT = 'Copy it into a new table (CREATE TABLE ... AS) and register the copy.';
+    END IF;
+
+    v_version := decoupled._begin_catalog_change();
+    IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                WHERE o.relation = tbl AND o.dropped_at IS NULL) THEN
+        RAISE EXCEPTION 'table "%" is already registered', tbl USING ERRCODE = 'duplicate_object';
+    END IF;
+    IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                WHERE o.name = r.relname AND o.dropped_at IS NULL) THEN
+        RAISE EXCEPTION 'a collection named "%" already exists', r.relname
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+
+    v_columns := decoupled._relation_columns(tbl);
+    PERFORM decoupled._check_columns('table', r.relname, v_columns);
+    -- Its relation is recorded once the capture triggers exist: the DDL
+    -- event trigger refuses trigger changes on a registered table.
+    INSERT INTO decoupled.catalog_objects
+           (name, kind, definition, retain_history, created_in_version)
+    VALUES (r.relname, 'table',
+            jsonb_build_object('schema', r.nspname, 'columns', v_columns),
+            retain_history, v_version)
+    RETURNING lifetime_id INTO v_id;
+
+    PERFORM decoupled._create_storage(v_id);
+    v_pending := decoupled._storage(v_id, 'pending');
+    EXECUTE format('CREATE TABLE %s (mz_diff bigint NOT NULL, %s)',
+                   v_pending, decoupled._cols(v_id, '', true));
+    PERFORM decoupled._assert_column_types(v_pending::regclass, v_id);
+
+    -- Writers are excluded since the LOCK above, so the snapshot below and
+    -- the captured changes neither overlap nor leave a gap.  Capture starts
+    -- with triggers; where capture is from the WAL, the capture worker
+    -- adopts the table soon after (34_wal_capture.sql).
+    PERFORM decoupled._create_capture_triggers(tbl, v_pending);
+    -- What WAL capture retracts for an update or a delete (C14.2): with a
+    -- primary key, the row its old key names (REPLICA IDENTITY DEFAULT: the
+    -- WAL carries the key; the capture worker finds the row in storage,
+    -- through an index on the key of cur, and of pending while the table is
+    -- captured from the WAL, _index_pending_key); without one, the
+    -- old row itself (REPLICA IDENTITY FULL: the whole row is in the WAL).
+    -- Unregistering gives the table its own identity back.
+    v_key := decoupled._capture_key(tbl);
+    IF v_key IS NOT NULL THEN
+        EXECUTE format('CREATE INDEX ON %s (%s)', decoupled._storage(v_id, 'cur'),
+                       (SELECT string_agg(quote_ident(k), ', ') FROM jsonb_array_elements_text(v_key) k));
+        -- Ticks find a retracted row's copies through the key as well
+        -- (append_core.cpp), so cur needs no index on the row hash: with
+        -- random hashes, every row inserted into it landed on another leaf
+        -- page, 40% of what writing a tick's inserted rows cost.
+        EXECUTE format('DROP INDEX decoupled_storage.%I', 'c' || v_id || '_cur_mz_hash_idx');
+        UPDATE decoupled.catalog_objects o
+           SET definition = o.definition || jsonb_build_object('key', v_key)
+         WHERE o.lifetime_id = v_id;
+    END IF;
+    SELECT CASE c.relreplident WHEN 'd' THEN 'DEFAULT' WHEN 'n' THEN 'NOTHING'
+                WHEN 'f' THEN 'FULL'
+                ELSE (SELECT format('USING INDEX %I', i.relname)
+                        FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+                       WHERE x.indrelid = tbl AND x.indisreplident) END
+      INTO v_identity FROM pg_class c WHERE c.oid = tbl;
+    v_wanted := CASE WHEN v_key IS NULL THEN 'FULL' ELSE 'DEFAULT' END;
+    IF v_identity IS DISTINCT FROM v_wanted THEN
+        EXECUTE format('ALTER TABLE %s REPLICA IDENTITY %s', tbl, v_wanted);
+        UPDATE decoupled.catalog_objects o
+           SET definition = o.definition || jsonb_build_object('replica_identity', v_identity)
+         WHERE o.lifetime_id = v_id;
+    END IF;
+    UPDATE decoupled.catalog_objects o SET relation = tbl WHERE o.lifetime_id = v_id;
+
+    v_ts := decoupled._next_timestamp(0);
+    EXECUTE format('INSERT INTO %s SELECT nextval(''decoupled.rowid_seq''), $1, '
+                   'hashtext(ROW(%s)::text), %s FROM ONLY %s t',
+                   decoupled._storage(v_id, 'cur'), decoupled._cols(v_id, 't.'),
+                   decoupled._cols(v_id, 't.'), tbl)
+        USING v_ts;
+    INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, v_ts, v_ts + 1);
+    INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_id, v_ts);
+    IF current_setting('decoupled.capture') = 'wal'
+       AND current_setting('wal_level') <> 'logical' THEN
+        RAISE NOTICE 'table "%" is captured by triggers, in its writers'' transactions', tbl
+            USING HINT = 'Set wal_level = logical and restart the server: its writes are then '
+                         'captured from the WAL, at no cost to its writers.';
+    ELSIF current_setting('decoupled.capture') = 'trigger' THEN
+        RAISE NOTICE 'table "%" is captured by triggers, in its writers'' transactions', tbl
+            USING HINT = CASE WHEN current_setting('wal_level') = 'logical'
+                              THEN 'Set decoupled.capture = ''wal'' and reload the '
+                                   'configuration: its writes are then captured from the WAL, '
+                                   'at no cost to its writers.'
+                              ELSE 'Set wal_level = logical and decoupled.capture = ''wal'' and '
+                                   'restart the server: its writes are then captured from the '
+                                   'WAL, at no cost to its writers.' END;
+    END IF;
+    v_stale := decoupled._readers_without_history(tbl);
+    IF v_stale IS NOT NULL THEN
+        RAISE WARNING '% made before table "%" was registered read its latest state, whatever '
+                      'decoupled.as_of says',
+                      CASE WHEN cardinality(v_stale) = 1 THEN 'one view or function'
+                           ELSE cardinality(v_stale) || ' views or functions' END, tbl
+            USING DETAIL = array_to_string(v_stale, ', ') || '.',
+                  HINT = 'Create them again (CREATE OR REPLACE with the same definition) to '
+                         'read its history; so do materialized views built on them.';
+    END IF;
+    RETURN v_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._create_sink(name text, from_collection text, into_table text,
+                                       cluster text, snapshot boolean)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name    text := _create_sink.name;
+    v_owner   oid := decoupled._caller();
+    v_input   decoupled.catalog_objects;
+    v_parts   text[];
+    v_schema  text;
+    v_table   text;
+    v_version bigint;
+    v_id      bigint;
+    v_as_of   bigint;
+    schema    text := decoupled._caller_schema();
+BEGIN
+    PERFORM decoupled._check_name('sink', v_name);
+    IF snapshot IS NULL THEN
+        RAISE EXCEPTION 'snapshot must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF into_table IS NULL THEN
+        RAISE EXCEPTION 'into_table must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    BEGIN
+        v_parts := parse_ident(into_table);
+    EXCEPTION WHEN OTHERS THEN
+        RAISE EXCEPTION 'invalid table name "%"', into_table USING ERRCODE = 'invalid_name';
+    END;
+    IF cardinality(v_parts) > 2 THEN
+        RAISE EXCEPTION 'invalid table name "%"', into_table
+            USING ERRCODE = 'invalid_name', HINT = 'Give a table name, optionally schema-qualified.';
+    END IF;
+    v_schema := CASE WHEN cardinality(v_parts) = 2 THEN v_parts[1] ELSE schema END;
+    v_table := v_parts[cardinality(v_parts)];
+    IF v_schema IS NULL OR to_regnamespace(quote_ident(v_schema)) IS NULL THEN
+        RAISE EXCEPTION 'schema "%" does not exist', coalesce(v_schema, 'NULL')
+            USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    PERFORM decoupled._check_create_in(v_schema, 'A sink creates its table.');
+
+    v_version := decoupled._begin_catalog_change();
+    PERFORM decoupled._lock_cluster(_create_sink.cluster);
+    v_input := decoupled._collection(from_collection);
+    IF v_input.kind = 'sink' THEN
+        RAISE EXCEPTION '"%" is a sink; a sink reads a collection', v_input.name
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF v_input.relation IS NULL OR NOT decoupled._caller_can_select(v_input.relation) THEN
+        RAISE EXCEPTION 'permission denied for % "%"', v_input.kind, v_input.name
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    PERFORM decoupled._check_free(v_name, v_schema, v_table);
+    PERFORM decoupled._check_columns(v_input.kind, v_input.name, v_input.definition->'columns');
+    -- Its steps read the input's changes by time.
+    PERFORM decoupled._ensure_time_index(v_input.lifetime_id);
+
+    -- Start at the latest time the input serves that its permission allows;
+    -- the bound lock keeps publication from passing it before commit (FOR
+    -- UPDATE, as the commit-time permission check takes it).
+    PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_input.lifetime_id FOR UPDATE;
+    SELECT greatest(b.bound, f.since, f.upper - 1) INTO v_as_of
+      FROM decoupled.catalog_frontiers f JOIN decoupled.catalog_bounds b USING (lifetime_id)
+     WHERE f.lifetime_id = v_input.lifetime_id;
+
+    EXECUTE format('CREATE TABLE %I.%I (mz_timestamp bigint NOT NULL, mz_diff bigint NOT NULL, %s)',
+                   v_schema, v_table, decoupled._cols(v_input.lifetime_id, '', true));
+    PERFORM decoupled._assert_column_types(format('%I.%I', v_schema, v_table)::regclass,
+                                           v_input.lifetime_id);
+    EXECUTE format('GRANT SELECT ON %I.%I TO %s WITH GRANT OPTION', v_schema, v_table,
+                   v_owner::regrole);
+    INSERT INTO decoupled.catalog_objects
+           (name, kind, cluster, relation, definition, created_in_version)
+    VALUES (v_name, 'sink', _create_sink.cluster, format('%I.%I', v_schema, v_table)::regclass,
+            jsonb_build_object('input', v_input.lifetime_id, 'snapshot', snapshot,
+                               'as_of', v_as_of, 'owner', v_owner, 'schema', v_schema,
+                               'table', v_table, 'columns', v_input.definition->'columns'),
+            v_version)
+    RETURNING lifetime_id INTO v_id;
+    -- A sink has no history of its own: its upper is its output progress.
+    INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, NULL, v_as_of);
+    INSERT INTO decoupled.catalog_requirements (lifetime_id, required_by, frontier)
+        VALUES (v_input.lifetime_id, v_id, v_as_of);
+    RETURN v_id;
+END
+$$;
+
+CREATE FUNCTION decoupled._lock_time_index(lifetime_id bigint, wait boolean) RETURNS boolean
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_lock_time_index';
+
+CREATE OR REPLACE FUNCTION decoupled._ensure_time_index(lifetime_id bigint,
+                                             wait boolean DEFAULT true) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    v_name text := 'c' || _ensure_time_index.lifetime_id || '_cur_mz_ts_idx';
+    v_cur  text := decoupled._storage(_ensure_time_index.lifetime_id, 'cur');
+BEGIN
+    IF to_regclass(v_cur) IS NULL
+       OR to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NOT NULL THEN
+        RETURN;
+    END IF;
+    IF NOT decoupled._lock_time_index(_ensure_time_index.lifetime_id, _ensure_time_index.wait) THEN
+        RETURN;
+    END IF;
+    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._verify(name text, as_of bigint) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    o         decoupled.catalog_objects;
+    v_t       bigint;
+    v_before  text := current_setting('decoupled.as_of');
+    v_differs boolean;
+    v_plan_t  text;
+    v_view_t  text;
+BEGIN
+    o := decoupled._collection(_verify.name);
+    v_plan_t := format('decoupled_verify_%s', o.lifetime_id);
+    v_view_t := format('decoupled_verify_view_%s', o.lifetime_id);
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'verify() cannot run on a hot standby'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  DETAIL = 'It computes the view into temporary tables, which a standby cannot create.',
+                  HINT = 'Run it on the primary.';
+    END IF;
+    IF o.kind <> 'materialized view' THEN
+        RAISE EXCEPTION '"%" is not a materialized view', o.name USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF NOT decoupled._caller_can_select(o.relation) THEN
+        RAISE EXCEPTION 'permission denied for materialized view "%"', o.name
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    SELECT coalesce(_verify.as_of, f.upper - 1) INTO v_t FROM decoupled.catalog_frontiers f
+     WHERE f.lifetime_id = o.lifetime_id;
+    IF _verify.as_of IS NULL AND NOT EXISTS (SELECT FROM decoupled.catalog_frontiers f
+                                             WHERE f.lifetime_id = o.lifetime_id
+                                               AND f.since < f.upper) THEN
+        RAISE EXCEPTION 'materialized view "%" has no readable time yet', o.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Wait for its first computation with decoupled.wait_for_upper().';
+    END IF;
+    IF v_t < 0 THEN
+        RAISE EXCEPTION 'as_of must not be negative, got %', v_t
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Scratch tables of this view, made once per session and emptied at
+    -- each call: many verify() calls in one transaction lock the same two
+    -- relations instead of piling up locks on dropped ones.  Only tables
+    -- this function made are used again: the temporary schema is the
+    -- session's, and a table its caller made there under these names could
+    -- carry triggers or rules that would run with the extension's rights.
+    IF to_regclass('pg_temp.' || v_plan_t) IS NULL
+       AND to_regclass('pg_temp.' || v_view_t) IS NULL THEN
+        EXECUTE format('CREATE TEMP TABLE %I (LIKE %s)', v_plan_t,
+                       decoupled._storage(o.lifetime_id, 'stage'));
+        EXECUTE format('CREATE TEMP TABLE %I (k text)', v_view_t);
+    ELSIF (SELECT count(*) FROM pg_class c
+            WHERE c.oid IN (to_regclass('pg_temp.' || v_plan_t), to_regclass('pg_temp.' || v_view_t))
+              AND c.relkind = 'r' AND c.relowner = current_user::regrole
+              AND NOT c.relhastriggers AND NOT c.relhasrules) = 2 THEN
+        EXECUTE format('TRUNCATE pg_temp.%I, pg_temp.%I', v_plan_t, v_view_t);
+    ELSE
+        RAISE EXCEPTION 'a temporary relation named "%" or "%" is in the way', v_plan_t, v_view_t
+            USING ERRCODE = 'duplicate_table',
+                  DETAIL = 'verify() computes the view into temporary tables of these names '
+                           'that it makes itself.',
+                  HINT = 'Drop the temporary relation, or call verify() in another session.';
+    END IF;
+    -- The view's own history at v_t first: it checks that v_t is readable.
+    PERFORM set_config('decoupled.as_of', v_t::text, true);
+    EXECUTE format('INSERT INTO pg_temp.%I SELECT ROW(%s)::text FROM %s', v_view_t,
+                   decoupled._cols(o.lifetime_id), decoupled._storage(o.lifetime_id, 'history'));
+    PERFORM set_config('decoupled.as_of', v_before, true);
+    PERFORM decoupled._stage_plan((o.definition->>'plan')::oid::regclass,
+                                  (o.definition->>'owner')::oid, v_t,
+                                  format('pg_temp.%I', v_plan_t)::regclass);
+    EXECUTE format('SELECT EXISTS ((SELECT mz_key FROM pg_temp.%1$I '
+                   '               EXCEPT ALL SELECT k FROM pg_temp.%2$I) '
+                   '              UNION ALL '
+                   '              (SELECT k FROM pg_temp.%2$I '
+                   '               EXCEPT ALL SELECT mz_key FROM pg_temp.%1$I))',
+                   v_plan_t, v_view_t)
+        INTO v_differs;
+    RETURN NOT v_differs;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._refuse_type_change(typ oid, change text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_users text;
+BEGIN
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id)
+      INTO v_users
+      FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL AND o.definition ? 'columns'
+       AND typ IN (SELECT decoupled._column_types(o.definition->'columns'));
+    IF v_users IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot % type % while collections or sinks use it', change, typ::regtype
+            USING ERRCODE = CASE WHEN change = 'add a constraint to' THEN 'insufficient_privilege'
+                                 ELSE 'feature_not_supported' END,
+                  DETAIL = 'Used by: ' || v_users || '.  '
+                           || CASE WHEN change = 'add a constraint to'
+                                   THEN 'A constraint that a role other than a superuser wrote '
+                                        'would run with the extension''s rights whenever their '
+                                        'history is written.'
+                                   ELSE 'Their history matches rows by their text: rows written '
+                                        'before the change could no longer be retracted.' END,
+                  HINT = CASE WHEN change = 'rename a value of'
+                              THEN 'Add a value with ALTER TYPE ... ADD VALUE instead, or first '
+                              WHEN change = 'add a constraint to'
+                              THEN 'Ask a superuser to add it, or first '
+                              ELSE 'Create a new type instead, or first ' END
+                         || 'drop what uses the type (decoupled.drop(), '
+                            'decoupled.unregister_table()).';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.append(collection text, updates jsonb, expected_upper bigint,
+                                 new_upper bigint, deployment text DEFAULT NULL,
+                                 incarnation bigint DEFAULT NULL) RETURNS bigint
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+
+CREATE FUNCTION decoupled._append(collection text, updates jsonb, expected_upper bigint,
+                                  new_upper bigint, deployment text, incarnation bigint)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+-- Row keys are the rows' text: pin every setting that changes it.
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+DECLARE
+    o        decoupled.catalog_objects;
+    v_result record;
+BEGIN
+    o := decoupled._collection(collection);
+    IF o.kind = 'sink' THEN
+        RAISE EXCEPTION '"%" is a sink, not a collection', o.name USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF o.relation IS NOT NULL
+       AND NOT coalesce(pg_has_role(decoupled._caller(),
+                                    (SELECT c.relowner FROM pg_class c WHERE c.oid = o.relation),
+                                    'USAGE'), false) THEN
+        RAISE EXCEPTION 'must be owner of % "%" to append to its history', o.kind, o.name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A collection''s history is written by its owner, its capture and '
+                           'its replicas only.';
+    END IF;
+    IF expected_upper IS NULL OR new_upper IS NULL THEN
+        RAISE EXCEPTION 'expected_upper and new_upper must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF new_upper <= expected_upper THEN
+        RAISE EXCEPTION 'new upper must be beyond the expected upper'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Expected upper %s, new upper %s.', expected_upper, new_upper);
+    END IF;
+    IF updates IS NULL OR jsonb_typeof(updates) <> 'array' THEN
+        RAISE EXCEPTION 'updates must be a JSON array of {"mz_timestamp", "mz_diff", "data"} objects'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM decoupled._assert_write_authority(deployment, incarnation);
+
+    SELECT * INTO v_result
+      FROM decoupled._compare_and_append(o.lifetime_id, updates, expected_upper, new_upper);
+    IF v_result.upper IS NULL THEN
+        RAISE EXCEPTION '% "%" was dropped', o.kind, o.name USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT v_result.appended THEN
+        RAISE EXCEPTION 'append to % "%" lost the race for its interval', o.kind, o.name
+            USING ERRCODE = 'serialization_failure',
+                  DETAIL = format('Expected upper %s, but the actual upper is %s; nothing was '
+                                  'appended.', expected_upper, v_result.upper),
+                  HINT = 'Read the upper again and append what is still missing from there.';
+    END IF;
+    RETURN new_upper;
+END
+$$;
+
+-- 90_privileges: as a fresh install's blanket REVOKE leaves them.
+REVOKE ALL ON FUNCTION decoupled._assert_column_types(regclass, bigint),
+    decoupled._lock_time_index(bigint, boolean),
+    decoupled._append(text, jsonb, bigint, bigint, text, bigint) FROM PUBLIC;
+
+------------------------------------------------------------------------------
+-- What a maintained view reads keeps its meaning: a function or view it
+-- reads is not replaced, a domain it uses gets no NOT VALID constraint, and
+-- a domain whose check calls a function a role other than a superuser owns
+-- is refused like one such a role wrote
+------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION decoupled._refuse_type_change(typ oid, change text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_users text;
+BEGIN
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id)
+      INTO v_users
+      FROM decoupled.catalog_objects o
+     WHERE o.dropped_at IS NULL AND o.definition ? 'columns'
+       AND typ IN (SELECT decoupled._column_types(o.definition->'columns'));
+    IF v_users IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot % type % while collections or sinks use it', change, typ::regtype
+            USING ERRCODE = CASE WHEN change = 'add a constraint to' THEN 'insufficient_privilege'
+                                 ELSE 'feature_not_supported' END,
+                  DETAIL = 'Used by: ' || v_users || '.  '
+                           || CASE WHEN change = 'add a constraint to'
+                                   THEN 'A constraint that a role other than a superuser wrote '
+                                        'would run with the extension''s rights whenever their '
+                                        'history is written.'
+                                   WHEN change = 'add a NOT VALID constraint to'
+                                   THEN 'Rows of their history that break it could no longer '
+                                        'be read back.'
+                                   ELSE 'Their history matches rows by their text: rows written '
+                                        'before the change could no longer be retracted.' END,
+                  HINT = CASE WHEN change = 'rename a value of'
+                              THEN 'Add a value with ALTER TYPE ... ADD VALUE instead, or first '
+                              WHEN change = 'add a constraint to'
+                              THEN 'Ask a superuser to add it, or first '
+                              WHEN change = 'add a NOT VALID constraint to'
+                              THEN 'Add it validated, or first '
+                              ELSE 'Create a new type instead, or first ' END
+                         || 'drop what uses the type (decoupled.drop(), '
+                            'decoupled.unregister_table()).';
+    END IF;
+END
+$$;
+
+CREATE FUNCTION decoupled._refuse_replacing(cls oid, obj oid, what text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_users text;
+BEGIN
+    WITH RECURSIVE deps(classid, objid) AS (
+        SELECT cls, obj
+        UNION
+        -- What depends on it, a view's rule standing for its view.
+        SELECT coalesce(r.cls, d.classid), coalesce(r.ev_class, d.objid)
+          FROM deps x
+          JOIN pg_depend d ON d.refclassid = x.classid AND d.refobjid = x.objid
+                          AND d.deptype = 'n'
+          LEFT JOIN LATERAL (SELECT 'pg_class'::regclass::oid AS cls, rw.ev_class
+                               FROM pg_rewrite rw
+                              WHERE d.classid = 'pg_rewrite'::regclass AND rw.oid = d.objid) r
+                 ON true
+    )
+    SELECT string_agg(format('materialized view "%s"', o.name), ', ' ORDER BY o.lifetime_id)
+      INTO v_users
+      FROM deps x
+      JOIN decoupled.catalog_objects o
+        ON o.kind = 'materialized view' AND o.dropped_at IS NULL
+       AND (o.definition->>'plan')::oid = x.objid
+     WHERE x.classid = 'pg_class'::regclass;
+    IF v_users IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot replace % while maintained views use it', what
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = 'Used by: ' || v_users || '.  Their history was computed with its '
+                           'current definition.',
+                  HINT = 'Create it under another name, or first drop what uses it '
+                         '(decoupled.drop()).';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._check_columns(what text, name text, columns jsonb) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_bad  text;
+    v_type regtype;
+BEGIN
+    SELECT c->>'name' INTO v_bad FROM jsonb_array_elements(columns) c
+     WHERE c->>'name' LIKE 'mz\_%' OR c->>'name' IN ('valid_from', 'valid_to')
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'column name "%" of % "%" is reserved', v_bad, what, name
+            USING ERRCODE = 'reserved_name', HINT = 'Rename the column.';
+    END IF;
+    -- A superuser's domain whose check calls a function another role owns
+    -- (and may replace) is such a domain too.
+    SELECT t.oid::regtype INTO v_type
+      FROM decoupled._column_types(columns) x(oid)
+      JOIN pg_type t ON t.oid = x.oid
+      JOIN pg_roles r ON r.oid = t.typowner
+     WHERE t.typtype = 'd'
+       AND ((NOT r.rolsuper AND EXISTS (SELECT FROM pg_constraint c WHERE c.contypid = t.oid))
+            OR EXISTS (SELECT FROM pg_constraint c
+                         JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass
+                                         AND d.objid = c.oid
+                                         AND d.refclassid = 'pg_proc'::regclass
+                         JOIN pg_proc p ON p.oid = d.refobjid
+                         JOIN pg_roles o ON o.oid = p.proowner
+                        WHERE c.contypid = t.oid AND NOT o.rolsuper))
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot use domain % in % "%"', v_type, what, name
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its constraints were written by a role that is not a superuser, or '
+                           'call a function such a role owns, and would run with the '
+                           'extension''s rights when history is written.',
+                  HINT = 'Use its base type, or a domain owned by a superuser.';
+    END IF;
+END
+$$;
+
+-- 90_privileges: as a fresh install's blanket REVOKE leaves it.
+REVOKE ALL ON FUNCTION decoupled._refuse_replacing(oid, oid, text) FROM PUBLIC;

@@ -106,8 +106,10 @@ namespace {
 // What one append may write (brief C2.1; see 31_append.sql): a multiplicity
 // is stored as that many rows.
 constexpr int64 kMaxDiff = 1000000;
-// How long a session's tick waits for WAL capture.
+// How long a session's tick, and the controller's, wait for WAL capture
+// (decoupled_tick_tables).
 constexpr int kCaptureWaitMs = 10000;
+constexpr int kControllerCaptureWaitMs = 250;
 constexpr int64 kMaxUnits = 10000000;
 // Per-collection plans kept in a backend: at most about 25 MB, typically
 // 10 MB (what a tick, a view step or an append of about 50 collections
@@ -1281,18 +1283,32 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                         errmsg("cannot tick registered tables on a hot standby"),
                         errhint("The primary ticks them; the standby receives their history.")));
     SPI_connect();
-    // A session's tick moves every write committed before it, however it
-    // is captured; the controller's periodic ticks take what capture has.
-    if (MyBackendType == B_BACKEND && decoupled::capture_from_wal_wanted()) {
+    // A tick's time covers every write committed before it: a write is
+    // never stamped with a later tick's time, where AS OF this one would
+    // miss it.  So tables captured from the WAL tick only once capture has
+    // taken in everything committed before the tick; until then (capture
+    // lags, or stalls) their uppers stay where they are — their lag shows
+    // in decoupled.frontiers — and the others tick.  A session's tick waits
+    // up to 10 s for capture, the controller's a moment (its next tick is
+    // near).
+    bool wal_covered = true;
+    if (decoupled::capture_from_wal_wanted()) {
         run(global_plan(&wal_tables_plan,
                         "SELECT FROM decoupled.capture_relations LIMIT 1", 0, nullptr),
             nullptr);
-        if (SPI_processed > 0 && !decoupled::wait_for_capture(kCaptureWaitMs))
+        bool session = MyBackendType == B_BACKEND;
+        if (SPI_processed > 0)
+            wal_covered =
+                decoupled::wait_for_capture(session ? kCaptureWaitMs : kControllerCaptureWaitMs);
+        if (!wal_covered && session)
             ereport(WARNING,
                     (errmsg("WAL capture has not caught up with this tick"),
-                     errdetail("Writes committed before the tick may land at a later tick."),
+                     errdetail("Tables captured from the WAL were not ticked: their uppers stay "
+                               "until capture has taken in what committed before a tick."),
                      errhint("See decoupled.capture.")));
     }
+    Oid covered_type[1] = {BOOLOID};
+    Datum covered[1] = {BoolGetDatum(wal_covered)};
     // Every live table's frontier, locked in one fixed order.  The
     // controller's tick never waits for them (a session's tick holds them
     // while it waits for a view's creation, below): it skips those another
@@ -1302,22 +1318,29 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         run(global_plan(&tick_lock_skip_plan,
                         "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
                         "       (SELECT count(*) FROM decoupled.catalog_objects t "
-                        "         WHERE t.kind = 'table' AND t.dropped_at IS NULL) "
+                        "         WHERE t.kind = 'table' AND t.dropped_at IS NULL "
+                        "           AND ($1 OR NOT EXISTS ("
+                        "                 SELECT FROM decoupled.capture_relations c "
+                        "                  WHERE c.lifetime_id = t.lifetime_id))) "
                         "  FROM decoupled.catalog_frontiers f "
                         "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
                         " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
+                        "   AND ($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
+                        "                           WHERE c.lifetime_id = o.lifetime_id)) "
                         " ORDER BY f.lifetime_id FOR UPDATE OF f SKIP LOCKED",
-                        0, nullptr),
-            nullptr);
+                        1, covered_type),
+            covered);
     else
         run(global_plan(&tick_lock_plan,
                         "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid "
                         "  FROM decoupled.catalog_frontiers f "
                         "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
                         " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
+                        "   AND ($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
+                        "                           WHERE c.lifetime_id = o.lifetime_id)) "
                         " ORDER BY f.lifetime_id FOR UPDATE OF f",
-                        0, nullptr),
-            nullptr);
+                        1, covered_type),
+            covered);
     int n = (int)SPI_processed;
     // Tests stop a tick here: its tables' frontiers are locked, nothing is
     // read or written yet (a DROP TABLE racing it, say).

@@ -12,13 +12,18 @@ extern "C" {
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
+#include "utils/syscache.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 }
 
 #include "capture.hpp"
+#include "catalog_access.hpp"
 #include "gucs.hpp"
 #include "shmem.hpp"
 
@@ -92,6 +97,46 @@ bool wait_for_capture(int timeout_ms) {
 
 }  // namespace decoupled
 
+namespace {
+
+// The capture worker's error as the current user may read it (docs/
+// architecture.md, "Security model", rule 7): one that came from a table's
+// changes may quote its rows, so its text goes only to roles that may
+// SELECT the table (one dropped since: to nobody); others read that there
+// is one.  Both functions that return it are PUBLIC: decoupled.capture
+// reads them as its reader.
+char* visible_capture_error(const char* text, int64 lifetime_id) {
+    if (lifetime_id == 0) return pstrdup(text);
+    MemoryContext outer = CurrentMemoryContext;
+    Oid relid = InvalidOid;
+    char* name = nullptr;
+    decoupled::SavedUser saved = decoupled::become_catalog_reader();
+    SPI_connect();
+    Oid argtype = INT8OID;
+    Datum arg = Int64GetDatum(lifetime_id);
+    if (SPI_execute_with_args("SELECT o.relation::oid, o.name::text "
+                              "  FROM decoupled.catalog_objects o "
+                              " WHERE o.lifetime_id = $1 AND o.dropped_at IS NULL",
+                              1, &argtype, &arg, nullptr, true, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not read the table of capture's error");
+    if (SPI_processed == 1) {
+        bool isnull = false;
+        Datum rel = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+        if (!isnull) relid = DatumGetObjectId(rel);
+        char* n = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+        if (n != nullptr) name = MemoryContextStrdup(outer, n);
+    }
+    SPI_finish();
+    decoupled::restore_user(saved);
+    if (OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+        pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
+        return pstrdup(text);
+    return psprintf("an error (shown to roles that may read \"%s\")",
+                    OidIsValid(relid) && name != nullptr ? name : "a dropped table");
+}
+
+}  // namespace
+
 // decoupled._capture_error(OUT last_error text, OUT lifetime_id bigint):
 // the capture worker's last error and the registered table whose changes
 // it came from (NULL: not from one table), read together — the view shows
@@ -108,7 +153,8 @@ Datum decoupled_capture_error(PG_FUNCTION_ARGS) {
     memcpy(text, s->capture.last_error, sizeof(text));
     SpinLockRelease(&s->capture_mutex);
     text[sizeof(text) - 1] = '\0';
-    Datum values[2] = {failed ? CStringGetTextDatum(text) : 0, Int64GetDatum(id)};
+    Datum values[2] = {failed ? CStringGetTextDatum(visible_capture_error(text, id)) : 0,
+                       Int64GetDatum(id)};
     bool nulls[2] = {!failed, !failed || id == 0};
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
@@ -129,7 +175,9 @@ Datum decoupled_capture_state(PG_FUNCTION_ARGS) {
     values[1] = LSNGetDatum(c.captured_through);
     values[2] = TimestampTzGetDatum(c.progress_at);
     c.last_error[sizeof(c.last_error) - 1] = '\0';
-    values[3] = CStringGetTextDatum(c.last_error);
+    values[3] = c.error_at == 0 ? 0
+                                : CStringGetTextDatum(
+                                      visible_capture_error(c.last_error, c.error_lifetime_id));
     values[4] = TimestampTzGetDatum(c.error_at);
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }

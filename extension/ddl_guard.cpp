@@ -60,6 +60,7 @@ extern "C" {
 }
 
 #include "catalog_access.hpp"
+#include "ddl_guard.hpp"
 #include "familiar_ddl.hpp"
 #include "gucs.hpp"
 #include "read_rewrite.hpp"
@@ -67,10 +68,6 @@ extern "C" {
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_drop_cascades);
-}
-
-namespace decoupled {
-void install_ddl_guard();
 }
 
 namespace {
@@ -294,6 +291,33 @@ void check_composite_change(AlterTableStmt* stmt) {
     if (OidIsValid(relid)) check_type_change(get_rel_type_id(relid), "change the attributes of");
 }
 
+// ALTER DOMAIN ... ADD CONSTRAINT on a domain a collection uses.  By a role
+// that is not a superuser: its check would run with the extension's rights
+// wherever history or a sink of the collection is written (creation refuses
+// such domains: _check_columns).  NOT VALID, by anyone: rows of history
+// written before it that break it could no longer be read back as the
+// domain (capture, retractions), and capture would stall for every table.
+// A superuser's validated constraint is checked against the storage too.
+void check_domain_constraint(AlterDomainStmt* stmt) {
+    if (stmt->subtype != 'C' || !extension_installed()) return;
+    auto* constraint = castNode(Constraint, stmt->def);
+    bool not_valid = constraint->skip_validation;
+    if (superuser() && !not_valid) return;
+    check_type_change(LookupTypeNameOid(nullptr, makeTypeNameFromNameList(stmt->typeName), true),
+                      not_valid ? "add a NOT VALID constraint to" : "add a constraint to");
+}
+
+// CREATE OR REPLACE VIEW of a view a maintained view reads.  (A written
+// plan itself, in decoupled_storage, is the catalog's own to refuse.)
+void check_view_replace(ViewStmt* stmt) {
+    if (!stmt->replace) return;
+    Oid relid = RangeVarGetRelid(stmt->view, NoLock, true);
+    if (OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_VIEW &&
+        get_rel_namespace(relid) != get_namespace_oid("decoupled_storage", true))
+        decoupled::refuse_replacing(RelationRelationId, relid,
+                                    psprintf("view %s", get_rel_name(relid)));
+}
+
 // The checks above, then PostgreSQL (or the hook before ours).
 void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     Node* stmt = pstmt->utilityStmt;
@@ -318,6 +342,12 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
             break;
         case T_AlterTableStmt:
             check_composite_change(castNode(AlterTableStmt, stmt));
+            break;
+        case T_AlterDomainStmt:
+            check_domain_constraint(castNode(AlterDomainStmt, stmt));
+            break;
+        case T_ViewStmt:
+            if (extension_installed()) check_view_replace(castNode(ViewStmt, stmt));
             break;
         default:
             break;
@@ -424,6 +454,18 @@ Datum decoupled_drop_cascades(PG_FUNCTION_ARGS) {
     (void)fcinfo;
     if (current_drop_behavior < 0) PG_RETURN_NULL();
     PG_RETURN_BOOL(current_drop_behavior == DROP_CASCADE);
+}
+
+void decoupled::refuse_replacing(Oid cls, Oid obj, const char* what) {
+    if (!extension_installed()) return;
+    Oid types[3] = {OIDOID, OIDOID, TEXTOID};
+    // A catalog not yet updated to 1.1 has no such check (and nothing to
+    // check it with): this library keeps maintaining it as it is.
+    List* name =
+        list_make2(makeString(pstrdup("decoupled")), makeString(pstrdup("_refuse_replacing")));
+    if (!OidIsValid(LookupFuncName(name, 3, types, true))) return;
+    Datum args[3] = {ObjectIdGetDatum(cls), ObjectIdGetDatum(obj), CStringGetTextDatum(what)};
+    call_catalog_check("SELECT decoupled._refuse_replacing($1, $2, $3)", 3, types, args);
 }
 
 void decoupled::install_ddl_guard() {

@@ -8,13 +8,14 @@ extern "C" {
 #include "postmaster/bgworker.h"
 }
 
+#include "ddl_guard.hpp"
 #include "gucs.hpp"
 #include "read_rewrite.hpp"
 #include "shmem.hpp"
+#include "storage_stats.hpp"
 
 namespace decoupled {
 void define_as_of_guc();
-void install_ddl_guard();
 }  // namespace decoupled
 
 extern "C" {
@@ -55,6 +56,7 @@ void _PG_init(void) {
     decoupled::define_gucs();
     decoupled::install_shmem_hooks();
     decoupled::install_read_rewrite();
+    decoupled::install_storage_stats_hooks();
     decoupled::install_ddl_guard();
     register_controller();
 }

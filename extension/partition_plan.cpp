@@ -513,7 +513,8 @@ const char* one_key(Query* q, Partitioning* out, List* edges) {
         for (int s = 0; s < nslots; ++s) covers = covers && count[s] == 1;
         if (covers) chosen = root;
     }
-    if (chosen < 0) return "its joins and subqueries do not all meet on one equality key";
+    if (chosen < 0)
+        return "its joins and subqueries do not all meet on one equality key of one type";
     for (int i = 0; i < n; ++i) {
         auto* node = static_cast<Edge*>(list_nth(nodes, i));
         if (find(parent, i) == chosen) p.keys[node->a] = node->key_a;
@@ -526,7 +527,7 @@ const char* one_key(Query* q, Partitioning* out, List* edges) {
             class_edges = lappend(class_edges, e);
     }
     if (!joins_bridged(reinterpret_cast<Node*>(q->jointree), q, p.slots, class_edges))
-        return "its joins and subqueries do not all meet on one equality key";
+        return "its joins and subqueries do not all meet on one equality key of one type";
 
     // Grouping on top: each group must lie in one partition.
     if (q->hasAggs || q->groupClause != NIL || q->distinctClause != NIL) {

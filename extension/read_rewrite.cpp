@@ -64,6 +64,7 @@ extern "C" {
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
 #include "utils/ruleutils.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -71,6 +72,7 @@ extern "C" {
 }
 
 #include "catalog_access.hpp"
+#include "ddl_guard.hpp"
 #include "gucs.hpp"
 #include "read_rewrite.hpp"
 #include "shmem.hpp"
@@ -777,6 +779,10 @@ void rewrite_created_function(ObjectAccessType access, Oid class_id, Oid object_
     if (in_rewrite || suppress_depth > 0 || creating_extension || !IsNormalProcessingMode() ||
         !ActiveSnapshotSet() || MyDatabaseId == InvalidOid || IsInParallelMode())
         return;
+    // A replaced function (this hook runs for CREATE OR REPLACE too) that a
+    // maintained view reads is refused first.
+    decoupled::refuse_replacing(ProcedureRelationId, object_id,
+                                psprintf("function %s", format_procedure(object_id)));
     rewrite_function_body(object_id);
 }
 

@@ -4,6 +4,7 @@ extern "C" {
 
 #include "access/xact.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
@@ -14,6 +15,7 @@ extern "C" {
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_lock_storage_nowait);
+PG_FUNCTION_INFO_V1(decoupled_lock_time_index);
 }
 
 bool decoupled::ticks_never_wait = false;
@@ -93,4 +95,18 @@ Datum decoupled_lock_storage_nowait(PG_FUNCTION_ARGS) {
                            "view over its collection."),
                  errhint("Maintenance tries again shortly.")));
     PG_RETURN_VOID();
+}
+
+// decoupled._lock_time_index(lifetime_id, wait): the lock under which a
+// collection's time index is made (_ensure_time_index), held until the
+// transaction ends; false when `wait` is false and another holds it.  An
+// advisory lock tag in a space of its own (field 4 = 3): pg_advisory_lock()
+// takes 1 and 2 only, so no role can take it from SQL and hold up whoever
+// creates a view (and the replicas it then makes wait).
+Datum decoupled_lock_time_index(PG_FUNCTION_ARGS) {
+    uint64 id = (uint64)PG_GETARG_INT64(0);
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32)(id >> 32), (uint32)id, 3);
+    PG_RETURN_BOOL(LockAcquire(&tag, ExclusiveLock, false, !PG_GETARG_BOOL(1)) !=
+                   LOCKACQUIRE_NOT_AVAIL);
 }

@@ -86,8 +86,14 @@ bool is_session_dependent(Oid funcid) {
         "inet_client_addr", "inet_client_port", "inet_server_addr", "inet_server_port",
         "pg_trigger_depth", "pg_postmaster_start_time", "pg_conf_load_time",
         "pg_current_xact_id_if_assigned", "txid_current_if_assigned", "pg_current_snapshot",
-        "txid_current_snapshot"};
-    if (get_func_namespace(funcid) != PG_CATALOG_NAMESPACE) return false;
+        "txid_current_snapshot", "pg_current_xact_id", "txid_current",
+        // age(xid), mxid_age(xid): against the current transaction;
+        // age(timestamp): against today (the two-argument forms are
+        // immutable).
+        "age", "mxid_age"};
+    if (get_func_namespace(funcid) != PG_CATALOG_NAMESPACE ||
+        func_volatile(funcid) == PROVOLATILE_IMMUTABLE)
+        return false;
     char* name = get_func_name(funcid);
     if (name == nullptr) return false;
     for (const char* n : kNames)
@@ -151,6 +157,12 @@ bool walk(Node* node, void* context) {
         refuse("uses a session value such as CURRENT_TIMESTAMP or CURRENT_USER",
                "Store the value in a collection, or pass it as a constant.");
     if (IsA(node, NextValueExpr)) refuse("reads a sequence", nullptr);
+    // ctid, xmin, xmax, cmin, cmax say where and by which transaction a row
+    // was written, which history does not keep; tableoid of a registered
+    // table is read from the table itself, not at the input's time.
+    if (IsA(node, Var) && reinterpret_cast<Var*>(node)->varattno < 0)
+        refuse("reads a system column (ctid, xmin, xmax, cmin, cmax or tableoid)",
+               "Read the table's own columns only.");
     if (IsA(node, Query)) {
         Query* q = reinterpret_cast<Query*>(node);
         if (q->rowMarks != NIL) refuse("locks rows (FOR UPDATE/SHARE)", nullptr);

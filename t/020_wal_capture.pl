@@ -220,10 +220,24 @@ DecoupledTest::wait_for($node,
        WHERE name = 'acct'}, 'stalled true');
 is($node->safe_psql('postgres', 'SELECT status FROM decoupled.capture'), 'stalled',
     'decoupled.capture shows the stall');
+# Status history keeps the transition (C6.3), once, with capture's error.
+# The controller's round records it (this node runs none: the test calls
+# the round's recorder as it polls).
+my $last_event = q{
+    SELECT (SELECT status || ' ' || coalesce(error LIKE 'WAL capture: %', false)
+              FROM decoupled.status_history WHERE name = 'acct' AND replica IS NULL
+             ORDER BY occurred_at DESC LIMIT 1)
+      FROM decoupled._record_capture_health()};
+DecoupledTest::wait_for($node, $last_event, 'stalled true');
 $node->safe_psql('postgres',
     'ALTER TABLE decoupled_storage.c1_pending_away RENAME TO c1_pending');
 DecoupledTest::wait_for($node,
     q{SELECT status FROM decoupled.object_statuses WHERE name = 'acct'}, 'running');
+DecoupledTest::wait_for($node, $last_event, 'running false');
+is($node->safe_psql('postgres', q{
+    SELECT string_agg(status, ' ' ORDER BY occurred_at)
+      FROM decoupled.status_history WHERE name = 'acct' AND replica IS NULL}),
+    'stalled running', 'status history has the stall and the recovery, once each');
 write_and_tick('SELECT 1');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM mismatches()'), '0',
     'after the stall, what waited is captured once');

@@ -351,6 +351,8 @@ CREATE TABLE decoupled.status_events (
     occurred_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX status_events_occurred_at ON decoupled.status_events (occurred_at);
+-- A table's last transition, read at every round of WAL capture's health.
+CREATE INDEX status_events_object ON decoupled.status_events (lifetime_id, event_id);
 
 -- Attached sessions, keyed by their owner (brief C7.1).  connected_at is the
 -- backend's start time, so a reused pid is a different row.

@@ -92,13 +92,50 @@ CREATE FUNCTION decoupled._cols(lifetime_id bigint, prefix text DEFAULT '',
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 -- PL/pgSQL, not SQL: a view's step calls it, and its statement is planned
 -- once per session, not at every call.
+--
+-- Typed, a column's type is the type it was registered with, by OID: its
+-- recorded name only while that name still reads as that type (it keeps a
+-- type modifier), else the type's name now.  A type renamed or moved away,
+-- and another one created under its old name (a domain whose checks would
+-- run with the extension's rights when history or a sink is written), is
+-- never picked up by name; _assert_column_types checks the relation made.
 BEGIN
     RETURN (SELECT string_agg(prefix || quote_ident(c->>'name')
-                              || CASE WHEN typed THEN ' ' || (c->>'type') ELSE '' END,
+                              || CASE WHEN NOT typed THEN ''
+                                      WHEN c ? 'typid'
+                                           AND to_regtype(regexp_replace(c->>'type', ' COLLATE .*$', ''))
+                                               IS DISTINCT FROM (c->>'typid')::oid
+                                      THEN ' ' || format_type((c->>'typid')::oid, NULL)
+                                           || coalesce(substring(c->>'type' FROM ' COLLATE .*$'), '')
+                                      ELSE ' ' || (c->>'type') END,
                               ', ' ORDER BY ord)
               FROM decoupled.catalog_objects o,
                    jsonb_array_elements(o.definition->'columns') WITH ORDINALITY AS x(c, ord)
              WHERE o.lifetime_id = _cols.lifetime_id);
+END
+$$;
+
+-- A relation just made from a collection's typed columns (_cols) has each
+-- column of the type the collection recorded: a concurrent rename between
+-- the two is refused, not followed.
+CREATE FUNCTION decoupled._assert_column_types(rel regclass, lifetime_id bigint) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_bad text;
+BEGIN
+    SELECT c->>'name' INTO v_bad
+      FROM decoupled.catalog_objects o,
+           jsonb_array_elements(o.definition->'columns') c
+      LEFT JOIN pg_attribute a ON a.attrelid = rel AND a.attname = c->>'name'
+                              AND a.attnum > 0 AND NOT a.attisdropped
+     WHERE o.lifetime_id = _assert_column_types.lifetime_id AND c ? 'typid'
+       AND a.atttypid IS DISTINCT FROM (c->>'typid')::oid
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'the type of column "%" changed while % was created', v_bad, rel
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Try again.';
+    END IF;
 END
 $$;
 
@@ -157,6 +194,11 @@ BEGIN
 END
 $$;
 
+-- Whoever makes a collection's time index holds this until its transaction
+-- ends (extension/write_locks.cpp).
+CREATE FUNCTION decoupled._lock_time_index(lifetime_id bigint, wait boolean) RETURNS boolean
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_lock_time_index';
+
 -- The time index of a collection's rows in cur (mz_ts), made if it is
 -- missing: what finds the times at which the collection changed for the
 -- views, sinks and subscriptions that read its changes.  A materialized view
@@ -167,10 +209,11 @@ $$;
 -- caller commits: only short transactions call this (creating a view or a
 -- sink, a replica's heartbeat), never a reader's.  Two callers (replicas
 -- of one cluster, a heartbeat and a view's creation) make it one after the
--- other: the second waits for the first's commit on an advisory lock, and
+-- other: the second waits for the first's commit on a lock of the
+-- extension's own (_lock_time_index: no role can take it from SQL), and
 -- IF NOT EXISTS, which reads the catalog after locking cur, then finds it.
 -- A replica's heartbeat never waits (`wait` false): a transaction creating
--- a view over the collection holds the advisory lock until it ends and may
+-- a view over the collection holds that lock until it ends and may
 -- then wait for the replica (extension/write_locks.hpp); the next
 -- heartbeat tries again.
 CREATE FUNCTION decoupled._ensure_time_index(lifetime_id bigint,
@@ -179,17 +222,12 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages =
 DECLARE
     v_name text := 'c' || _ensure_time_index.lifetime_id || '_cur_mz_ts_idx';
     v_cur  text := decoupled._storage(_ensure_time_index.lifetime_id, 'cur');
-    -- 0x64635449: "dcTI", the extension's time indexes.
-    c_class constant integer := 1684231241;
-    v_key   integer := (_ensure_time_index.lifetime_id % 2147483647)::integer;
 BEGIN
     IF to_regclass(v_cur) IS NULL
        OR to_regclass('decoupled_storage.' || quote_ident(v_name)) IS NOT NULL THEN
         RETURN;
     END IF;
-    IF _ensure_time_index.wait THEN
-        PERFORM pg_advisory_xact_lock(c_class, v_key);
-    ELSIF NOT pg_try_advisory_xact_lock(c_class, v_key) THEN
+    IF NOT decoupled._lock_time_index(_ensure_time_index.lifetime_id, _ensure_time_index.wait) THEN
         RETURN;
     END IF;
     EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (mz_ts)', v_name, v_cur);
@@ -281,6 +319,8 @@ BEGIN
     EXECUTE format('CREATE UNLOGGED TABLE %s (mz_ts bigint NOT NULL, mz_diff bigint NOT NULL, '
                    'mz_key text NOT NULL, mz_hash integer NOT NULL, %s)',
                    decoupled._storage(id, 'stage'), defs);
+    PERFORM decoupled._assert_column_types(decoupled._storage(id, part)::regclass, id)
+       FROM unnest(ARRAY['cur', 'dead', 'stage']) part;
     PERFORM decoupled._create_read_views(id);
     PERFORM decoupled._create_history_parts(id);
 END

@@ -186,9 +186,17 @@ CREATE FUNCTION decoupled._compare_and_append(lifetime_id bigint, updates jsonb,
 LANGUAGE C SET search_path = pg_catalog, pg_temp SET work_mem = '64MB'
 AS 'MODULE_PATHNAME', 'decoupled_compare_and_append';
 
+-- An entry point (extension/caller.cpp): a collection's history is its
+-- owner's (docs/architecture.md, "Security model"), so only a role that
+-- owns the collection's relation — the registered table, the public view
+-- of a source or materialized view — appends to it.
 CREATE FUNCTION decoupled.append(collection text, updates jsonb, expected_upper bigint,
                                  new_upper bigint, deployment text DEFAULT NULL,
                                  incarnation bigint DEFAULT NULL) RETURNS bigint
+LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_entry';
+CREATE FUNCTION decoupled._append(collection text, updates jsonb, expected_upper bigint,
+                                  new_upper bigint, deployment text, incarnation bigint)
+RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 -- Row keys are the rows' text: pin every setting that changes it.
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
@@ -201,6 +209,15 @@ BEGIN
     o := decoupled._collection(collection);
     IF o.kind = 'sink' THEN
         RAISE EXCEPTION '"%" is a sink, not a collection', o.name USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF o.relation IS NOT NULL
+       AND NOT coalesce(pg_has_role(decoupled._caller(),
+                                    (SELECT c.relowner FROM pg_class c WHERE c.oid = o.relation),
+                                    'USAGE'), false) THEN
+        RAISE EXCEPTION 'must be owner of % "%" to append to its history', o.kind, o.name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A collection''s history is written by its owner, its capture and '
+                           'its replicas only.';
     END IF;
     IF expected_upper IS NULL OR new_upper IS NULL THEN
         RAISE EXCEPTION 'expected_upper and new_upper must not be null'

@@ -178,6 +178,7 @@ BEGIN
     v_pending := decoupled._storage(v_id, 'pending');
     EXECUTE format('CREATE TABLE %s (mz_diff bigint NOT NULL, %s)',
                    v_pending, decoupled._cols(v_id, '', true));
+    PERFORM decoupled._assert_column_types(v_pending::regclass, v_id);
 
     -- Writers are excluded since the LOCK above, so the snapshot below and
     -- the captured changes neither overlap nor leave a gap.  Capture starts

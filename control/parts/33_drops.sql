@@ -230,7 +230,10 @@ $$;
 -- Before ALTER TYPE ... RENAME VALUE of an enum, or ALTER TYPE ... ADD /
 -- DROP / ALTER ATTRIBUTE of a composite type (ddl_guard.cpp): history
 -- matches rows by their text, so a type a live collection or sink uses
--- (through domains, arrays, composites) keeps its text output.
+-- (through domains, arrays, composites) keeps its text output.  And a
+-- constraint added to such a domain by a role that is not a superuser
+-- (ALTER DOMAIN ... ADD CONSTRAINT) would run with the extension's rights;
+-- one added NOT VALID, by anyone, could fail on rows history keeps.
 CREATE FUNCTION decoupled._refuse_type_change(typ oid, change text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -243,14 +246,70 @@ BEGIN
        AND typ IN (SELECT decoupled._column_types(o.definition->'columns'));
     IF v_users IS NOT NULL THEN
         RAISE EXCEPTION 'cannot % type % while collections or sinks use it', change, typ::regtype
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'Used by: ' || v_users || '.  Their history matches rows by their '
-                           'text: rows written before the change could no longer be retracted.',
+            USING ERRCODE = CASE WHEN change = 'add a constraint to' THEN 'insufficient_privilege'
+                                 ELSE 'feature_not_supported' END,
+                  DETAIL = 'Used by: ' || v_users || '.  '
+                           || CASE WHEN change = 'add a constraint to'
+                                   THEN 'A constraint that a role other than a superuser wrote '
+                                        'would run with the extension''s rights whenever their '
+                                        'history is written.'
+                                   WHEN change = 'add a NOT VALID constraint to'
+                                   THEN 'Rows of their history that break it could no longer '
+                                        'be read back.'
+                                   ELSE 'Their history matches rows by their text: rows written '
+                                        'before the change could no longer be retracted.' END,
                   HINT = CASE WHEN change = 'rename a value of'
                               THEN 'Add a value with ALTER TYPE ... ADD VALUE instead, or first '
+                              WHEN change = 'add a constraint to'
+                              THEN 'Ask a superuser to add it, or first '
+                              WHEN change = 'add a NOT VALID constraint to'
+                              THEN 'Add it validated, or first '
                               ELSE 'Create a new type instead, or first ' END
                          || 'drop what uses the type (decoupled.drop(), '
                             'decoupled.unregister_table()).';
+    END IF;
+END
+$$;
+
+-- Before CREATE OR REPLACE of a function or a view (ddl_guard.cpp): a
+-- maintained view's written plan reads what they were when it was created
+-- (C1.6); replaced, the view's history would no longer be what its query
+-- computes (its kept sums and rows disagree with the new definition, and
+-- its steps could stall).  PostgreSQL already refuses to drop them; this
+-- refuses to replace them — through ordinary views and function bodies
+-- too.  `cls` and `obj` name the object (pg_proc or pg_class).
+CREATE FUNCTION decoupled._refuse_replacing(cls oid, obj oid, what text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_users text;
+BEGIN
+    WITH RECURSIVE deps(classid, objid) AS (
+        SELECT cls, obj
+        UNION
+        -- What depends on it, a view's rule standing for its view.
+        SELECT coalesce(r.cls, d.classid), coalesce(r.ev_class, d.objid)
+          FROM deps x
+          JOIN pg_depend d ON d.refclassid = x.classid AND d.refobjid = x.objid
+                          AND d.deptype = 'n'
+          LEFT JOIN LATERAL (SELECT 'pg_class'::regclass::oid AS cls, rw.ev_class
+                               FROM pg_rewrite rw
+                              WHERE d.classid = 'pg_rewrite'::regclass AND rw.oid = d.objid) r
+                 ON true
+    )
+    SELECT string_agg(format('materialized view "%s"', o.name), ', ' ORDER BY o.lifetime_id)
+      INTO v_users
+      FROM deps x
+      JOIN decoupled.catalog_objects o
+        ON o.kind = 'materialized view' AND o.dropped_at IS NULL
+       AND (o.definition->>'plan')::oid = x.objid
+     WHERE x.classid = 'pg_class'::regclass;
+    IF v_users IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot replace % while maintained views use it', what
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = 'Used by: ' || v_users || '.  Their history was computed with its '
+                           'current definition.',
+                  HINT = 'Create it under another name, or first drop what uses it '
+                         '(decoupled.drop()).';
     END IF;
 END
 $$;

@@ -344,6 +344,51 @@ CREATE VIEW decoupled.capture AS
 COMMENT ON VIEW decoupled.capture IS
     'WAL capture of registered tables: setting, status, slot, lag and retained WAL.';
 
+-- A stalled WAL capture in status history (brief C6.3): each WAL-captured
+-- table's shown status (decoupled.object_statuses) becomes a row of
+-- history when it differs from the table's last one — a capture stall
+-- differs from a failing tick's — and `running` (or the failing tick's
+-- `stalled`) again when capture resumes.  The controller's round calls it about once a
+-- second.  A capture worker that is not running yet in the first 30 s
+-- after the server started is starting, not stalled: no row.
+CREATE FUNCTION decoupled._record_capture_health() RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_stalled boolean;
+    v_error   text;
+    v_count   integer;
+BEGIN
+    IF NOT EXISTS (SELECT FROM decoupled.capture_relations) THEN
+        RETURN 0;
+    END IF;
+    SELECT c.status = 'stalled'
+           AND (c.worker_pid IS NOT NULL
+                OR pg_postmaster_start_time() < now() - interval '30 s'),
+           coalesce('WAL capture: ' || c.last_error, 'WAL capture is not running')
+      INTO v_stalled, v_error
+      FROM decoupled.capture c;
+    INSERT INTO decoupled.status_events (lifetime_id, status, error)
+    SELECT t.lifetime_id, t.status, t.error
+      FROM (SELECT r.lifetime_id,
+                   CASE WHEN v_stalled THEN 'stalled' ELSE coalesce(h.status, 'running') END
+                       AS status,
+                   CASE WHEN v_stalled THEN v_error ELSE h.error END AS error,
+                   (SELECT CASE WHEN e.error LIKE 'WAL capture%' THEN 'capture stalled'
+                                ELSE e.status END
+                      FROM decoupled.status_events e
+                     WHERE e.lifetime_id = r.lifetime_id AND e.replica IS NULL
+                     ORDER BY e.event_id DESC LIMIT 1) AS last_event
+              FROM decoupled.capture_relations r
+              JOIN decoupled.catalog_objects o USING (lifetime_id)
+              LEFT JOIN decoupled.table_health h USING (lifetime_id)
+             WHERE o.dropped_at IS NULL) t
+     WHERE CASE WHEN v_stalled THEN 'capture stalled' ELSE t.status END
+           <> coalesce(t.last_event, 'running');
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
 -- The slot was lost under WAL-captured tables (dropped by hand, or by a
 -- DROP EXTENSION that rolled back): what they wrote since is not in any
 -- slot.  With their writers excluded, each table's pending changes get the

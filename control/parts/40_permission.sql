@@ -165,7 +165,8 @@ COMMENT ON FUNCTION decoupled.apply_compaction() IS
     'Compact every collection''s history up to its committed bound.';
 
 -- The controller's round for what no replica maintains: registered tables
--- (bounds and compaction) and the storage of dropped collections.
+-- (bounds, compaction, and WAL capture's health in status history) and the
+-- storage of dropped collections.
 -- Compaction first, publication last: a publication's bound rows stay
 -- locked until the round commits, and every view step over these tables
 -- locks them too (_advance_requirements_of), so they must not stay locked
@@ -176,6 +177,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_count integer := decoupled._apply_compaction(false, NULL);
 BEGIN
+    PERFORM decoupled._record_capture_health();
     PERFORM decoupled.finalize_dropped();
     PERFORM decoupled._publish_bounds(decoupled._drain_bound_queue(false, NULL));
     RETURN v_count;

@@ -140,18 +140,28 @@ BEGIN
         RAISE EXCEPTION 'column name "%" of % "%" is reserved', v_bad, what, name
             USING ERRCODE = 'reserved_name', HINT = 'Rename the column.';
     END IF;
+    -- A superuser's domain whose check calls a function another role owns
+    -- (and may replace) is such a domain too.
     SELECT t.oid::regtype INTO v_type
       FROM decoupled._column_types(columns) x(oid)
       JOIN pg_type t ON t.oid = x.oid
       JOIN pg_roles r ON r.oid = t.typowner
-     WHERE t.typtype = 'd' AND NOT r.rolsuper
-       AND EXISTS (SELECT FROM pg_constraint c WHERE c.contypid = t.oid)
+     WHERE t.typtype = 'd'
+       AND ((NOT r.rolsuper AND EXISTS (SELECT FROM pg_constraint c WHERE c.contypid = t.oid))
+            OR EXISTS (SELECT FROM pg_constraint c
+                         JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass
+                                         AND d.objid = c.oid
+                                         AND d.refclassid = 'pg_proc'::regclass
+                         JOIN pg_proc p ON p.oid = d.refobjid
+                         JOIN pg_roles o ON o.oid = p.proowner
+                        WHERE c.contypid = t.oid AND NOT o.rolsuper))
      LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'cannot use domain % in % "%"', v_type, what, name
             USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'Its constraints were written by a role that is not a superuser and '
-                           'would run with the extension''s rights when history is written.',
+                  DETAIL = 'Its constraints were written by a role that is not a superuser, or '
+                           'call a function such a role owns, and would run with the '
+                           'extension''s rights when history is written.',
                   HINT = 'Use its base type, or a domain owned by a superuser.';
     END IF;
 END
@@ -1107,13 +1117,26 @@ BEGIN
     END IF;
     -- Scratch tables of this view, made once per session and emptied at
     -- each call: many verify() calls in one transaction lock the same two
-    -- relations instead of piling up locks on dropped ones.
-    IF to_regclass('pg_temp.' || v_plan_t) IS NULL THEN
+    -- relations instead of piling up locks on dropped ones.  Only tables
+    -- this function made are used again: the temporary schema is the
+    -- session's, and a table its caller made there under these names could
+    -- carry triggers or rules that would run with the extension's rights.
+    IF to_regclass('pg_temp.' || v_plan_t) IS NULL
+       AND to_regclass('pg_temp.' || v_view_t) IS NULL THEN
         EXECUTE format('CREATE TEMP TABLE %I (LIKE %s)', v_plan_t,
                        decoupled._storage(o.lifetime_id, 'stage'));
         EXECUTE format('CREATE TEMP TABLE %I (k text)', v_view_t);
-    ELSE
+    ELSIF (SELECT count(*) FROM pg_class c
+            WHERE c.oid IN (to_regclass('pg_temp.' || v_plan_t), to_regclass('pg_temp.' || v_view_t))
+              AND c.relkind = 'r' AND c.relowner = current_user::regrole
+              AND NOT c.relhastriggers AND NOT c.relhasrules) = 2 THEN
         EXECUTE format('TRUNCATE pg_temp.%I, pg_temp.%I', v_plan_t, v_view_t);
+    ELSE
+        RAISE EXCEPTION 'a temporary relation named "%" or "%" is in the way', v_plan_t, v_view_t
+            USING ERRCODE = 'duplicate_table',
+                  DETAIL = 'verify() computes the view into temporary tables of these names '
+                           'that it makes itself.',
+                  HINT = 'Drop the temporary relation, or call verify() in another session.';
     END IF;
     -- The view's own history at v_t first: it checks that v_t is readable.
     PERFORM set_config('decoupled.as_of', v_t::text, true);

@@ -89,6 +89,8 @@ BEGIN
 
     EXECUTE format('CREATE TABLE %I.%I (mz_timestamp bigint NOT NULL, mz_diff bigint NOT NULL, %s)',
                    v_schema, v_table, decoupled._cols(v_input.lifetime_id, '', true));
+    PERFORM decoupled._assert_column_types(format('%I.%I', v_schema, v_table)::regclass,
+                                           v_input.lifetime_id);
     EXECUTE format('GRANT SELECT ON %I.%I TO %s WITH GRANT OPTION', v_schema, v_table,
                    v_owner::regrole);
     INSERT INTO decoupled.catalog_objects

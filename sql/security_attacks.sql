@@ -1,0 +1,224 @@
+-- Attacks a review as an attacker found (docs/architecture.md, "Security
+-- model"), each a class: a role that is not a superuser must neither run
+-- code with the extension's rights nor read or write what it may not.
+--   1. verify() uses only scratch tables it made itself: tables of its
+--      names made beforehand in the session's temporary schema, with
+--      triggers, are refused, not written as a superuser;
+--   2. the planner never calls a role's leaky operator on the statistics
+--      of a collection that role may not read (history views, AS OF reads);
+--   3. capture's error, which may quote a row, is masked in every function
+--      that returns it;
+--   4. a sink's columns keep their types by OID: a type renamed and another
+--      made under its old name is not picked up;
+--   5. a constraint added to a domain in use, by a role that is not a
+--      superuser, is refused;
+--   6. append() writes only into a collection its caller owns.
+\set SHOW_CONTEXT never
+CREATE ROLE atk_user;
+CREATE ROLE atk_admin IN ROLE decoupled_admin;
+CREATE SCHEMA atk AUTHORIZATION atk_admin;
+GRANT USAGE ON SCHEMA atk TO PUBLIC;
+
+CREATE TABLE payroll (id int PRIMARY KEY, pw text NOT NULL);
+INSERT INTO payroll SELECT g, 'password_' || g FROM generate_series(1, 300) g;
+SELECT decoupled.register_table('payroll') > 0 AS registered;
+SELECT decoupled.create_materialized_view('payroll_mv', 'SELECT id, pw FROM payroll') > 0
+    AS created;
+GRANT SELECT ON payroll_mv TO atk_user;
+SELECT decoupled.wait_for_upper('payroll_mv', (SELECT upper - 1 FROM decoupled.frontiers
+                                                WHERE name = 'payroll'), '60s') > 0 AS caught_up;
+
+------------------------------------------------------------------------------
+-- 1. verify() and the caller's temporary tables
+SET ROLE atk_user;
+CREATE FUNCTION pg_temp.atk_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'trigger runs as %', current_user;
+    RETURN NULL;
+END
+$$;
+DO $$
+DECLARE
+    id bigint := (SELECT lifetime_id FROM decoupled.objects WHERE name = 'payroll_mv');
+BEGIN
+    EXECUTE format('CREATE TEMP TABLE decoupled_verify_%s (mz_ts bigint, mz_diff bigint, '
+                   'mz_key text, mz_hash integer, id int, pw text)', id);
+    EXECUTE format('CREATE TEMP TABLE decoupled_verify_view_%s (k text)', id);
+    EXECUTE format('CREATE TRIGGER t BEFORE INSERT ON pg_temp.decoupled_verify_view_%s '
+                   'FOR EACH ROW EXECUTE FUNCTION pg_temp.atk_trigger()', id);
+END
+$$;
+DO $$
+BEGIN
+    PERFORM decoupled.verify('payroll_mv');
+EXCEPTION WHEN duplicate_table THEN
+    RAISE NOTICE 'verify() refused: %', regexp_replace(SQLERRM, '[0-9]+', 'N', 'g');
+END
+$$;
+-- Without them, verify() works for the same role.
+DO $$
+DECLARE
+    id bigint := (SELECT lifetime_id FROM decoupled.objects WHERE name = 'payroll_mv');
+BEGIN
+    EXECUTE format('DROP TABLE pg_temp.decoupled_verify_%s, pg_temp.decoupled_verify_view_%s',
+                   id, id);
+END
+$$;
+SELECT decoupled.verify('payroll_mv') AS verified;
+SELECT decoupled.verify('payroll_mv') AS verified_again;
+RESET ROLE;
+
+------------------------------------------------------------------------------
+-- 2. Statistics of storage, through a leaky operator
+DO $$
+BEGIN
+    EXECUTE format('ANALYZE decoupled_storage.c%s_cur',
+                   (SELECT lifetime_id FROM decoupled.objects WHERE name = 'payroll'));
+END
+$$;
+CREATE TABLE atk.seen (value text);
+GRANT INSERT, SELECT, DELETE ON atk.seen TO PUBLIC;
+CREATE FUNCTION atk.leak(text, text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO atk.seen VALUES ($1);
+    RETURN true;
+END
+$$;
+CREATE OPERATOR atk.<<< (FUNCTION = atk.leak, LEFTARG = text, RIGHTARG = text,
+                         RESTRICT = scalarltsel);
+GRANT EXECUTE ON FUNCTION atk.leak(text, text) TO PUBLIC;
+SELECT set_config('atk.history', format('decoupled_storage.c%s_history', lifetime_id), false)
+       IS NOT NULL AS noted
+  FROM decoupled.objects WHERE name = 'payroll';
+-- A role that may not read payroll: its planner gets no value of it,
+-- through the history view or through an AS OF read.
+SET ROLE atk_user;
+DO $$
+BEGIN
+    EXECUTE format('EXPLAIN SELECT * FROM %s WHERE pw OPERATOR(atk.<<<) $q$x$q$',
+                   current_setting('atk.history'));
+END
+$$;
+SET decoupled.as_of = 1;
+EXPLAIN (COSTS OFF) SELECT * FROM payroll WHERE pw OPERATOR(atk.<<<) 'x';
+RESET decoupled.as_of;
+SELECT count(*) AS values_seen FROM atk.seen;
+RESET ROLE;
+-- One who may read it plans with them as before: the operator estimates
+-- from the values.
+GRANT SELECT ON payroll TO atk_user;
+SET ROLE atk_user;
+DO $$
+BEGIN
+    EXECUTE format('EXPLAIN SELECT * FROM %s WHERE pw OPERATOR(atk.<<<) $q$x$q$',
+                   current_setting('atk.history'));
+END
+$$;
+SELECT count(*) > 0 AS values_seen FROM atk.seen;
+RESET ROLE;
+REVOKE SELECT ON payroll FROM atk_user;
+
+------------------------------------------------------------------------------
+-- 3. Capture's error, masked wherever it is returned.  A domain (a
+-- superuser's) whose check fails once a flag is set stalls WAL capture on
+-- a row of cap; the error quotes the row.
+CREATE TABLE atk_flag (f boolean);
+INSERT INTO atk_flag VALUES (false);
+CREATE FUNCTION atk_check(v text) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF (SELECT f FROM public.atk_flag) THEN
+        RAISE EXCEPTION 'rejecting value %', v;
+    END IF;
+    RETURN true;
+END
+$$;
+CREATE DOMAIN atk_checked AS text CHECK (public.atk_check(VALUE));
+CREATE TABLE cap (id int PRIMARY KEY, s atk_checked);
+SELECT decoupled.register_table('cap') > 0 AS registered;
+SELECT decoupled.wait_for_capture('60 s') AS captured;
+BEGIN;
+INSERT INTO cap VALUES (1, 'SSN-123-45-6789');
+UPDATE atk_flag SET f = true;
+COMMIT;
+DO $$
+BEGIN
+    FOR i IN 1 .. 600 LOOP
+        EXIT WHEN (SELECT status FROM decoupled.capture) = 'stalled';
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+$$;
+SELECT status, last_error LIKE '%SSN-123-45-6789%' AS quotes_the_row FROM decoupled.capture;
+SET ROLE atk_user;
+SELECT status, last_error FROM decoupled.capture;
+SELECT last_error FROM decoupled._capture_error();
+SELECT last_error FROM decoupled._capture_state();
+RESET ROLE;
+UPDATE atk_flag SET f = false;
+SELECT decoupled.wait_for_capture('60 s') AS captured;
+
+------------------------------------------------------------------------------
+-- 4. A sink's column types by OID, and 5. constraints added to a domain in use
+SET ROLE atk_admin;
+CREATE TYPE atk.mood AS ENUM ('a', 'b');
+CREATE DOMAIN atk.dd AS int;
+CREATE TABLE atk.t (id int PRIMARY KEY, m atk.mood, v atk.dd);
+INSERT INTO atk.t VALUES (1, 'a', 1);
+SELECT decoupled.register_table('atk.t') > 0 AS registered;
+ALTER TYPE atk.mood RENAME TO mood_old;
+CREATE FUNCTION atk.evil(x atk.mood_old) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'evil runs as %', current_user;
+    RETURN true;
+END
+$$;
+CREATE DOMAIN atk.mood AS atk.mood_old CHECK (atk.evil(VALUE));
+SELECT decoupled.create_sink('atk_sink', 't', 'atk.t_changes') > 0 AS created;
+SELECT format_type(atttypid, atttypmod) AS sink_column_type FROM pg_attribute
+ WHERE attrelid = 'atk.t_changes'::regclass AND attname = 'm';
+CREATE FUNCTION atk.evil2(x int) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'evil2 runs as %', current_user;
+    RETURN true;
+END
+$$;
+ALTER DOMAIN atk.dd ADD CONSTRAINT ck CHECK (atk.evil2(VALUE));
+-- A domain no collection uses takes one.
+CREATE DOMAIN atk.free AS int;
+ALTER DOMAIN atk.free ADD CONSTRAINT ck CHECK (VALUE > 0);
+RESET ROLE;
+-- A superuser may add one.
+ALTER DOMAIN atk.dd ADD CONSTRAINT positive CHECK (VALUE > 0);
+
+------------------------------------------------------------------------------
+-- 6. append() only by the collection's owner
+SET ROLE atk_admin;
+SELECT decoupled.append('payroll',
+           format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"id": 777, "pw": "forged"}}]',
+                  upper)::jsonb, upper, upper + 1)
+  FROM decoupled.frontiers WHERE name = 'payroll';
+SELECT decoupled.append('payroll_mv', '[]', upper, upper + 1)
+  FROM decoupled.frontiers WHERE name = 'payroll_mv';
+-- Its own registered table: yes.
+SELECT decoupled.append('t', format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"id": 2, "m": "b", "v": 2}}]',
+                                    upper)::jsonb, upper, upper + 1) > 0 AS appended
+  FROM decoupled.frontiers WHERE name = 't';
+RESET ROLE;
+SELECT count(*) AS forged FROM decoupled.frontiers f, LATERAL (
+    SELECT set_config('decoupled.as_of', (f.upper - 1)::text, true)) s, payroll p
+ WHERE f.name = 'payroll' AND p.id = 777;
+
+-- Clean up.
+SELECT decoupled.drop('atk_sink'), decoupled.drop('payroll_mv');
+SELECT decoupled.unregister_table('atk.t'), decoupled.unregister_table('payroll'),
+       decoupled.unregister_table('cap');
+SELECT decoupled.finalize_dropped() >= 0 AS finalized;
+SET client_min_messages = warning;
+DROP SCHEMA atk CASCADE;
+DROP TABLE payroll, cap, atk_flag;
+DROP DOMAIN atk_checked;
+DROP FUNCTION atk_check(text);
+DROP OWNED BY atk_admin, atk_user;
+DROP ROLE atk_admin;
+DROP ROLE atk_user;
+RESET client_min_messages;

@@ -1,0 +1,77 @@
+-- What a maintained view reads keeps its meaning (C1.6, C5.3): its history
+-- was computed with the definitions it read at creation, and every step
+-- must compute the same query.
+--   1. a function or an ordinary view the view reads — directly, through
+--      views, or through a BEGIN ATOMIC body — is not replaced (PostgreSQL
+--      already refuses to drop them); others are;
+--   2. a domain a collection uses gets no NOT VALID constraint (rows of
+--      history that break it could no longer be read back, and capture
+--      would stall for every table); a validated one is checked against
+--      history too;
+--   3. a view's query reads no system column and calls no function of the
+--      current transaction or day.
+\set SHOW_CONTEXT never
+CREATE TABLE vm_t (id int PRIMARY KEY, v int) WITH (decoupled.registered = true);
+INSERT INTO vm_t SELECT i, i FROM generate_series(1, 10) i;
+CREATE FUNCTION vm_double(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 * 2';
+CREATE FUNCTION vm_triple(int) RETURNS int IMMUTABLE LANGUAGE sql
+    BEGIN ATOMIC SELECT public.vm_double($1) + $1; END;
+CREATE VIEW vm_big AS SELECT id, public.vm_triple(v) AS t FROM vm_t WHERE v > 5;
+CREATE FUNCTION vm_unused(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1';
+SELECT decoupled.create_materialized_view('vm_direct',
+           'SELECT id, public.vm_double(v) AS d FROM vm_t') > 0 AS created;
+SELECT decoupled.create_materialized_view('vm_through', 'SELECT count(*) AS n FROM vm_big') > 0
+    AS created;
+
+------------------------------------------------------------------------------
+-- 1. Replacing what a view reads
+CREATE OR REPLACE FUNCTION vm_double(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 * 3';
+CREATE OR REPLACE FUNCTION vm_triple(int) RETURNS int IMMUTABLE LANGUAGE sql
+    BEGIN ATOMIC SELECT $1; END;
+CREATE OR REPLACE VIEW vm_big AS SELECT id, public.vm_triple(v) AS t FROM vm_t WHERE v > 1;
+-- What no maintained view reads is replaced as ever.
+CREATE OR REPLACE FUNCTION vm_unused(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 + 1';
+CREATE VIEW vm_other AS SELECT id FROM vm_t;
+CREATE OR REPLACE VIEW vm_other AS SELECT id, v FROM vm_t;
+-- Once no live view reads it, it is free again: vm_double is still read
+-- by vm_through, through vm_big and vm_triple, after vm_direct is dropped.
+SELECT decoupled.drop('vm_direct');
+CREATE OR REPLACE FUNCTION vm_double(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 * 3';
+SELECT decoupled.drop('vm_through');
+CREATE OR REPLACE FUNCTION vm_double(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 * 3';
+SELECT vm_double(2) AS replaced;
+CREATE OR REPLACE VIEW vm_big AS SELECT id, public.vm_triple(v) AS t FROM vm_t WHERE v > 1;
+
+------------------------------------------------------------------------------
+-- 2. Constraints added to a domain in use
+CREATE DOMAIN vm_code AS int;
+CREATE TABLE vm_coded (id int PRIMARY KEY, c vm_code) WITH (decoupled.registered = true);
+INSERT INTO vm_coded VALUES (1, 7);
+ALTER DOMAIN vm_code ADD CONSTRAINT below_5 CHECK (VALUE < 5) NOT VALID;
+ALTER DOMAIN vm_code ADD CONSTRAINT below_100 CHECK (VALUE < 100);
+-- A domain nothing registered uses takes either.
+CREATE DOMAIN vm_free AS int;
+ALTER DOMAIN vm_free ADD CONSTRAINT below_5 CHECK (VALUE < 5) NOT VALID;
+
+------------------------------------------------------------------------------
+-- 3. System columns and the current transaction's functions
+SELECT decoupled.create_materialized_view('vm_sys', 'SELECT id, tableoid::regclass::text FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_sys2', 'SELECT id, ctid::text FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_xid', 'SELECT id, txid_current() FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_xid2', 'SELECT id, pg_current_xact_id()::text FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_age', 'SELECT id, age(''1''::xid) FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_age2',
+           'SELECT id, age(''2020-01-01''::timestamp) FROM vm_t');
+-- age() of two times is immutable.
+SELECT decoupled.create_materialized_view('vm_age3',
+           'SELECT id, age(''2020-01-01''::timestamp, ''2019-01-01''::timestamp) AS a FROM vm_t') > 0
+    AS created;
+SELECT decoupled.drop('vm_age3');
+
+-- Clean up.
+DROP VIEW vm_big, vm_other;
+SELECT decoupled.unregister_table('vm_t'), decoupled.unregister_table('vm_coded');
+SELECT decoupled.finalize_dropped() >= 0 AS finalized;
+DROP TABLE vm_t, vm_coded;
+DROP FUNCTION vm_double(int), vm_triple(int), vm_unused(int);
+DROP DOMAIN vm_code, vm_free;

@@ -1,0 +1,136 @@
+# A lost slot is made again and the tables it captured are taken again from
+# their contents (C14.2): what they wrote while there was no slot is in no
+# slot.  If the capture worker dies between making the new slot and
+# committing that resynchronisation — killed, or the server crashes —
+# the next worker must not decode from the new slot as if nothing were
+# missing: it finds a slot without a recorded position, drops it and does
+# both again (bgworker/capture_worker.cpp, create_slot).  Also: while
+# capture is stalled, a tick does not advance a table captured from the
+# WAL, so no write is stamped with a later tick's time than its own.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use DecoupledTest;
+
+my $node = DecoupledTest::new_node('capture_resync', wal_level => 'logical');
+$node->start;
+$node->safe_psql('postgres', q{
+    CREATE EXTENSION pg_decoupled;
+    CREATE TABLE ra (id int PRIMARY KEY, v int);
+    CREATE TABLE rb (id int PRIMARY KEY);
+    SELECT decoupled.register_table('ra', retain_history => '1 day') > 0;
+    SELECT decoupled.register_table('rb', retain_history => '1 day') > 0;
+    INSERT INTO ra VALUES (1, 0);
+});
+$node->poll_query_until('postgres', 'SELECT count(*) FROM decoupled.capture_relations', '2')
+  or die 'the tables were not adopted';
+$node->safe_psql('postgres', 'SELECT decoupled.wait_for_capture(); SELECT decoupled.tick_tables()');
+
+# History at the latest tick against the table.
+my $agrees = q{
+    SELECT set_config('decoupled.as_of', (upper - 1)::text, false) IS NOT NULL
+      FROM decoupled.frontiers WHERE name = 'ra';
+    SELECT string_agg(id || ':' || v, ',' ORDER BY id) FROM ra;
+    RESET decoupled.as_of;
+    SELECT string_agg(id || ':' || v, ',' ORDER BY id) FROM ra};
+
+# A session keeps rb locked (no transaction id: making a slot does not wait
+# for it), so the resynchronisation waits for it after the new slot exists.
+my ($out, $err) = ('', '');
+my $holder = IPC::Run::start(
+    [ 'psql', '-X', '-h', $node->host, '-p', $node->port, '-d', 'postgres', '-c',
+      'BEGIN; SET application_name = holder; LOCK TABLE rb IN ROW EXCLUSIVE MODE; '
+      . 'SELECT pg_sleep(60); COMMIT;' ],
+    '>', \$out, '2>', \$err);
+$node->poll_query_until('postgres', q{
+    SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+     WHERE c.relname = 'rb' AND l.mode = 'RowExclusiveLock' AND l.granted}, '1')
+  or die 'the holder did not lock rb';
+
+# The slot is lost (the worker holds it only while it decodes); writes
+# land while there is none.
+my $slot_idle = q{SELECT count(*) FROM pg_replication_slots
+                   WHERE slot_name = 'pg_decoupled' AND NOT active};
+$node->poll_query_until('postgres', $slot_idle, '1') or die 'the slot stayed active';
+$node->safe_psql('postgres', q{
+    SELECT pg_drop_replication_slot('pg_decoupled');
+    INSERT INTO ra VALUES (2, 0);
+    UPDATE ra SET v = 1 WHERE id = 1});
+$node->poll_query_until('postgres', q{
+    SELECT count(*) FROM pg_stat_activity
+     WHERE backend_type = 'pg_decoupled capture'
+       AND query LIKE '%resynchronising%' AND wait_event_type = 'Lock'}, '1')
+  or die 'the worker did not start resynchronising';
+is($node->safe_psql('postgres',
+        q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}),
+    '1', 'the new slot exists while the resynchronisation waits');
+
+# The worker dies there.
+$node->safe_psql('postgres', q{
+    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+     WHERE backend_type = 'pg_decoupled capture'});
+$node->safe_psql('postgres', q{
+    SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder'});
+$holder->finish;
+
+$node->poll_query_until('postgres', 'SELECT decoupled.wait_for_capture()', 't')
+  or die 'capture did not catch up';
+$node->safe_psql('postgres', 'SELECT decoupled.tick_tables()');
+my (undef, $history, $table) = split /\n/, $node->safe_psql('postgres', $agrees);
+is($table, '1:1,2:0', 'the table has both writes');
+is($history, $table, 'history has the writes made while there was no slot');
+
+# The same with a crash in place of the worker's death.
+$holder = IPC::Run::start(
+    [ 'psql', '-X', '-h', $node->host, '-p', $node->port, '-d', 'postgres', '-c',
+      'BEGIN; SET application_name = holder; LOCK TABLE rb IN ROW EXCLUSIVE MODE; '
+      . 'SELECT pg_sleep(60); COMMIT;' ],
+    '>', \$out, '2>', \$err);
+$node->poll_query_until('postgres', q{
+    SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+     WHERE c.relname = 'rb' AND l.mode = 'RowExclusiveLock' AND l.granted}, '1')
+  or die 'the holder did not lock rb';
+$node->poll_query_until('postgres', $slot_idle, '1') or die 'the slot stayed active';
+$node->safe_psql('postgres', q{
+    SELECT pg_drop_replication_slot('pg_decoupled');
+    INSERT INTO ra VALUES (3, 0);
+    DELETE FROM ra WHERE id = 2});
+$node->poll_query_until('postgres', q{
+    SELECT count(*) FROM pg_stat_activity
+     WHERE backend_type = 'pg_decoupled capture'
+       AND query LIKE '%resynchronising%' AND wait_event_type = 'Lock'}, '1')
+  or die 'the worker did not start resynchronising';
+$node->stop('immediate');
+$holder->kill_kill;
+$holder->finish;
+$node->start;
+$node->poll_query_until('postgres', 'SELECT decoupled.wait_for_capture()', 't')
+  or die 'capture did not catch up after the crash';
+$node->safe_psql('postgres', 'SELECT decoupled.tick_tables()');
+(undef, $history, $table) = split /\n/, $node->safe_psql('postgres', $agrees);
+is($table, '1:1,3:0', 'the table has the writes before the crash');
+is($history, $table, 'and history has them after it');
+
+# A stalled capture: a tick leaves the WAL-captured table's upper alone.
+$node->safe_psql('postgres', q{
+    ALTER TABLE decoupled_storage.c1_pending RENAME TO c1_pending_away;
+    INSERT INTO ra VALUES (4, 0)});
+$node->poll_query_until('postgres', q{SELECT status FROM decoupled.capture}, 'stalled')
+  or die 'capture did not stall';
+my $upper = $node->safe_psql('postgres', q{SELECT upper FROM decoupled.frontiers WHERE name = 'ra'});
+my ($ret, $stdout, $stderr) = $node->psql('postgres', 'SELECT decoupled.tick_tables()');
+like($stderr, qr/WAL capture has not caught up with this tick/, 'a tick says capture lags');
+is($node->safe_psql('postgres', q{SELECT upper FROM decoupled.frontiers WHERE name = 'ra'}),
+    $upper, 'and leaves the upper of a table captured from the WAL where it was');
+$node->safe_psql('postgres',
+    'ALTER TABLE decoupled_storage.c1_pending_away RENAME TO c1_pending');
+$node->poll_query_until('postgres', 'SELECT decoupled.wait_for_capture()', 't')
+  or die 'capture did not recover';
+$node->safe_psql('postgres', 'SELECT decoupled.tick_tables()');
+(undef, $history, $table) = split /\n/, $node->safe_psql('postgres', $agrees);
+is($history, $table, 'once capture recovers, the next tick has the write');
+$node->stop;
+done_testing();
