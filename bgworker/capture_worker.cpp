@@ -1064,6 +1064,24 @@ void create_slot(bool resynchronising) {
                    "SELECT count(*) FROM d");
         commit();
     }
+    // PostgreSQL makes a logical slot only once every transaction that has
+    // an id now has ended, a prepared one too, which may stay for days: the
+    // worker would wait there saying nothing while the slot being made kept
+    // WAL.  A prepared transaction fails the pass instead, saying why
+    // (decoupled.capture shows it), and a later pass tries again.
+    begin("pg_decoupled capture: looking for prepared transactions");
+    int64 prepared = query_int8("SELECT count(*) FROM pg_catalog.pg_prepared_xacts");
+    if (prepared > 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("cannot make replication slot \"%s\" while " INT64_FORMAT
+                        " prepared transactions are open",
+                        kSlot, prepared),
+                 errdetail("A logical slot starts only once every transaction open when it is "
+                           "made has ended."),
+                 errhint("End them with COMMIT PREPARED or ROLLBACK PREPARED "
+                         "(pg_prepared_xacts).")));
+    commit();
     // Its own transaction: PostgreSQL creates a logical slot only in one
     // that has written nothing.
     begin("pg_decoupled capture: creating the slot");

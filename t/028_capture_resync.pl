@@ -6,7 +6,8 @@
 # missing: it finds a slot without a recorded position, drops it and does
 # both again (bgworker/capture_worker.cpp, create_slot).  Also: while
 # capture is stalled, a tick does not advance a table captured from the
-# WAL, so no write is stamped with a later tick's time than its own.
+# WAL, so no write is stamped with a later tick's time than its own; and a
+# prepared transaction that keeps the slot from being made is reported.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -15,7 +16,8 @@ use Test::More;
 use IPC::Run;
 use DecoupledTest;
 
-my $node = DecoupledTest::new_node('capture_resync', wal_level => 'logical');
+my $node = DecoupledTest::new_node('capture_resync', wal_level => 'logical',
+    max_prepared_transactions => 5);
 $node->start;
 $node->safe_psql('postgres', q{
     CREATE EXTENSION pg_decoupled;
@@ -132,5 +134,29 @@ $node->poll_query_until('postgres', 'SELECT decoupled.wait_for_capture()', 't')
 $node->safe_psql('postgres', 'SELECT decoupled.tick_tables()');
 (undef, $history, $table) = split /\n/, $node->safe_psql('postgres', $agrees);
 is($history, $table, 'once capture recovers, the next tick has the write');
+
+# A prepared transaction keeps PostgreSQL from making a logical slot: the
+# worker says so instead of waiting silently (while the slot being made
+# kept WAL), and makes it once the transaction ended.
+$node->safe_psql('postgres', q{
+    SELECT decoupled.unregister_table('ra'), decoupled.unregister_table('rb')});
+$node->poll_query_until('postgres',
+    q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}, '0')
+  or die 'the slot stayed';
+$node->safe_psql('postgres', q{
+    CREATE TABLE other (id int);
+    BEGIN; INSERT INTO other VALUES (1); PREPARE TRANSACTION 'forgotten';});
+$node->safe_psql('postgres', q{SELECT decoupled.register_table('ra') > 0});
+$node->poll_query_until('postgres', q{
+    SELECT status || ': ' || last_error FROM decoupled.capture},
+    'stalled: cannot make replication slot "pg_decoupled" while 1 prepared transactions are open')
+  or die 'capture did not say why it waits';
+is($node->safe_psql('postgres',
+        q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}),
+    '0', 'no slot is half made meanwhile');
+$node->safe_psql('postgres', q{ROLLBACK PREPARED 'forgotten'});
+$node->poll_query_until('postgres', 'SELECT status FROM decoupled.capture', 'running')
+  or die 'capture did not start once the prepared transaction ended';
+pass('capture starts once the prepared transaction ended');
 $node->stop;
 done_testing();
