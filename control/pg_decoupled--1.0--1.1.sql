@@ -4527,3 +4527,190 @@ $$;
 
 -- 90_privileges: as a fresh install's blanket REVOKE leaves it.
 REVOKE ALL ON FUNCTION decoupled._refuse_replacing(oid, oid, text) FROM PUBLIC;
+
+------------------------------------------------------------------------------
+-- Security, second round: domains inside range types and behind operators
+-- are looked through; a replica appends only to what it maintains; the
+-- storage of dropped collections is locked without waiting before it goes
+------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION decoupled.finalize_dropped() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_id    bigint;
+    v_count integer := 0;
+    v_lock   text := current_setting('lock_timeout');
+    v_tables text;
+BEGIN
+    PERFORM set_config('lock_timeout', '50ms', true);
+    -- Written plans first: they read the storage of other collections.
+    PERFORM decoupled._drop_quietly('VIEW', decoupled._storage(o.lifetime_id, 'plan'))
+       FROM decoupled.catalog_objects o
+      WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+        AND o.kind = 'materialized view';
+    FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
+                 WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+                 ORDER BY o.lifetime_id DESC
+    LOOP
+        -- Its frontier row before its storage (the global lock order), and
+        -- without waiting: a writer that locked it before the drop committed
+        -- may still be at work; this collection waits for a later round.
+        PERFORM FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_frontiers f
+                                  WHERE f.lifetime_id = v_id) THEN
+            CONTINUE;
+        END IF;
+        BEGIN
+            PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id;
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['plan', 'delta', 'before', 'history', 'history_cur',
+                                 'history_dead']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            -- Locked without waiting first: lock_timeout is not enough
+            -- (the controller's round waited on it for as long as any role
+            -- that may read a history view kept a lock on it).
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'LOCK TABLE ' || v_tables || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
+                EXECUTE 'DROP VIEW ' || v_tables;
+            END IF;
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['state', 'dstate', 'cur', 'dead', 'stage', 'pending']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'LOCK TABLE ' || v_tables || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
+                EXECUTE 'DROP TABLE ' || v_tables;
+            END IF;
+            -- A sink's table is its creator's data: hand it over.
+            PERFORM decoupled._hand_over_sink_table(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id AND o.kind = 'sink';
+            DELETE FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id;
+            DELETE FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_id;
+            UPDATE decoupled.catalog_objects o SET finalized_at = now() WHERE o.lifetime_id = v_id;
+            v_count := v_count + 1;
+        EXCEPTION
+            WHEN lock_not_available THEN
+                NULL;  -- a reader still has it open: next round
+            WHEN dependent_objects_still_exist THEN
+                RAISE NOTICE 'storage of dropped collection % is still used by a view', v_id
+                    USING HINT = 'Drop the views that read it; finalization retries.';
+        END;
+    END LOOP;
+    -- Arrangements whose drop could not get its locks at once.
+    PERFORM decoupled._drop_unused_arrangements();
+    PERFORM set_config('lock_timeout', v_lock, true);
+    RETURN v_count;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.replica_append(incarnation bigint, lifetime_id bigint, updates jsonb,
+                                         expected_upper bigint, new_upper bigint) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    i       decoupled.catalog_replica_incarnations;
+    v_upper bigint;
+BEGIN
+    i := decoupled._live_incarnation(replica_append.incarnation);
+    PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
+    -- Only what this replica maintains: a source or a view of its cluster
+    -- (dropped ones too: the append then says so, ZD002).  A registered
+    -- table's history is its capture's alone.
+    IF NOT EXISTS (SELECT FROM decoupled.catalog_objects o
+                     JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
+                    WHERE o.lifetime_id = replica_append.lifetime_id
+                      AND o.kind IN ('source', 'materialized view')
+                      AND r.replica_id = i.replica_id) THEN
+        RAISE EXCEPTION 'replica incarnation % does not maintain collection %',
+                        replica_append.incarnation, replica_append.lifetime_id
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- Its storage without waiting (ZD004, retried shortly): a transaction
+    -- creating views over the collection may hold it (write_locks.hpp).
+    PERFORM decoupled._lock_storage_nowait(replica_append.lifetime_id);
+    SELECT c.upper INTO v_upper FROM decoupled._compare_and_append(
+        replica_append.lifetime_id, updates, expected_upper, new_upper) c;
+    IF v_upper IS NULL THEN
+        RAISE EXCEPTION 'collection % was dropped', replica_append.lifetime_id
+            USING ERRCODE = 'ZD002',  -- dropped meanwhile: the protocol's own class
+                  DETAIL = 'The catalog dropped it after the replica last read it.';
+    END IF;
+    RETURN v_upper;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._column_types(columns jsonb) RETURNS SETOF oid
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE types(oid) AS (
+        SELECT coalesce((c->>'typid')::oid,
+                        regexp_replace(c->>'type', ' COLLATE .*$', '')::regtype::oid)
+          FROM jsonb_array_elements(columns) c
+        UNION
+        SELECT n.oid
+          FROM types x JOIN pg_type t ON t.oid = x.oid,
+               LATERAL (SELECT t.typbasetype WHERE t.typtype = 'd'
+                        UNION ALL
+                        SELECT t.typelem WHERE t.typcategory = 'A' AND t.typelem <> 0
+                        UNION ALL
+                        -- A range's subtype, a multirange's range.
+                        SELECT r.rngsubtype FROM pg_range r WHERE r.rngtypid = t.oid
+                        UNION ALL
+                        SELECT r.rngtypid FROM pg_range r WHERE r.rngmultitypid = t.oid
+                        UNION ALL
+                        SELECT a.atttypid FROM pg_attribute a
+                         WHERE t.typrelid <> 0 AND a.attrelid = t.typrelid AND a.attnum > 0
+                           AND NOT a.attisdropped) n(oid))
+    SELECT oid FROM types
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._check_columns(what text, name text, columns jsonb) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_bad  text;
+    v_type regtype;
+BEGIN
+    SELECT c->>'name' INTO v_bad FROM jsonb_array_elements(columns) c
+     WHERE c->>'name' LIKE 'mz\_%' OR c->>'name' IN ('valid_from', 'valid_to')
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'column name "%" of % "%" is reserved', v_bad, what, name
+            USING ERRCODE = 'reserved_name', HINT = 'Rename the column.';
+    END IF;
+    -- A superuser's domain whose check calls a function another role owns
+    -- (and may replace) is such a domain too — directly, or behind an
+    -- operator.
+    SELECT t.oid::regtype INTO v_type
+      FROM decoupled._column_types(columns) x(oid)
+      JOIN pg_type t ON t.oid = x.oid
+      JOIN pg_roles r ON r.oid = t.typowner
+     WHERE t.typtype = 'd'
+       AND ((NOT r.rolsuper AND EXISTS (SELECT FROM pg_constraint c WHERE c.contypid = t.oid))
+            OR EXISTS (SELECT FROM pg_constraint c
+                         JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass
+                                         AND d.objid = c.oid
+                         LEFT JOIN pg_operator op ON d.refclassid = 'pg_operator'::regclass
+                                                 AND op.oid = d.refobjid
+                         JOIN pg_proc p
+                           ON p.oid = CASE WHEN d.refclassid = 'pg_proc'::regclass
+                                           THEN d.refobjid
+                                           ELSE op.oprcode::oid END
+                         JOIN pg_roles o ON o.oid = p.proowner
+                        WHERE c.contypid = t.oid AND NOT o.rolsuper))
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot use domain % in % "%"', v_type, what, name
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its constraints were written by a role that is not a superuser, or '
+                           'call a function such a role owns, and would run with the '
+                           'extension''s rights when history is written.',
+                  HINT = 'Use its base type, or a domain owned by a superuser.';
+    END IF;
+END
+$$;
+

@@ -12,7 +12,10 @@
 --      made under its old name is not picked up;
 --   5. a constraint added to a domain in use, by a role that is not a
 --      superuser, is refused;
---   6. append() writes only into a collection its caller owns.
+--   6. append() writes only into a collection its caller owns, and the
+--      replica protocol only into what a replica maintains;
+--   and domains are looked through range types, and checks through
+--   operators.
 \set SHOW_CONTEXT never
 CREATE ROLE atk_user;
 CREATE ROLE atk_admin IN ROLE decoupled_admin;
@@ -190,6 +193,26 @@ RESET ROLE;
 -- A superuser may add one.
 ALTER DOMAIN atk.dd ADD CONSTRAINT positive CHECK (VALUE > 0);
 
+-- A domain with such a check inside a range type (and an array of it) is
+-- refused like the domain itself; so is a superuser's domain whose check
+-- uses an operator whose function an ordinary role owns (and may replace).
+SET ROLE atk_admin;
+CREATE DOMAIN atk.spied AS int CHECK (atk.evil2(VALUE));
+CREATE TYPE atk.spied_range AS RANGE (subtype = atk.spied);
+CREATE TABLE atk.ranged (id int PRIMARY KEY, r atk.spied_range);
+SELECT decoupled.register_table('atk.ranged');
+CREATE TABLE atk.ranges (id int PRIMARY KEY, r atk.spied_range[]);
+SELECT decoupled.register_table('atk.ranges');
+CREATE FUNCTION atk.gt(int, int) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 > $2';
+CREATE OPERATOR atk.>>> (LEFTARG = int, RIGHTARG = int, FUNCTION = atk.gt);
+RESET ROLE;
+CREATE DOMAIN atk_positive AS int CHECK (VALUE OPERATOR(atk.>>>) 0);
+SET ROLE atk_admin;
+CREATE TABLE atk.op_checked (id int PRIMARY KEY, v atk_positive);
+SELECT decoupled.register_table('atk.op_checked');
+RESET ROLE;
+DROP DOMAIN atk_positive CASCADE;
+
 ------------------------------------------------------------------------------
 -- 6. append() only by the collection's owner
 SET ROLE atk_admin;
@@ -203,10 +226,25 @@ SELECT decoupled.append('payroll_mv', '[]', upper, upper + 1)
 SELECT decoupled.append('t', format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"id": 2, "m": "b", "v": 2}}]',
                                     upper)::jsonb, upper, upper + 1) > 0 AS appended
   FROM decoupled.frontiers WHERE name = 't';
+-- Nor through the replica protocol: a replica appends only to a source or
+-- view of its cluster, never to a registered table.
+DO $$
+BEGIN
+    PERFORM decoupled.replica_append(i.incarnation, o.lifetime_id,
+               format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"id": 778, "pw": "forged"}}]',
+                      f.upper)::jsonb, f.upper, f.upper + 1)
+      FROM decoupled.objects o, decoupled.frontiers f, decoupled.cluster_replicas i
+     WHERE o.name = 'payroll' AND f.name = 'payroll' AND i.incarnation IS NOT NULL
+     LIMIT 1;
+    RAISE NOTICE 'appended';
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'replica_append refused: %', regexp_replace(SQLERRM, '[0-9]+', 'N', 'g');
+END
+$$;
 RESET ROLE;
 SELECT count(*) AS forged FROM decoupled.frontiers f, LATERAL (
     SELECT set_config('decoupled.as_of', (f.upper - 1)::text, true)) s, payroll p
- WHERE f.name = 'payroll' AND p.id = 777;
+ WHERE f.name = 'payroll' AND p.id IN (777, 778);
 
 -- Clean up.
 SELECT decoupled.drop('atk_sink'), decoupled.drop('payroll_mv');

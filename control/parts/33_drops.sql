@@ -576,7 +576,11 @@ BEGIN
                                  'history_dead']) part,
                    LATERAL to_regclass(decoupled._storage(v_id, part)) r
              WHERE r IS NOT NULL;
+            -- Locked without waiting first: lock_timeout is not enough
+            -- (the controller's round waited on it for as long as any role
+            -- that may read a history view kept a lock on it).
             IF v_tables IS NOT NULL THEN
+                EXECUTE 'LOCK TABLE ' || v_tables || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
                 EXECUTE 'DROP VIEW ' || v_tables;
             END IF;
             SELECT string_agg(r::text, ', ') INTO v_tables
@@ -584,6 +588,7 @@ BEGIN
                    LATERAL to_regclass(decoupled._storage(v_id, part)) r
              WHERE r IS NOT NULL;
             IF v_tables IS NOT NULL THEN
+                EXECUTE 'LOCK TABLE ' || v_tables || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
                 EXECUTE 'DROP TABLE ' || v_tables;
             END IF;
             -- A sink's table is its creator's data: hand it over.

@@ -436,6 +436,18 @@ DECLARE
 BEGIN
     i := decoupled._live_incarnation(replica_append.incarnation);
     PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
+    -- Only what this replica maintains: a source or a view of its cluster
+    -- (dropped ones too: the append then says so, ZD002).  A registered
+    -- table's history is its capture's alone.
+    IF NOT EXISTS (SELECT FROM decoupled.catalog_objects o
+                     JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
+                    WHERE o.lifetime_id = replica_append.lifetime_id
+                      AND o.kind IN ('source', 'materialized view')
+                      AND r.replica_id = i.replica_id) THEN
+        RAISE EXCEPTION 'replica incarnation % does not maintain collection %',
+                        replica_append.incarnation, replica_append.lifetime_id
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     -- Its storage without waiting (ZD004, retried shortly): a transaction
     -- creating views over the collection may hold it (write_locks.hpp).
     PERFORM decoupled._lock_storage_nowait(replica_append.lifetime_id);

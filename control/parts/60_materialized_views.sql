@@ -101,8 +101,8 @@ CREATE TABLE decoupled.catalog_arrangements (
     PRIMARY KEY (input, index_name, view_id)
 );
 
--- Every type a column list uses, looking through domains, arrays and
--- composite types.  By OID where the list records it (a renamed type keeps
+-- Every type a column list uses, looking through domains, arrays,
+-- composite, range and multirange types.  By OID where the list records it (a renamed type keeps
 -- it), else by name (the built-in types of sources).
 CREATE FUNCTION decoupled._column_types(columns jsonb) RETURNS SETOF oid
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -116,6 +116,11 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                LATERAL (SELECT t.typbasetype WHERE t.typtype = 'd'
                         UNION ALL
                         SELECT t.typelem WHERE t.typcategory = 'A' AND t.typelem <> 0
+                        UNION ALL
+                        -- A range's subtype, a multirange's range.
+                        SELECT r.rngsubtype FROM pg_range r WHERE r.rngtypid = t.oid
+                        UNION ALL
+                        SELECT r.rngtypid FROM pg_range r WHERE r.rngmultitypid = t.oid
                         UNION ALL
                         SELECT a.atttypid FROM pg_attribute a
                          WHERE t.typrelid <> 0 AND a.attrelid = t.typrelid AND a.attnum > 0
@@ -141,7 +146,8 @@ BEGIN
             USING ERRCODE = 'reserved_name', HINT = 'Rename the column.';
     END IF;
     -- A superuser's domain whose check calls a function another role owns
-    -- (and may replace) is such a domain too.
+    -- (and may replace) is such a domain too — directly, or behind an
+    -- operator.
     SELECT t.oid::regtype INTO v_type
       FROM decoupled._column_types(columns) x(oid)
       JOIN pg_type t ON t.oid = x.oid
@@ -151,8 +157,12 @@ BEGIN
             OR EXISTS (SELECT FROM pg_constraint c
                          JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass
                                          AND d.objid = c.oid
-                                         AND d.refclassid = 'pg_proc'::regclass
-                         JOIN pg_proc p ON p.oid = d.refobjid
+                         LEFT JOIN pg_operator op ON d.refclassid = 'pg_operator'::regclass
+                                                 AND op.oid = d.refobjid
+                         JOIN pg_proc p
+                           ON p.oid = CASE WHEN d.refclassid = 'pg_proc'::regclass
+                                           THEN d.refobjid
+                                           ELSE op.oprcode::oid END
                          JOIN pg_roles o ON o.oid = p.proowner
                         WHERE c.contypid = t.oid AND NOT o.rolsuper))
      LIMIT 1;
