@@ -139,7 +139,8 @@ SELECT decoupled.replica_start(replica_id, 'default', 1) AS incarnation
   FROM decoupled.cluster_replicas WHERE cluster = 'lim' \gset
 SELECT lifetime_id AS lim_t_id FROM decoupled.objects WHERE name = 'lim_t' \gset
 SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
-    -- The append checks are the same for replicas.
+    -- A replica appends only to a source or view of its cluster: lim_t is
+    -- a registered table (42501).
     ('replica append, absurd diff',
      format($$SELECT decoupled.replica_append(%s, %s, jsonb_build_array(jsonb_build_object(
                  'mz_timestamp', upper, 'mz_diff', 9223372036854775807, 'data', '{}'::jsonb)),
@@ -214,7 +215,8 @@ SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
 ) AS t(case_name, s);
 
 -- ZD002: a replica step on what the catalog dropped meanwhile; a user's
--- append to a dropped collection stays 42704.
+-- append to a dropped collection stays 42704 (a replica's append to a
+-- table is refused before: 42501).
 DO $$ BEGIN PERFORM decoupled.drop('lim_t'); END $$;
 SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
     ('replica append, dropped',

@@ -57,10 +57,14 @@ $node->poll_query_until('postgres', q{
 my $slot_idle = q{SELECT count(*) FROM pg_replication_slots
                    WHERE slot_name = 'pg_decoupled' AND NOT active};
 $node->poll_query_until('postgres', $slot_idle, '1') or die 'the slot stayed active';
+# One transaction: the worker, which notices the loss at once, cannot take
+# ra for the resynchronisation before these writes committed.
 $node->safe_psql('postgres', q{
+    BEGIN;
     SELECT pg_drop_replication_slot('pg_decoupled');
     INSERT INTO ra VALUES (2, 0);
-    UPDATE ra SET v = 1 WHERE id = 1});
+    UPDATE ra SET v = 1 WHERE id = 1;
+    COMMIT});
 $node->poll_query_until('postgres', q{
     SELECT count(*) FROM pg_stat_activity
      WHERE backend_type = 'pg_decoupled capture'
@@ -97,9 +101,11 @@ $node->poll_query_until('postgres', q{
   or die 'the holder did not lock rb';
 $node->poll_query_until('postgres', $slot_idle, '1') or die 'the slot stayed active';
 $node->safe_psql('postgres', q{
+    BEGIN;
     SELECT pg_drop_replication_slot('pg_decoupled');
     INSERT INTO ra VALUES (3, 0);
-    DELETE FROM ra WHERE id = 2});
+    DELETE FROM ra WHERE id = 2;
+    COMMIT});
 $node->poll_query_until('postgres', q{
     SELECT count(*) FROM pg_stat_activity
      WHERE backend_type = 'pg_decoupled capture'
