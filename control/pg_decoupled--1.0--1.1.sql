@@ -4307,37 +4307,6 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION decoupled._refuse_type_change(typ oid, change text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    v_users text;
-BEGIN
-    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id)
-      INTO v_users
-      FROM decoupled.catalog_objects o
-     WHERE o.dropped_at IS NULL AND o.definition ? 'columns'
-       AND typ IN (SELECT decoupled._column_types(o.definition->'columns'));
-    IF v_users IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot % type % while collections or sinks use it', change, typ::regtype
-            USING ERRCODE = CASE WHEN change = 'add a constraint to' THEN 'insufficient_privilege'
-                                 ELSE 'feature_not_supported' END,
-                  DETAIL = 'Used by: ' || v_users || '.  '
-                           || CASE WHEN change = 'add a constraint to'
-                                   THEN 'A constraint that a role other than a superuser wrote '
-                                        'would run with the extension''s rights whenever their '
-                                        'history is written.'
-                                   ELSE 'Their history matches rows by their text: rows written '
-                                        'before the change could no longer be retracted.' END,
-                  HINT = CASE WHEN change = 'rename a value of'
-                              THEN 'Add a value with ALTER TYPE ... ADD VALUE instead, or first '
-                              WHEN change = 'add a constraint to'
-                              THEN 'Ask a superuser to add it, or first '
-                              ELSE 'Create a new type instead, or first ' END
-                         || 'drop what uses the type (decoupled.drop(), '
-                            'decoupled.unregister_table()).';
-    END IF;
-END
-$$;
 
 CREATE OR REPLACE FUNCTION decoupled.append(collection text, updates jsonb, expected_upper bigint,
                                  new_upper bigint, deployment text DEFAULT NULL,
@@ -4485,45 +4454,6 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION decoupled._check_columns(what text, name text, columns jsonb) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    v_bad  text;
-    v_type regtype;
-BEGIN
-    SELECT c->>'name' INTO v_bad FROM jsonb_array_elements(columns) c
-     WHERE c->>'name' LIKE 'mz\_%' OR c->>'name' IN ('valid_from', 'valid_to')
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'column name "%" of % "%" is reserved', v_bad, what, name
-            USING ERRCODE = 'reserved_name', HINT = 'Rename the column.';
-    END IF;
-    -- A superuser's domain whose check calls a function another role owns
-    -- (and may replace) is such a domain too.
-    SELECT t.oid::regtype INTO v_type
-      FROM decoupled._column_types(columns) x(oid)
-      JOIN pg_type t ON t.oid = x.oid
-      JOIN pg_roles r ON r.oid = t.typowner
-     WHERE t.typtype = 'd'
-       AND ((NOT r.rolsuper AND EXISTS (SELECT FROM pg_constraint c WHERE c.contypid = t.oid))
-            OR EXISTS (SELECT FROM pg_constraint c
-                         JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass
-                                         AND d.objid = c.oid
-                                         AND d.refclassid = 'pg_proc'::regclass
-                         JOIN pg_proc p ON p.oid = d.refobjid
-                         JOIN pg_roles o ON o.oid = p.proowner
-                        WHERE c.contypid = t.oid AND NOT o.rolsuper))
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'cannot use domain % in % "%"', v_type, what, name
-            USING ERRCODE = 'feature_not_supported',
-                  DETAIL = 'Its constraints were written by a role that is not a superuser, or '
-                           'call a function such a role owns, and would run with the '
-                           'extension''s rights when history is written.',
-                  HINT = 'Use its base type, or a domain owned by a superuser.';
-    END IF;
-END
-$$;
 
 -- 90_privileges: as a fresh install's blanket REVOKE leaves it.
 REVOKE ALL ON FUNCTION decoupled._refuse_replacing(oid, oid, text) FROM PUBLIC;

@@ -12,20 +12,19 @@ extern "C" {
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 }
 
 #include "capture.hpp"
-#include "catalog_access.hpp"
 #include "gucs.hpp"
 #include "shmem.hpp"
+#include "storage_stats.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_capture_state);
@@ -107,32 +106,13 @@ namespace {
 // reads them as its reader.
 char* visible_capture_error(const char* text, int64 lifetime_id) {
     if (lifetime_id == 0) return pstrdup(text);
-    MemoryContext outer = CurrentMemoryContext;
-    Oid relid = InvalidOid;
-    char* name = nullptr;
-    decoupled::SavedUser saved = decoupled::become_catalog_reader();
-    SPI_connect();
-    Oid argtype = INT8OID;
-    Datum arg = Int64GetDatum(lifetime_id);
-    if (SPI_execute_with_args("SELECT o.relation::oid, o.name::text "
-                              "  FROM decoupled.catalog_objects o "
-                              " WHERE o.lifetime_id = $1 AND o.dropped_at IS NULL",
-                              1, &argtype, &arg, nullptr, true, 1) != SPI_OK_SELECT)
-        elog(ERROR, "could not read the table of capture's error");
-    if (SPI_processed == 1) {
-        bool isnull = false;
-        Datum rel = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-        if (!isnull) relid = DatumGetObjectId(rel);
-        char* n = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-        if (n != nullptr) name = MemoryContextStrdup(outer, n);
+    Oid relid = decoupled::collection_relation(lifetime_id);
+    if (OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid))) {
+        if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
+            return pstrdup(text);
+        return psprintf("an error (shown to roles that may read \"%s\")", get_rel_name(relid));
     }
-    SPI_finish();
-    decoupled::restore_user(saved);
-    if (OidIsValid(relid) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
-        pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
-        return pstrdup(text);
-    return psprintf("an error (shown to roles that may read \"%s\")",
-                    OidIsValid(relid) && name != nullptr ? name : "a dropped table");
+    return pstrdup("an error (shown to roles that may read \"a dropped table\")");
 }
 
 }  // namespace
