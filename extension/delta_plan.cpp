@@ -137,7 +137,8 @@ void inline_ctes(Query* q) {
             rte->rtekind = RTE_SUBQUERY;
             rte->subquery = static_cast<Query*>(copyObjectImpl(cte->ctequery));
             rte->security_barrier = false;
-            rte->ctename = nullptr;
+            // ctename stays (the planner reads it only of RTE_CTE entries):
+            // a recompute reason names the WITH query.
             rte->ctelevelsup = 0;
             rte->self_reference = false;
             rte->coltypes = rte->coltypmods = rte->colcollations = NIL;
@@ -322,6 +323,72 @@ bool linear_subquery(RangeTblEntry* rte) {
     return decoupled::classify(shape).kind == decoupled::StrategyKind::Linear;
 }
 
+// `(VALUES ...) AS v`: a subquery over one VALUES list, nothing else.
+bool only_values(Query* q) {
+    if (q->jointree == nullptr || list_length(q->jointree->fromlist) != 1 ||
+        !IsA(linitial(q->jointree->fromlist), RangeTblRef) || q->jointree->quals != nullptr)
+        return false;
+    int rti = castNode(RangeTblRef, linitial(q->jointree->fromlist))->rtindex;
+    return rt_fetch(rti, q->rtable)->rtekind == RTE_VALUES;
+}
+
+const char* from_item(RangeTblEntry* rte) {
+    const char* name = quote_identifier(rte->eref->aliasname);
+    switch (rte->rtekind) {
+        case RTE_SUBQUERY:
+            if (rte->ctename != nullptr) return psprintf("WITH query %s", quote_identifier(rte->ctename));
+            return only_values(rte->subquery) ? "VALUES in FROM" : psprintf("subquery %s in FROM", name);
+        case RTE_CTE:
+            return psprintf("WITH query %s", quote_identifier(rte->ctename));
+        case RTE_VALUES:
+            return "VALUES in FROM";
+        case RTE_FUNCTION:
+        case RTE_TABLEFUNC:
+            return "a function in FROM";
+        case RTE_RELATION:
+            return psprintf("%s, which is not a collection", name);
+        default:
+            return "something in FROM that is not a collection";
+    }
+}
+
+// The reason a subquery in FROM that is not linear keeps the view from
+// being incremental: what it is, and what inside it is the cause.
+const char* subquery_problem(RangeTblEntry* rte) {
+    const char* what = from_item(rte);
+    if (rte->lateral) return psprintf("it reads LATERAL %s", what);
+    List* inputs;
+    decoupled::Strategy inner = decoupled::classify(describe(rte->subquery, &inputs));
+    switch (inner.kind) {
+        case decoupled::StrategyKind::Recompute:
+            if (only_values(rte->subquery)) return psprintf("it reads %s", what);
+            return psprintf("it reads %s, which is not incremental: %s", what, inner.reason.c_str());
+        case decoupled::StrategyKind::Linear:  // a linear subquery with set operations
+            return psprintf("it reads %s, which uses UNION ALL: incremental only as a view's whole query",
+                            what);
+        case decoupled::StrategyKind::Partitions:
+            return psprintf(
+                "it reads %s, which uses an outer join or a subquery: incremental only as a view's "
+                "whole query",
+                what);
+        case decoupled::StrategyKind::Sums:
+        case decoupled::StrategyKind::Groups:
+            break;
+    }
+    return psprintf(
+        "it reads %s, which groups its rows: incremental only alone in FROM, its keys among the "
+        "view's columns",
+        what);
+}
+
+// The reason for a function, VALUES or WITH query in FROM.
+const char* other_from_problem(RangeTblEntry* rte) {
+    if (rte->rtekind == RTE_CTE)
+        return psprintf("it reads %s, which a subquery or another WITH query reads too",
+                        from_item(rte));
+    return psprintf("it reads %s", from_item(rte));
+}
+
 // Collects the inputs of FROM: collection reads, inner-joined.
 void collect_from(Node* node, Query* q, List** inputs, decoupled::QueryShape* s) {
     if (node == nullptr) return;
@@ -348,11 +415,13 @@ void collect_from(Node* node, Query* q, List** inputs, decoupled::QueryShape* s)
             }
         } else if (rte->rtekind == RTE_SUBQUERY) {
             s->from_subquery = true;
+            if (s->from_problem == nullptr) s->from_problem = subquery_problem(rte);
         } else if (rte->rtekind == RTE_RELATION && get_rel_relkind(rte->relid) == RELKIND_VIEW) {
             s->inputs++;  // an ordinary view: whatever it reads, not incrementally
             s->through_view = true;
         } else {
             s->other_from = true;
+            if (s->from_problem == nullptr) s->from_problem = other_from_problem(rte);
         }
     } else if (IsA(node, JoinExpr)) {
         auto* join = reinterpret_cast<JoinExpr*>(node);

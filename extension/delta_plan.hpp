@@ -43,6 +43,9 @@ Prepared prepared_args(FunctionCallInfo fcinfo);
 Query* plan_query(Oid plan);
 // The collection a range table entry reads whole, or 0.
 int64 collection_read(RangeTblEntry* rte);
+// What a FROM item that is no collection is, for a recompute reason
+// ("subquery \"s\" in FROM", "WITH query \"t\"", "VALUES in FROM", ...).
+const char* from_item(RangeTblEntry* rte);
 Oid operator_namespace(Oid op);
 
 // decoupled_storage.c<input>_<part>, a view over the collection's storage

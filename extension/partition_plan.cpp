@@ -116,13 +116,14 @@ List* where_conjuncts(Query* q) {
                               : NIL;
 }
 
-void from_slots(Node* node, Query* q, bool nullable, List** slots, bool* other) {
+void from_slots(Node* node, Query* q, bool nullable, List** slots, const char** other) {
     if (node == nullptr) return;
     if (IsA(node, RangeTblRef)) {
         int rti = castNode(RangeTblRef, node)->rtindex;
-        int64 id = collection_read(rt_fetch(rti, q->rtable));
+        RangeTblEntry* rte = rt_fetch(rti, q->rtable);
+        int64 id = collection_read(rte);
         if (id == 0) {
-            *other = true;
+            if (*other == nullptr) *other = from_item(rte);
             return;
         }
         auto* slot = static_cast<Slot*>(palloc0(sizeof(Slot)));
@@ -138,8 +139,8 @@ void from_slots(Node* node, Query* q, bool nullable, List** slots, bool* other) 
         ListCell* lc;
         foreach (lc, reinterpret_cast<FromExpr*>(node)->fromlist)
             from_slots(static_cast<Node*>(lfirst(lc)), q, nullable, slots, other);
-    } else {
-        *other = true;
+    } else if (*other == nullptr) {
+        *other = "something in FROM that is not a collection";
     }
 }
 
@@ -159,10 +160,10 @@ bool plain_over_one_input(Query* sub) {
 // something the strategy does not take.
 List* slots_of(Query* q, const char** problem) {
     List* slots = NIL;
-    bool other = false;
+    const char* other = nullptr;
     from_slots(reinterpret_cast<Node*>(q->jointree), q, false, &slots, &other);
-    if (other && *problem == nullptr)
-        *problem = "it reads a subquery, function or VALUES in FROM next to an outer join or subquery";
+    if (other != nullptr && *problem == nullptr)
+        *problem = psprintf("it reads %s next to an outer join or subquery", other);
     ListCell* lc;
     foreach (lc, where_conjuncts(q)) {
         Node* conjunct = static_cast<Node*>(lfirst(lc));

@@ -68,6 +68,32 @@ SELECT decoupled.create_materialized_view('vm_age3',
     AS created;
 SELECT decoupled.drop('vm_age3');
 
+------------------------------------------------------------------------------
+-- 4. A view recomputed for what it reads in FROM says what that is
+SELECT decoupled.create_materialized_view('vm_r_cte', 'WITH w AS
+           (SELECT id, row_number() OVER (ORDER BY v, id) AS r FROM vm_t) SELECT id, r FROM w') > 0
+    AS created;
+SELECT decoupled.create_materialized_view('vm_r_lateral', 'SELECT a.id, l.v FROM vm_t a,
+           LATERAL (SELECT b.v FROM vm_t b WHERE b.id > a.id ORDER BY b.v, b.id LIMIT 1) l') > 0
+    AS created;
+SELECT decoupled.create_materialized_view('vm_r_values', 'SELECT t.id, x.n FROM vm_t t
+           JOIN (VALUES (1, ''one''), (2, ''two'')) x(id, n) ON x.id = t.id') > 0 AS created;
+SELECT decoupled.create_materialized_view('vm_r_values_outer', 'SELECT x.n, t.v FROM
+           (VALUES (1, ''one''), (2, ''two'')) x(id, n) LEFT JOIN vm_t t ON t.id = x.id') > 0
+    AS created;
+SELECT decoupled.create_materialized_view('vm_r_cte_twice', 'WITH c AS (SELECT id, v FROM vm_t)
+           SELECT id FROM c WHERE v > (SELECT min(v) FROM c)') > 0 AS created;
+SELECT decoupled.create_materialized_view('vm_r_grouped', 'SELECT g.id, g.n, t.v
+           FROM (SELECT id, count(*) AS n FROM vm_t GROUP BY id) g JOIN vm_t t USING (id)') > 0
+    AS created;
+SELECT decoupled.create_materialized_view('vm_r_union', 'SELECT count(*) AS n
+           FROM (SELECT id FROM vm_t UNION ALL SELECT id FROM vm_t) u') > 0 AS created;
+SELECT decoupled.create_materialized_view('vm_r_function',
+           'SELECT t.id, g FROM vm_t t, generate_series(1, 2) g') > 0 AS created;
+SELECT name, method, reason FROM decoupled.view_maintenance
+ WHERE name LIKE 'vm\_r\_%' ORDER BY name;
+SELECT count(decoupled.drop(name)) AS dropped FROM decoupled.view_maintenance WHERE name LIKE 'vm\_r\_%';
+
 -- Clean up.
 DROP VIEW vm_big, vm_other;
 SELECT decoupled.unregister_table('vm_t'), decoupled.unregister_table('vm_coded');

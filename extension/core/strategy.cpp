@@ -6,6 +6,13 @@ namespace {
 
 Strategy recompute(const char* reason) { return {StrategyKind::Recompute, reason}; }
 
+// The reason for something in FROM: the named construct where the query
+// walk found one.
+Strategy recompute_from(const QueryShape& s, const char* generic) {
+    if (s.from_problem != nullptr) return recompute(s.from_problem);
+    return recompute(generic);
+}
+
 }  // namespace
 
 Strategy classify(const QueryShape& s) {
@@ -36,15 +43,16 @@ Strategy classify(const QueryShape& s) {
         if (!s.keys_comparable) return recompute("a GROUP BY key's type has no built-in equality");
         return {StrategyKind::Groups, ""};
     }
-    if (s.from_subquery && s.inputs == 0) return recompute("it reads a subquery in FROM");
+    if (s.from_subquery && s.inputs == 0) return recompute_from(s, "it reads a subquery in FROM");
+    if (s.inputs == 0 && s.from_problem != nullptr) return recompute(s.from_problem);
     if (s.inputs == 0 && s.sublinks)
         return recompute("it uses a subquery in an expression and reads no collection in FROM");
     if (s.inputs == 0) return recompute("it reads no collection");
     if (s.through_view) return recompute("it reads a collection through an ordinary view");
     if (s.outer_joins && s.partition_problem) return recompute(s.partition_problem);
     if (s.outer_joins) return recompute("it uses an outer join");
-    if (s.from_subquery) return recompute("it reads a subquery in FROM");
-    if (s.other_from) return recompute("it reads a function or VALUES in FROM");
+    if (s.from_subquery) return recompute_from(s, "it reads a subquery in FROM");
+    if (s.other_from) return recompute_from(s, "it reads a function or VALUES in FROM");
     if (s.set_operations) return recompute("it uses UNION, INTERSECT or EXCEPT");
     if (s.sublinks && s.partition_problem) return recompute(s.partition_problem);
     if (s.sublinks) return recompute("it uses a subquery in an expression");

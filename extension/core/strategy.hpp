@@ -46,6 +46,10 @@ struct QueryShape {
     bool from_subquery = false;     // a subquery in FROM
     bool outer_joins = false;       // LEFT, RIGHT or FULL JOIN
     bool other_from = false;        // a function, VALUES or table in FROM that is no collection
+    // What in FROM keeps the query from being incremental, naming it (a
+    // subquery, WITH query, LATERAL, VALUES, function); empty: the generic
+    // reasons below stand.  Not owned (the walk's memory context).
+    const char* from_problem = nullptr;
     bool sublinks = false;          // EXISTS / IN / scalar subqueries
     bool ctes = false;              // WITH
     bool recursive = false;         // a recursive CTE (WITH RECURSIVE)

@@ -201,3 +201,25 @@ TEST(Strategy, ExtremesProbedWhileGroupsAreFewAgainstTheInput) {
 TEST(Strategy, UnknownViewSizeProbes) {
     EXPECT_FALSE(recompute_touched_groups_in_full(5000, -1));
 }
+
+// What in FROM keeps a view from being incremental is named where the
+// query walk found it (a WITH query, LATERAL, VALUES), over the generic
+// reason; without inputs too.
+TEST(Strategy, FromProblemNamesTheConstruct) {
+    QueryShape values;
+    values.inputs = 1;
+    values.from_subquery = true;
+    values.from_problem = "it reads VALUES in FROM";
+    EXPECT_EQ(classify(values).reason, "it reads VALUES in FROM");
+    QueryShape generic = values;
+    generic.from_problem = nullptr;
+    EXPECT_EQ(classify(generic).reason, "it reads a subquery in FROM");
+    QueryShape cte;
+    cte.other_from = cte.sublinks = true;
+    cte.from_problem = "it reads WITH query c, which a subquery or another WITH query reads too";
+    EXPECT_EQ(classify(cte).reason, cte.from_problem);
+    // The order stands: an ordinary view is named before what else FROM holds.
+    QueryShape view = values;
+    view.through_view = true;
+    EXPECT_EQ(classify(view).reason, "it reads a collection through an ordinary view");
+}
