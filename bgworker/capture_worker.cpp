@@ -116,15 +116,22 @@ MemoryContext pass_context = nullptr;  // reset after every pass
 
 decoupled::SharedState* shared() { return decoupled::shared_state(); }
 
+void clear_error() {
+    decoupled::SharedState* s = shared();
+    SpinLockAcquire(&s->capture_mutex);
+    s->capture.error_at = 0;
+    s->capture.error_lifetime_id = 0;
+    s->capture.last_error[0] = '\0';
+    SpinLockRelease(&s->capture_mutex);
+}
+
 void publish_progress(XLogRecPtr through) {
     decoupled::SharedState* s = shared();
     SpinLockAcquire(&s->capture_mutex);
     if (through > s->capture.captured_through) s->capture.captured_through = through;
     s->capture.progress_at = GetCurrentTimestamp();
-    s->capture.error_at = 0;
-    s->capture.error_lifetime_id = 0;
-    s->capture.last_error[0] = '\0';
     SpinLockRelease(&s->capture_mutex);
+    clear_error();
     ConditionVariableBroadcast(&s->capture_cv);
 }
 
@@ -1362,10 +1369,21 @@ bool refuse_foreign_slot() {
     return true;
 }
 
+bool pass_over(Situation now);
+
 // One pass; returns whether it did anything (then the next comes at once).
+// A pass that ends without an error clears the last one, also when it had
+// nothing to capture (no table left, or the extension dropped mid-pass and
+// made again): decoupled.capture shows no error that no longer stands.
 bool pass() {
     Situation now = situation();
     if (now.slot && refuse_foreign_slot()) return false;
+    bool busy = pass_over(now);
+    clear_error();
+    return busy;
+}
+
+bool pass_over(Situation now) {
     if (!now.extension) {
         forget_targets();
         if (now.slot) drop_slot();

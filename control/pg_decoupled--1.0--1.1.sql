@@ -4644,3 +4644,119 @@ BEGIN
 END
 $$;
 
+
+-- The session after: append values of collections with domains converted as
+-- their owner; types of a failed conversion by OID; dry_run runs only its
+-- call in the caller's search_path.
+CREATE FUNCTION decoupled._column_type(c jsonb) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN c ? 'typid'
+                     AND to_regtype(regexp_replace(c->>'type', ' COLLATE .*$', ''))
+                         IS DISTINCT FROM (c->>'typid')::oid
+                THEN format_type((c->>'typid')::oid, NULL)
+                     || coalesce(substring(c->>'type' FROM ' COLLATE .*$'), '')
+                ELSE c->>'type' END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._cols(lifetime_id bigint, prefix text DEFAULT '',
+                                typed boolean DEFAULT false) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+-- PL/pgSQL, not SQL: a view's step calls it, and its statement is planned
+-- once per session, not at every call.  Typed, each column's type is
+-- _column_type's; _assert_column_types checks the relation made.
+BEGIN
+    RETURN (SELECT string_agg(prefix || quote_ident(c->>'name')
+                              || CASE WHEN typed THEN ' ' || decoupled._column_type(c) ELSE '' END,
+                              ', ' ORDER BY ord)
+              FROM decoupled.catalog_objects o,
+                   jsonb_array_elements(o.definition->'columns') WITH ORDINALITY AS x(c, ord)
+             WHERE o.lifetime_id = _cols.lifetime_id);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._diagnose_values(lifetime_id bigint, name text, updates jsonb)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r       record;
+    v_error text;
+BEGIN
+    FOR r IN SELECT u.n, d.key, d.value, decoupled._column_type(c) AS type
+               FROM jsonb_array_elements(updates) WITH ORDINALITY u(v, n),
+                    jsonb_each(u.v->'data') d,
+                    decoupled.catalog_objects o,
+                    jsonb_array_elements(o.definition->'columns') c
+              WHERE o.lifetime_id = _diagnose_values.lifetime_id AND c->>'name' = d.key
+              ORDER BY u.n
+    LOOP
+        BEGIN
+            EXECUTE format('SELECT x.%1$I FROM jsonb_to_record($1) AS x(%1$I %2$s)', r.key, r.type)
+                USING jsonb_build_object(r.key, r.value);
+        EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
+            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT;
+            RAISE EXCEPTION 'update % of the append to "%" has an invalid value for column "%": %',
+                            r.n, name, r.key, r.value
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = v_error,
+                      HINT = format('Column "%s" has type %s.', r.key, r.type);
+        END;
+    END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.dry_run(sql text)
+RETURNS TABLE (action text, kind text, name text, detail text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_path     constant text := pg_catalog.current_setting('search_path');
+    v_function text;
+    v_before   text[];
+    v_after    text[];
+    v_marker   constant text := 'pg_decoupled dry run';
+    v_detail   text;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    v_function := substring(sql FROM '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(');
+    IF v_function IS NULL OR sql ~ ';\s*\S'
+       OR v_function NOT IN ('create_cluster', 'alter_cluster', 'drop_cluster',
+                             'declare_adapter', 'drop_adapter', 'register_table',
+                             'unregister_table', 'acquire_hold', 'release_hold',
+                             'publish_bounds', 'apply_compaction', 'create_source',
+                             'create_materialized_view', 'create_sink', 'drop',
+                             'create_deployment', 'drop_deployment') THEN
+        RAISE EXCEPTION 'dry_run takes one call of a catalog function'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass the call as text, for example ''SELECT decoupled.create_cluster(...)''.';
+    END IF;
+
+    v_before := decoupled._catalog_inventory();
+    BEGIN
+        SET CONSTRAINTS ALL IMMEDIATE;
+        PERFORM pg_catalog.set_config('search_path', v_path, true);
+        EXECUTE sql;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        v_after := decoupled._catalog_inventory();
+        RAISE EXCEPTION USING ERRCODE = 'DC999', MESSAGE = v_marker;
+    EXCEPTION WHEN OTHERS THEN
+        IF SQLSTATE <> 'DC999' OR SQLERRM <> v_marker THEN
+            GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
+            RETURN QUERY SELECT 'error'::text, NULL::text, NULL::text,
+                                SQLSTATE || ': ' || SQLERRM
+                                || CASE WHEN v_detail <> '' THEN ' (' || v_detail || ')' ELSE '' END;
+            PERFORM pg_catalog.set_config('search_path', v_path, true);
+            RETURN;
+        END IF;
+    END;
+    RETURN QUERY
+        SELECT 'create', split_part(e, ':', 1), substr(e, length(split_part(e, ':', 1)) + 2), NULL
+          FROM unnest(v_after) e WHERE e <> ALL (v_before)
+        UNION ALL
+        SELECT 'drop', split_part(e, ':', 1), substr(e, length(split_part(e, ':', 1)) + 2), NULL
+          FROM unnest(v_before) e WHERE e <> ALL (v_after)
+        ORDER BY 1, 2, 3;
+    RETURN QUERY SELECT 'admitted'::text, NULL::text, NULL::text, 'no admission error'::text;
+    PERFORM pg_catalog.set_config('search_path', v_path, true);
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._column_type(jsonb) FROM PUBLIC;

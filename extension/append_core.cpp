@@ -70,6 +70,7 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 }
 
@@ -146,6 +147,11 @@ struct Collection {
     bool* is_key;        // whether each column is in the table's primary key
     int nkeys;           // how many are: a registered table with a key pairs by it
     Datum column_names;  // text[] of the names, for _update_problem
+    // The relation's owner when a column's type reaches a domain (through
+    // arrays, composites, ranges), else InvalidOid: a domain's CHECK is
+    // code its author wrote, so values are converted as that owner, in a
+    // security-restricted operation, never with the extension's rights.
+    Oid converts_as;
     SPIPlanPtr plans[kPlanKinds];
     uint64 last_used;    // a tick of use_clock
 };
@@ -327,6 +333,59 @@ char* key_equal(const Collection* c, const char* left, const char* right) {
 
 // The collection's entry, pinned: built (columns from the catalog) if this
 // backend has none, or none for the storage that now has this id.
+// Whether values of `type` run a domain's CHECK when converted: it is a
+// domain, or holds one as an array's element, a composite's attribute, a
+// range's subtype or a multirange's range.
+bool reaches_domain(Oid type, int depth = 0) {
+    if (depth > 32) return true;  // deeper than any type PostgreSQL makes: assume so
+    check_stack_depth();
+    switch (get_typtype(type)) {
+        case TYPTYPE_DOMAIN:
+            return true;
+        case TYPTYPE_COMPOSITE: {
+            Oid relid = get_typ_typrelid(type);
+            Relation rel = relation_open(relid, AccessShareLock);
+            TupleDesc desc = RelationGetDescr(rel);
+            bool found = false;
+            for (int i = 0; i < desc->natts && !found; i++) {
+                Form_pg_attribute a = TupleDescAttr(desc, i);
+                found = !a->attisdropped && reaches_domain(a->atttypid, depth + 1);
+            }
+            relation_close(rel, AccessShareLock);
+            return found;
+        }
+        case TYPTYPE_RANGE:
+            return reaches_domain(get_range_subtype(type), depth + 1);
+        case TYPTYPE_MULTIRANGE:
+            return reaches_domain(get_multirange_range(type), depth + 1);
+        default: {
+            Oid element = get_element_type(type);
+            return OidIsValid(element) && reaches_domain(element, depth + 1);
+        }
+    }
+}
+
+// The owner `c`'s values are converted as (Collection::converts_as).
+Oid conversion_owner(Oid cur, Oid relation) {
+    Relation rel = relation_open(cur, AccessShareLock);
+    TupleDesc desc = RelationGetDescr(rel);
+    bool domains = false;
+    for (int i = 0; i < desc->natts && !domains; i++) {
+        Form_pg_attribute a = TupleDescAttr(desc, i);
+        domains = !a->attisdropped && reaches_domain(a->atttypid);
+    }
+    relation_close(rel, AccessShareLock);
+    if (!domains) return InvalidOid;
+    HeapTuple tuple = OidIsValid(relation) ? SearchSysCache1(RELOID, ObjectIdGetDatum(relation))
+                                           : nullptr;
+    if (!HeapTupleIsValid(tuple))
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("collection storage %u has a domain column but no owner", cur)));
+    Oid owner = ((Form_pg_class)GETSTRUCT(tuple))->relowner;
+    ReleaseSysCache(tuple);
+    return owner;
+}
+
 Collection* collection(int64 id) {
     ensure_cache();
     Oid cur = storage_relid(id, "cur");
@@ -353,7 +412,8 @@ Collection* collection(int64 id) {
     run_for_id(&columns_plan,
                "SELECT o.name::text, c->>'name', "
                "       coalesce(c->>'name' = ANY (ARRAY(SELECT jsonb_array_elements_text( "
-               "                                            o.definition->'key'))), false) "
+               "                                            o.definition->'key'))), false), "
+               "       o.relation::oid "
                "  FROM decoupled.catalog_objects o "
                "  LEFT JOIN LATERAL jsonb_array_elements(o.definition->'columns') "
                "       WITH ORDINALITY AS x(c, ord) ON true "
@@ -365,6 +425,10 @@ Collection* collection(int64 id) {
     // Built in this call's memory, then copied into the cache's: nothing
     // of the building stays there.
     uint64 rows = SPI_processed;
+    bool no_relation = false;
+    Oid relation = DatumGetObjectId(
+        SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &no_relation));
+    Oid converts_as = conversion_owner(cur, no_relation ? InvalidOid : relation);
     char* name = MemoryContextStrdup(cache_context, get_text(0, 1));
     int ncols = 0;
     char** raw = (char**)MemoryContextAllocZero(cache_context, sizeof(char*) * rows);
@@ -399,6 +463,7 @@ Collection* collection(int64 id) {
     c->is_key = is_key;
     c->nkeys = nkeys;
     c->column_names = PointerGetDatum(array);
+    c->converts_as = converts_as;
     for (int k = 0; k < kPlanKinds; k++) c->plans[k] = nullptr;
     c->last_used = ++use_clock;
     return c;
@@ -818,21 +883,41 @@ ErrorData* in_subtransaction(const Body& body) {
 // or else says that the updates as a whole do not convert.  One
 // subtransaction per append, none per row.  kJsonToStage's rows go to the
 // stage (in memory) through a receiver.
+//
+// Values of a collection whose columns reach a domain are converted as the
+// collection's owner in a security-restricted operation (the domain's
+// CHECK is its author's code), into the stage only — the owner may not
+// write storage — and a failure is reported as a whole: the per-value
+// diagnosis runs with the extension's rights.
 void convert(Collection* c, PlanKind kind, Datum updates) {
+    Assert(kind == kJsonToStage || !OidIsValid(c->converts_as));
     SPIPlanPtr p = plan(c, kind);  // prepared outside: its errors are ours
     Relation stage = kind == kJsonToStage ? relation_open(c->stage_relid, AccessShareLock) : nullptr;
     uint64 staged = 0;
     ErrorData* failed = in_subtransaction([&] {
+        // The subtransaction's abort restores the user on an error.
+        Oid user;
+        int sec_context;
+        GetUserIdAndSecContext(&user, &sec_context);
+        if (OidIsValid(c->converts_as))
+            SetUserIdAndSecContext(c->converts_as, sec_context | SECURITY_RESTRICTED_OPERATION);
         if (stage)
             run_into(p, &updates, JSONBOID, decoupled::scratch_receiver(stage, &staged));
         else
             run(p, &updates);
+        SetUserIdAndSecContext(user, sec_context);
     });
     if (stage) relation_close(stage, NoLock);
     if (!failed) return;
     int category = ERRCODE_TO_CATEGORY(failed->sqlerrcode);
     if (category != ERRCODE_DATA_EXCEPTION && category != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
         ReThrowError(failed);
+    if (OidIsValid(c->converts_as))
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("the updates of the append to \"%s\" do not convert to its columns", c->name),
+                 errdetail_internal("%s", failed->message),
+                 errhint("A column missing from \"data\" is NULL.")));
     Oid types[3] = {INT8OID, TEXTOID, JSONBOID};
     Datum args[3] = {Int64GetDatum(c->lifetime_id), CStringGetTextDatum(c->name), updates};
     if (SPI_execute_with_args("SELECT decoupled._diagnose_values($1, $2, $3)", 3, types, args,
@@ -1256,7 +1341,7 @@ Datum decoupled_compare_and_append(PG_FUNCTION_ARGS) {
             int64 outside = 0;
             decoupled::WriteShape shape =
                 check_updates(c, updates, expected_upper, new_upper, &outside);
-            if (outside == 0 && decoupled::writes_directly(shape)) {
+            if (outside == 0 && decoupled::writes_directly(shape) && !OidIsValid(c->converts_as)) {
                 decoupled::not_decoded([&] { convert(c, kJsonToCur, JsonbPGetDatum(updates)); });
             } else if (shape.min_diff) {
                 convert(c, kJsonToStage, JsonbPGetDatum(updates));

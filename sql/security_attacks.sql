@@ -15,7 +15,14 @@
 --   6. append() writes only into a collection its caller owns, and the
 --      replica protocol only into what a replica maintains;
 --   and domains are looked through range types, and checks through
---   operators.
+--   operators;
+--   7. values of an append are converted as the collection's owner when a
+--      column reaches a domain (a superuser's check may call anyone's
+--      function), and a failed conversion is diagnosed with the types by
+--      OID, never by a name another type may have taken;
+--   8. dry_run() runs only the call it is given in the caller's
+--      search_path; every other function of the extension sets its own.
+
 \set SHOW_CONTEXT never
 CREATE ROLE atk_user;
 CREATE ROLE atk_admin IN ROLE decoupled_admin;
@@ -246,7 +253,88 @@ SELECT count(*) AS forged FROM decoupled.frontiers f, LATERAL (
     SELECT set_config('decoupled.as_of', (f.upper - 1)::text, true)) s, payroll p
  WHERE f.name = 'payroll' AND p.id IN (777, 778);
 
+------------------------------------------------------------------------------
+-- 7. Conversions of an append's values
+-- A superuser's domain whose check calls a function of the superuser's,
+-- which calls one an ordinary role owns (no dependency records that).
+CREATE SCHEMA atk_hooks AUTHORIZATION atk_user;
+SET ROLE atk_user;
+CREATE FUNCTION atk_hooks.hook(v text) RETURNS boolean LANGUAGE sql AS 'SELECT true';
+RESET ROLE;
+CREATE FUNCTION atk_valid_code(v text) RETURNS boolean LANGUAGE sql AS 'SELECT atk_hooks.hook(v)';
+CREATE DOMAIN atk_code AS text CHECK (atk_valid_code(VALUE));
+GRANT USAGE ON SCHEMA atk_hooks TO atk_admin;
+CREATE SCHEMA atk_moved AUTHORIZATION atk_admin;
+SET ROLE atk_admin;
+CREATE TABLE atk.codes (id int PRIMARY KEY, c atk_code);
+SELECT decoupled.register_table('atk.codes') > 0 AS registered;
+RESET ROLE;
+SET ROLE atk_user;
+CREATE OR REPLACE FUNCTION atk_hooks.hook(v text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'hook(%) runs as %, superuser %', v, current_user,
+                 (SELECT rolsuper FROM pg_roles WHERE rolname = current_user);
+    RETURN v <> 'bad';
+END
+$$;
+RESET ROLE;
+SET ROLE atk_admin;
+-- The check runs as the table's owner, not as the extension.
+SELECT decoupled.append('codes', format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"id": 1, "c": "A1"}}]',
+                                        upper)::jsonb, upper, upper + 1) > 0 AS appended
+  FROM decoupled.frontiers WHERE name = 'codes';
+-- A value the check refuses: 22023, reported as a whole.
+SELECT decoupled.append('codes', format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"id": 2, "c": "bad"}}]',
+                                        upper)::jsonb, upper, upper + 1)
+  FROM decoupled.frontiers WHERE name = 'codes';
+-- A type moved away and a domain made under its old name: a failed
+-- conversion is diagnosed with the registered type, not the new one.
+CREATE TYPE atk.e AS ENUM ('x', 'y');
+CREATE TABLE atk.labelled (id int PRIMARY KEY, l atk.e);
+SELECT decoupled.register_table('atk.labelled') > 0 AS registered;
+ALTER TYPE atk.e SET SCHEMA atk_moved;
+CREATE FUNCTION atk.evil3(v text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'evil3 runs as %', current_user;
+    RETURN true;
+END
+$$;
+CREATE DOMAIN atk.e AS text CHECK (atk.evil3(VALUE));
+SELECT decoupled.append('labelled', format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"id": 1, "l": "no-label"}}]',
+                                           upper)::jsonb, upper, upper + 1)
+  FROM decoupled.frontiers WHERE name = 'labelled';
+RESET ROLE;
+
+------------------------------------------------------------------------------
+-- 8. dry_run() and the caller's search_path
+CREATE SCHEMA atk_open;
+GRANT USAGE, CREATE ON SCHEMA atk_open TO atk_user;
+SET ROLE atk_user;
+CREATE FUNCTION atk_open.unnest(a text[]) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'lookalike unnest runs as %', current_user;
+    RETURN QUERY SELECT x FROM pg_catalog.unnest(a) x;
+END
+$$;
+RESET ROLE;
+CREATE TABLE atk_open.dry_t (id int PRIMARY KEY);
+SET search_path = atk_open, public;
+SELECT * FROM decoupled.dry_run($$SELECT decoupled.create_cluster('atk_trial')$$);
+-- The call itself still resolves names in the caller's path.
+SELECT action, kind, name FROM decoupled.dry_run($$SELECT decoupled.register_table('dry_t')$$);
+SHOW search_path;
+RESET search_path;
+-- Every other function of the extension in a language other than C sets
+-- its own search_path (_maintain_view runs only inside replica_maintain,
+-- which does; _restore_marker is empty).
+SELECT p.oid::regprocedure AS without_search_path
+  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+ WHERE p.pronamespace = 'decoupled'::regnamespace AND l.lanname NOT IN ('c', 'internal')
+   AND NOT EXISTS (SELECT FROM unnest(p.proconfig) c WHERE c LIKE 'search_path=%')
+ ORDER BY 1;
+
 -- Clean up.
+SELECT decoupled.unregister_table('atk.codes'), decoupled.unregister_table('atk.labelled');
 SELECT decoupled.drop('atk_sink'), decoupled.drop('payroll_mv');
 SELECT decoupled.unregister_table('atk.t'), decoupled.unregister_table('payroll'),
        decoupled.unregister_table('cap');
@@ -256,6 +344,9 @@ DROP SCHEMA atk CASCADE;
 DROP TABLE payroll, cap, atk_flag;
 DROP DOMAIN atk_checked;
 DROP FUNCTION atk_check(text);
+DROP SCHEMA atk_hooks, atk_open, atk_moved CASCADE;
+DROP DOMAIN atk_code;
+DROP FUNCTION atk_valid_code(text);
 DROP OWNED BY atk_admin, atk_user;
 DROP ROLE atk_admin;
 DROP ROLE atk_user;

@@ -87,27 +87,31 @@ CREATE FUNCTION decoupled._storage(lifetime_id bigint, part text) RETURNS text
 
 -- The collection's columns, as stored in its definition at creation:
 -- `prefix` qualifies each name; with `typed` each carries its type.
+-- A recorded column's type, as text to write into a statement: by OID (it
+-- keeps a type modifier): its recorded name only while that name still
+-- reads as that type, else the type's name now.  A type renamed or moved
+-- away, and another one created under its old name (a domain whose checks
+-- would run with the extension's rights when history or a sink is written,
+-- or a value converted), is never picked up by name.
+CREATE FUNCTION decoupled._column_type(c jsonb) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN c ? 'typid'
+                     AND to_regtype(regexp_replace(c->>'type', ' COLLATE .*$', ''))
+                         IS DISTINCT FROM (c->>'typid')::oid
+                THEN format_type((c->>'typid')::oid, NULL)
+                     || coalesce(substring(c->>'type' FROM ' COLLATE .*$'), '')
+                ELSE c->>'type' END
+$$;
+
 CREATE FUNCTION decoupled._cols(lifetime_id bigint, prefix text DEFAULT '',
                                 typed boolean DEFAULT false) RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 -- PL/pgSQL, not SQL: a view's step calls it, and its statement is planned
--- once per session, not at every call.
---
--- Typed, a column's type is the type it was registered with, by OID: its
--- recorded name only while that name still reads as that type (it keeps a
--- type modifier), else the type's name now.  A type renamed or moved away,
--- and another one created under its old name (a domain whose checks would
--- run with the extension's rights when history or a sink is written), is
--- never picked up by name; _assert_column_types checks the relation made.
+-- once per session, not at every call.  Typed, each column's type is
+-- _column_type's; _assert_column_types checks the relation made.
 BEGIN
     RETURN (SELECT string_agg(prefix || quote_ident(c->>'name')
-                              || CASE WHEN NOT typed THEN ''
-                                      WHEN c ? 'typid'
-                                           AND to_regtype(regexp_replace(c->>'type', ' COLLATE .*$', ''))
-                                               IS DISTINCT FROM (c->>'typid')::oid
-                                      THEN ' ' || format_type((c->>'typid')::oid, NULL)
-                                           || coalesce(substring(c->>'type' FROM ' COLLATE .*$'), '')
-                                      ELSE ' ' || (c->>'type') END,
+                              || CASE WHEN typed THEN ' ' || decoupled._column_type(c) ELSE '' END,
                               ', ' ORDER BY ord)
               FROM decoupled.catalog_objects o,
                    jsonb_array_elements(o.definition->'columns') WITH ORDINALITY AS x(c, ord)

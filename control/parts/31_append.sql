@@ -130,14 +130,16 @@ $$;
 
 -- The slow path of staging JSON updates (extension/append_core.cpp): when
 -- the bulk conversion failed, converts each value of `updates` on its own,
--- with its column's type, and raises 22023 for the first that fails.
+-- with its column's type (by OID, _column_type), and raises 22023 for the
+-- first that fails.  Never for a collection whose columns reach a domain:
+-- its values are converted only as its owner.
 CREATE FUNCTION decoupled._diagnose_values(lifetime_id bigint, name text, updates jsonb)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     r       record;
     v_error text;
 BEGIN
-    FOR r IN SELECT u.n, d.key, d.value, c->>'type' AS type
+    FOR r IN SELECT u.n, d.key, d.value, decoupled._column_type(c) AS type
                FROM jsonb_array_elements(updates) WITH ORDINALITY u(v, n),
                     jsonb_each(u.v->'data') d,
                     decoupled.catalog_objects o,

@@ -522,18 +522,27 @@ COMMENT ON FUNCTION decoupled.publish_holds() IS
 -- Runs one catalog call in a subtransaction with every deferred admission
 -- check made immediate, reports what it created and dropped or the error it
 -- hit, and rolls it all back.
+--
+-- No SET search_path: the call runs as written, as the caller and in the
+-- caller's search_path.  Nothing else does: the function takes that path
+-- with a qualified call first and runs everything but the call in
+-- pg_catalog's (a role that may create in a schema on the caller's path
+-- would otherwise have its lookalike of unnest() or split_part() run with
+-- the caller's rights; the block's rollback restores pg_catalog's after
+-- the call).
 CREATE FUNCTION decoupled.dry_run(sql text)
 RETURNS TABLE (action text, kind text, name text, detail text)
--- No SET search_path: the call runs as written, in the caller's context.
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
+    v_path     constant text := pg_catalog.current_setting('search_path');
     v_function text;
     v_before   text[];
     v_after    text[];
     v_marker   constant text := 'pg_decoupled dry run';
     v_detail   text;
 BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     v_function := substring(sql FROM '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(');
     IF v_function IS NULL OR sql ~ ';\s*\S'
        OR v_function NOT IN ('create_cluster', 'alter_cluster', 'drop_cluster',
@@ -550,7 +559,9 @@ BEGIN
     v_before := decoupled._catalog_inventory();
     BEGIN
         SET CONSTRAINTS ALL IMMEDIATE;
+        PERFORM pg_catalog.set_config('search_path', v_path, true);
         EXECUTE sql;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
         v_after := decoupled._catalog_inventory();
         RAISE EXCEPTION USING ERRCODE = 'DC999', MESSAGE = v_marker;
     EXCEPTION WHEN OTHERS THEN
@@ -559,6 +570,7 @@ BEGIN
             RETURN QUERY SELECT 'error'::text, NULL::text, NULL::text,
                                 SQLSTATE || ': ' || SQLERRM
                                 || CASE WHEN v_detail <> '' THEN ' (' || v_detail || ')' ELSE '' END;
+            PERFORM pg_catalog.set_config('search_path', v_path, true);
             RETURN;
         END IF;
     END;
@@ -570,6 +582,7 @@ BEGIN
           FROM unnest(v_before) e WHERE e <> ALL (v_after)
         ORDER BY 1, 2, 3;
     RETURN QUERY SELECT 'admitted'::text, NULL::text, NULL::text, 'no admission error'::text;
+    PERFORM pg_catalog.set_config('search_path', v_path, true);
 END
 $$;
 COMMENT ON FUNCTION decoupled.dry_run(text) IS
