@@ -4674,34 +4674,6 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION decoupled._diagnose_values(lifetime_id bigint, name text, updates jsonb)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    r       record;
-    v_error text;
-BEGIN
-    FOR r IN SELECT u.n, d.key, d.value, decoupled._column_type(c) AS type
-               FROM jsonb_array_elements(updates) WITH ORDINALITY u(v, n),
-                    jsonb_each(u.v->'data') d,
-                    decoupled.catalog_objects o,
-                    jsonb_array_elements(o.definition->'columns') c
-              WHERE o.lifetime_id = _diagnose_values.lifetime_id AND c->>'name' = d.key
-              ORDER BY u.n
-    LOOP
-        BEGIN
-            EXECUTE format('SELECT x.%1$I FROM jsonb_to_record($1) AS x(%1$I %2$s)', r.key, r.type)
-                USING jsonb_build_object(r.key, r.value);
-        EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
-            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT;
-            RAISE EXCEPTION 'update % of the append to "%" has an invalid value for column "%": %',
-                            r.n, name, r.key, r.value
-                USING ERRCODE = 'invalid_parameter_value',
-                      DETAIL = v_error,
-                      HINT = format('Column "%s" has type %s.', r.key, r.type);
-        END;
-    END LOOP;
-END
-$$;
 
 CREATE OR REPLACE FUNCTION decoupled.dry_run(sql text)
 RETURNS TABLE (action text, kind text, name text, detail text)
@@ -4760,3 +4732,62 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION decoupled._column_type(jsonb) FROM PUBLIC;
+
+-- The replica protocol moves from decoupled_admin to decoupled_replica
+-- (10_catalog, 90_privileges): an admin must not write another role's
+-- view history.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'decoupled_replica') THEN
+        CREATE ROLE decoupled_replica NOLOGIN;
+    END IF;
+END
+$$;
+COMMENT ON ROLE decoupled_replica IS
+    'What pg_decoupled replica processes log in as: writes every maintained view''s history.';
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid FROM pg_catalog.pg_proc p
+              WHERE p.pronamespace = 'decoupled'::regnamespace AND p.proname LIKE 'replica\_%'
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM decoupled_admin', f);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO decoupled_replica', f);
+    END LOOP;
+END
+$$;
+
+-- _diagnose_values takes the column types from its caller and reads no
+-- catalog: it runs as a collection's owner (31_append, 90_privileges).
+DROP FUNCTION decoupled._diagnose_values(bigint, text, jsonb);
+CREATE FUNCTION decoupled._diagnose_values(types jsonb, name text, updates jsonb)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r       record;
+    v_error text;
+BEGIN
+    FOR r IN SELECT u.n, d.key, d.value, types->>d.key AS type
+               FROM jsonb_array_elements(updates) WITH ORDINALITY u(v, n),
+                    jsonb_each(u.v->'data') d
+              WHERE types ? d.key
+              ORDER BY u.n
+    LOOP
+        BEGIN
+            EXECUTE format('SELECT x.%1$I FROM jsonb_to_record($1) AS x(%1$I %2$s)', r.key, r.type)
+                USING jsonb_build_object(r.key, r.value);
+        EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
+            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT;
+            RAISE EXCEPTION 'update % of the append to "%" has an invalid value for column "%": %',
+                            r.n, name, r.key, r.value
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = v_error,
+                      HINT = format('Column "%s" has type %s.', r.key, r.type);
+        END;
+    END LOOP;
+END
+$$;
+
+-- As a fresh install's blanket REVOKE and GRANT leave it.
+REVOKE ALL ON FUNCTION decoupled._diagnose_values(jsonb, text, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION decoupled._diagnose_values(jsonb, text, jsonb) TO PUBLIC;

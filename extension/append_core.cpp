@@ -57,6 +57,8 @@ extern "C" {
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -886,9 +888,10 @@ ErrorData* in_subtransaction(const Body& body) {
 //
 // Values of a collection whose columns reach a domain are converted as the
 // collection's owner in a security-restricted operation (the domain's
-// CHECK is its author's code), into the stage only — the owner may not
-// write storage — and a failure is reported as a whole: the per-value
-// diagnosis runs with the extension's rights.
+// CHECK is its author's code), into the stage only: the owner may not
+// write storage.  So is a failure diagnosed.
+void diagnose(Collection* c, Datum updates);
+
 void convert(Collection* c, PlanKind kind, Datum updates) {
     Assert(kind == kJsonToStage || !OidIsValid(c->converts_as));
     SPIPlanPtr p = plan(c, kind);  // prepared outside: its errors are ours
@@ -912,23 +915,50 @@ void convert(Collection* c, PlanKind kind, Datum updates) {
     int category = ERRCODE_TO_CATEGORY(failed->sqlerrcode);
     if (category != ERRCODE_DATA_EXCEPTION && category != ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION)
         ReThrowError(failed);
-    if (OidIsValid(c->converts_as))
-        ereport(ERROR,
-                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                 errmsg("the updates of the append to \"%s\" do not convert to its columns", c->name),
-                 errdetail_internal("%s", failed->message),
-                 errhint("A column missing from \"data\" is NULL.")));
-    Oid types[3] = {INT8OID, TEXTOID, JSONBOID};
-    Datum args[3] = {Int64GetDatum(c->lifetime_id), CStringGetTextDatum(c->name), updates};
-    if (SPI_execute_with_args("SELECT decoupled._diagnose_values($1, $2, $3)", 3, types, args,
-                              nullptr, false, 0) < 0)
-        elog(ERROR, "could not diagnose the values of an append");
+    diagnose(c, updates);
     // No value fails on its own (a domain refuses a missing one's NULL).
     ereport(ERROR,
             (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
              errmsg("the updates of the append to \"%s\" do not convert to its columns", c->name),
              errdetail_internal("%s", failed->message),
              errhint("A column missing from \"data\" is NULL.")));
+}
+
+// Converts each value of a failed conversion on its own
+// (_diagnose_values), as convert() converted them all: raises 22023 naming
+// the update, the column and the value that fails.  Returns if none fails
+// alone, or under catalogs of 1.0, whose _diagnose_values read the catalog
+// (the caller then reports the updates as a whole).
+void diagnose(Collection* c, Datum updates) {
+    Oid argtypes[3] = {JSONBOID, TEXTOID, JSONBOID};
+    List* name = list_make2(makeString(pstrdup("decoupled")), makeString(pstrdup("_diagnose_values")));
+    if (!OidIsValid(LookupFuncName(name, 3, argtypes, true))) return;
+    // The columns' types by OID, read with the extension's rights.
+    Oid id_type = INT8OID;
+    Datum id = Int64GetDatum(c->lifetime_id);
+    if (SPI_execute_with_args("SELECT jsonb_object_agg(c->>'name', decoupled._column_type(c)) "
+                              "  FROM decoupled.catalog_objects o, "
+                              "       jsonb_array_elements(o.definition->'columns') c "
+                              " WHERE o.lifetime_id = $1",
+                              1, &id_type, &id, nullptr, true, 1) != SPI_OK_SELECT ||
+        SPI_processed != 1)
+        elog(ERROR, "could not read the column types of collection " INT64_FORMAT, c->lifetime_id);
+    bool isnull = false;
+    Datum types = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    if (isnull) return;
+    Datum args[3] = {types, CStringGetTextDatum(c->name), updates};
+    // An error leaves with the owner's identity; the (sub)transaction's
+    // abort restores the caller's, as after any error in a restricted
+    // operation.
+    Oid user;
+    int sec_context;
+    GetUserIdAndSecContext(&user, &sec_context);
+    if (OidIsValid(c->converts_as))
+        SetUserIdAndSecContext(c->converts_as, sec_context | SECURITY_RESTRICTED_OPERATION);
+    if (SPI_execute_with_args("SELECT decoupled._diagnose_values($1, $2, $3)", 3, argtypes, args,
+                              nullptr, false, 0) < 0)
+        elog(ERROR, "could not diagnose the values of an append");
+    SetUserIdAndSecContext(user, sec_context);
 }
 
 // The integer a JSON number spells, if it is one within int64: what

@@ -13,7 +13,8 @@
 --   5. a constraint added to a domain in use, by a role that is not a
 --      superuser, is refused;
 --   6. append() writes only into a collection its caller owns, and the
---      replica protocol only into what a replica maintains;
+--      replica protocol, which only superusers and decoupled_replica's
+--      members may speak, only into what a replica maintains;
 --   and domains are looked through range types, and checks through
 --   operators;
 --   7. values of an append are converted as the collection's owner when a
@@ -233,8 +234,20 @@ SELECT decoupled.append('payroll_mv', '[]', upper, upper + 1)
 SELECT decoupled.append('t', format('[{"mz_timestamp": %s, "mz_diff": 1, "data": {"id": 2, "m": "b", "v": 2}}]',
                                     upper)::jsonb, upper, upper + 1) > 0 AS appended
   FROM decoupled.frontiers WHERE name = 't';
--- Nor through the replica protocol: a replica appends only to a source or
--- view of its cluster, never to a registered table.
+-- Nor may an admin speak the replica protocol: it writes every view's
+-- history, whoever owns the view.
+SELECT decoupled.replica_start(r.replica_id, 'default', pg_backend_pid())
+  FROM decoupled.cluster_replicas r LIMIT 1;
+RESET ROLE;
+-- A member of decoupled_replica (what replica processes log in as) may,
+-- and changes no catalog; a replica appends only to a source or view of
+-- its cluster, never to a registered table.
+CREATE ROLE atk_replica IN ROLE decoupled_replica;
+SET ROLE atk_replica;
+SELECT has_function_privilege('decoupled.replica_append(bigint, bigint, jsonb, bigint, bigint)',
+                              'EXECUTE') AS replica_may_append,
+       has_function_privilege('decoupled.create_cluster(text, integer, boolean)', 'EXECUTE')
+           AS replica_may_change_catalog;
 DO $$
 BEGIN
     PERFORM decoupled.replica_append(i.incarnation, o.lifetime_id,
@@ -249,6 +262,7 @@ EXCEPTION WHEN insufficient_privilege THEN
 END
 $$;
 RESET ROLE;
+DROP ROLE atk_replica;
 SELECT count(*) AS forged FROM decoupled.frontiers f, LATERAL (
     SELECT set_config('decoupled.as_of', (f.upper - 1)::text, true)) s, payroll p
  WHERE f.name = 'payroll' AND p.id IN (777, 778);

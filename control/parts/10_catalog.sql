@@ -36,6 +36,18 @@ BEGIN
 END
 $$;
 COMMENT ON ROLE decoupled_admin IS 'May change the pg_decoupled catalog (declarations, DDL).';
+-- The replica protocol writes the history of every source and maintained
+-- view, whoever owns it: only superusers and this role's members (the roles
+-- replica processes log in as) may call it — not every catalog admin.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'decoupled_replica') THEN
+        CREATE ROLE decoupled_replica NOLOGIN;
+    END IF;
+END
+$$;
+COMMENT ON ROLE decoupled_replica IS
+    'What pg_decoupled replica processes log in as: writes every maintained view''s history.';
 
 GRANT USAGE ON SCHEMA decoupled TO PUBLIC;
 

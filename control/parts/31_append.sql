@@ -130,21 +130,21 @@ $$;
 
 -- The slow path of staging JSON updates (extension/append_core.cpp): when
 -- the bulk conversion failed, converts each value of `updates` on its own,
--- with its column's type (by OID, _column_type), and raises 22023 for the
--- first that fails.  Never for a collection whose columns reach a domain:
--- its values are converted only as its owner.
-CREATE FUNCTION decoupled._diagnose_values(lifetime_id bigint, name text, updates jsonb)
+-- with its column's type, and raises 22023 for the first that fails.
+-- `types` is {column: type} as _column_type writes them (by OID).  It reads
+-- no catalog and has no rights of its own: the caller runs it as the
+-- collection's owner where a column reaches a domain (a domain's check is
+-- its author's code), so every role may execute it.
+CREATE FUNCTION decoupled._diagnose_values(types jsonb, name text, updates jsonb)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     r       record;
     v_error text;
 BEGIN
-    FOR r IN SELECT u.n, d.key, d.value, decoupled._column_type(c) AS type
+    FOR r IN SELECT u.n, d.key, d.value, types->>d.key AS type
                FROM jsonb_array_elements(updates) WITH ORDINALITY u(v, n),
-                    jsonb_each(u.v->'data') d,
-                    decoupled.catalog_objects o,
-                    jsonb_array_elements(o.definition->'columns') c
-              WHERE o.lifetime_id = _diagnose_values.lifetime_id AND c->>'name' = d.key
+                    jsonb_each(u.v->'data') d
+              WHERE types ? d.key
               ORDER BY u.n
     LOOP
         BEGIN

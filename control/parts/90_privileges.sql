@@ -38,7 +38,8 @@ GRANT EXECUTE ON FUNCTION
     decoupled._capture_switching(),
     decoupled.wait_for_capture(interval), decoupled._capture_state(),
     decoupled._capture_error(), decoupled._visible_error(text, oid, text),
-    decoupled._unhydrated(text), decoupled._relay_state()
+    decoupled._unhydrated(text), decoupled._relay_state(),
+    decoupled._diagnose_values(jsonb, text, jsonb)
 TO PUBLIC;
 -- Implementations of entry points (decoupled._acquire_hold, ...) and the
 -- subscription helpers are granted to nobody: their entry points call them
@@ -64,7 +65,9 @@ GRANT EXECUTE ON FUNCTION
 TO decoupled_admin;
 
 -- The replica protocol: what replica processes call, as a role in
--- decoupled_admin (or a superuser), each call fenced by its incarnation.
+-- decoupled_replica (or a superuser), each call fenced by its incarnation.
+-- Not decoupled_admin: a replica writes every source's and view's history,
+-- and an admin must not forge another role's.
 GRANT EXECUTE ON FUNCTION
     decoupled.replica_start(bigint, text, integer, text), decoupled.replica_stop(bigint),
     decoupled.replica_heartbeat(bigint, text, text), decoupled.replica_desired_state(bigint),
@@ -75,7 +78,7 @@ GRANT EXECUTE ON FUNCTION
     decoupled.replica_maintain_many(bigint, bigint[], bigint[], integer),
     decoupled.replica_prewarm(bigint, bigint),
     decoupled.replica_advance_idle(bigint, bigint[], bigint[])
-TO decoupled_admin;
+TO decoupled_replica;
 
 -- Wake the controller once the extension's creation commits.
 SELECT decoupled._wake_controller_at_commit();
