@@ -4791,3 +4791,82 @@ $$;
 -- As a fresh install's blanket REVOKE and GRANT leave it.
 REVOKE ALL ON FUNCTION decoupled._diagnose_values(jsonb, text, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION decoupled._diagnose_values(jsonb, text, jsonb) TO PUBLIC;
+
+-- Finalization drops what a role built on a dropped collection's history
+-- views (33_drops).
+CREATE OR REPLACE FUNCTION decoupled.finalize_dropped() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_id    bigint;
+    v_count integer := 0;
+    v_lock   text := current_setting('lock_timeout');
+    v_tables text;
+BEGIN
+    PERFORM set_config('lock_timeout', '50ms', true);
+    -- Written plans first: they read the storage of other collections.
+    PERFORM decoupled._drop_quietly('VIEW', decoupled._storage(o.lifetime_id, 'plan'))
+       FROM decoupled.catalog_objects o
+      WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+        AND o.kind = 'materialized view';
+    FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
+                 WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+                 ORDER BY o.lifetime_id DESC
+    LOOP
+        -- Its frontier row before its storage (the global lock order), and
+        -- without waiting: a writer that locked it before the drop committed
+        -- may still be at work; this collection waits for a later round.
+        PERFORM FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_frontiers f
+                                  WHERE f.lifetime_id = v_id) THEN
+            CONTINUE;
+        END IF;
+        BEGIN
+            PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id;
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['plan', 'delta', 'before', 'history', 'history_cur',
+                                 'history_dead']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            -- Locked without waiting first: lock_timeout is not enough
+            -- (the controller's round waited on it for as long as any role
+            -- that may read a history view kept a lock on it).
+            -- CASCADE: the history views are PUBLIC, and whatever a role
+            -- built on them (a view, a function's body) reads a collection
+            -- that is gone; it must not keep the storage forever.
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'LOCK TABLE ' || v_tables || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
+                EXECUTE 'DROP VIEW ' || v_tables || ' CASCADE';
+            END IF;
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['state', 'dstate', 'cur', 'dead', 'stage', 'pending']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'LOCK TABLE ' || v_tables || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
+                EXECUTE 'DROP TABLE ' || v_tables;
+            END IF;
+            -- A sink's table is its creator's data: hand it over.
+            PERFORM decoupled._hand_over_sink_table(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id AND o.kind = 'sink';
+            DELETE FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id;
+            DELETE FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_id;
+            UPDATE decoupled.catalog_objects o SET finalized_at = now() WHERE o.lifetime_id = v_id;
+            v_count := v_count + 1;
+        EXCEPTION
+            WHEN lock_not_available THEN
+                NULL;  -- a reader still has it open: next round
+            WHEN dependent_objects_still_exist THEN
+                -- Only the extension's own relations read storage tables.
+                RAISE NOTICE 'storage of dropped collection % is still used', v_id
+                    USING HINT = 'Finalization retries.';
+        END;
+    END LOOP;
+    -- Arrangements whose drop could not get its locks at once.
+    PERFORM decoupled._drop_unused_arrangements();
+    PERFORM set_config('lock_timeout', v_lock, true);
+    RETURN v_count;
+END
+$$;
+

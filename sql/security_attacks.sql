@@ -22,7 +22,9 @@
 --      function), and a failed conversion is diagnosed with the types by
 --      OID, never by a name another type may have taken;
 --   8. dry_run() runs only the call it is given in the caller's
---      search_path; every other function of the extension sets its own.
+--      search_path; every other function of the extension sets its own;
+--   9. nothing a role builds on a history view keeps a dropped
+--      collection's storage.
 
 \set SHOW_CONTEXT never
 CREATE ROLE atk_user;
@@ -346,6 +348,22 @@ SELECT p.oid::regprocedure AS without_search_path
  WHERE p.pronamespace = 'decoupled'::regnamespace AND l.lanname NOT IN ('c', 'internal')
    AND NOT EXISTS (SELECT FROM unnest(p.proconfig) c WHERE c LIKE 'search_path=%')
  ORDER BY 1;
+
+------------------------------------------------------------------------------
+-- 9. Nothing a role builds on a PUBLIC history view keeps a dropped
+-- collection's storage: finalization drops it too.
+SELECT decoupled.create_materialized_view('atk_pinned', 'SELECT id FROM payroll WHERE id < 3') > 0
+    AS created;
+SELECT decoupled._storage(lifetime_id, 'history') AS pinned_history
+  FROM decoupled.objects WHERE name = 'atk_pinned' \gset
+SET ROLE atk_user;
+CREATE VIEW atk_hooks.pin AS SELECT 1 AS x FROM :pinned_history WHERE false;
+RESET ROLE;
+SELECT decoupled.drop('atk_pinned');
+SELECT decoupled.finalize_dropped() >= 1 AS finalized;
+SELECT finalized_at IS NOT NULL AS storage_removed FROM decoupled.catalog_objects
+ WHERE name = 'atk_pinned';
+SELECT to_regclass('atk_hooks.pin') AS pinning_view;
 
 -- Clean up.
 SELECT decoupled.unregister_table('atk.codes'), decoupled.unregister_table('atk.labelled');

@@ -579,9 +579,12 @@ BEGIN
             -- Locked without waiting first: lock_timeout is not enough
             -- (the controller's round waited on it for as long as any role
             -- that may read a history view kept a lock on it).
+            -- CASCADE: the history views are PUBLIC, and whatever a role
+            -- built on them (a view, a function's body) reads a collection
+            -- that is gone; it must not keep the storage forever.
             IF v_tables IS NOT NULL THEN
                 EXECUTE 'LOCK TABLE ' || v_tables || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
-                EXECUTE 'DROP VIEW ' || v_tables;
+                EXECUTE 'DROP VIEW ' || v_tables || ' CASCADE';
             END IF;
             SELECT string_agg(r::text, ', ') INTO v_tables
               FROM unnest(ARRAY['state', 'dstate', 'cur', 'dead', 'stage', 'pending']) part,
@@ -602,8 +605,9 @@ BEGIN
             WHEN lock_not_available THEN
                 NULL;  -- a reader still has it open: next round
             WHEN dependent_objects_still_exist THEN
-                RAISE NOTICE 'storage of dropped collection % is still used by a view', v_id
-                    USING HINT = 'Drop the views that read it; finalization retries.';
+                -- Only the extension's own relations read storage tables.
+                RAISE NOTICE 'storage of dropped collection % is still used', v_id
+                    USING HINT = 'Finalization retries.';
         END;
     END LOOP;
     -- Arrangements whose drop could not get its locks at once.
