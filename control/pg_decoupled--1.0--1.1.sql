@@ -4870,3 +4870,632 @@ BEGIN
 END
 $$;
 
+
+-- A view's, source's or sink's history is dropped through DROP SCHEMA or
+-- DROP OWNED only by its creator, an admin or a superuser (33_drops).
+CREATE OR REPLACE FUNCTION decoupled._on_sql_drop() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_roots   bigint[];
+    v_plans   boolean;
+    v_what    text;
+    v_cascade boolean;
+    v_victim  decoupled.catalog_objects;
+    v_version bigint;
+    v_column  record;
+    v_denied  text;
+BEGIN
+    IF to_regclass('decoupled.catalog_objects') IS NULL THEN
+        RETURN;  -- the extension itself is being dropped
+    END IF;
+    -- Capture triggers go only with their registration (or their table).
+    IF EXISTS (SELECT FROM pg_event_trigger_dropped_objects() d
+                WHERE d.object_type = 'trigger' AND d.address_names[3] LIKE 'decoupled_capture_%'
+                  AND NOT decoupled._capture_switching()
+                  AND EXISTS (SELECT FROM decoupled.catalog_objects o
+                               WHERE o.kind = 'table' AND o.dropped_at IS NULL
+                                 AND o.relation = to_regclass(format('%I.%I', d.address_names[1],
+                                                                     d.address_names[2])))) THEN
+        RAISE EXCEPTION 'cannot drop the capture triggers of a registered table'
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  HINT = 'Unregister it with decoupled.unregister_table() instead.';
+    END IF;
+    -- A registered table's and a sink's table's shape is fixed (DROP TYPE
+    -- ... CASCADE would take a column away).
+    SELECT o.kind, o.name, d.address_names[3] AS col INTO v_column
+      FROM pg_event_trigger_dropped_objects() d
+      JOIN decoupled.catalog_objects o
+        ON o.dropped_at IS NULL AND o.kind IN ('table', 'sink') AND o.relation = d.objid
+     WHERE d.classid = 'pg_class'::regclass AND d.objsubid <> 0
+       AND NOT EXISTS (SELECT FROM pg_event_trigger_dropped_objects() w
+                        WHERE w.classid = d.classid AND w.objid = d.objid AND w.objsubid = 0)
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot drop column "%" of % "%"', v_column.col, v_column.kind,
+                        v_column.name
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its history and its output are kept in its shape.',
+                  HINT = 'Drop it with decoupled.drop() first.';
+    END IF;
+    -- Probed, then read again under the catalog lock, so that no object
+    -- created meanwhile on top of them is missed.
+    FOR attempt IN 1 .. 2 LOOP
+        SELECT array_agg(DISTINCT o.lifetime_id), bool_or(o.relation IS DISTINCT FROM d.objid)
+          INTO v_roots, v_plans
+          FROM pg_event_trigger_dropped_objects() d
+          JOIN decoupled.catalog_objects o
+            ON o.dropped_at IS NULL
+           AND (o.relation = d.objid
+                OR (o.kind = 'materialized view' AND (o.definition->>'plan')::oid = d.objid))
+         WHERE d.classid = 'pg_class'::regclass AND d.objsubid = 0;
+        IF v_roots IS NULL THEN
+            RETURN;
+        END IF;
+        EXIT WHEN v_version IS NOT NULL;
+        v_version := decoupled._begin_catalog_change();
+    END LOOP;
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id) INTO v_what
+      FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (v_roots);
+    -- A view's, source's or sink's relation goes by PostgreSQL's rules too
+    -- (a schema's owner drops what others made in it): its history goes
+    -- only by the catalog's — its creator, decoupled_admin, a superuser
+    -- (_caller(): who issued the DROP, recorded by the DDL guard).
+    -- A registered table's history is its table's owner's, whoever that is.
+    SELECT format('%s "%s"', o.kind, o.name) INTO v_denied
+      FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = ANY (v_roots) AND o.kind <> 'table'
+       AND NOT decoupled._caller_is_admin()
+       AND NOT coalesce(EXISTS (SELECT FROM pg_roles r
+                                 WHERE r.oid = (o.definition->>'owner')::oid)
+                        AND pg_has_role(decoupled._caller(), (o.definition->>'owner')::oid,
+                                        'USAGE'),
+                        false)
+     ORDER BY o.lifetime_id
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied to drop %', v_denied
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its history is dropped with it: only its creator, members of '
+                           'decoupled_admin and superusers may, also through DROP SCHEMA or '
+                           'DROP OWNED.',
+                  HINT = 'Ask one of them to drop it with decoupled.drop().';
+    END IF;
+    v_roots := decoupled._with_subsources(v_roots);
+    -- PostgreSQL cascaded only through relations.  A statement that is no
+    -- DROP cascaded if it took a written plan away.
+    v_cascade := coalesce(decoupled._drop_cascades(), v_plans);
+    IF NOT v_cascade THEN
+        PERFORM decoupled._refuse_dependents(v_what, v_roots);
+    END IF;
+    FOR v_victim IN SELECT * FROM decoupled.catalog_objects o
+                     WHERE o.lifetime_id = ANY (v_roots || decoupled._dependents(v_roots))
+                     ORDER BY o.lifetime_id DESC
+    LOOP
+        PERFORM decoupled._drop_object(v_victim, v_version);
+    END LOOP;
+END
+$$;
+
+
+-- Bounds and NULLs (a docs probe): replica counts up to 64, an append's upper at
+-- most 10 s past the clock, a view's as_of not in the future, NULL arguments
+-- 22004; a refused restore leaves no sequence behind the ids in use.
+CREATE OR REPLACE FUNCTION decoupled._check_replica_count(cluster_name text, replicas integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    -- Each replica is a process (a background worker where the cluster is
+    -- managed): a count far beyond what a server runs only fills the log.
+    IF replicas IS NULL OR replicas < 0 OR replicas > 64 THEN
+        RAISE EXCEPTION 'invalid replica count % for cluster "%"',
+                        coalesce(replicas::text, 'NULL'), cluster_name
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A cluster has from 0 to 64 replicas; with zero its objects are paused.';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._check_retention(retain interval) RETURNS void
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF retain IS NULL THEN
+        RAISE EXCEPTION 'retain_history must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF retain < interval '0' THEN
+        RAISE EXCEPTION 'retain_history must not be negative, got %', retain
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._lock_cluster(cluster_name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF cluster_name IS NULL THEN
+        RAISE EXCEPTION 'cluster must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM FROM decoupled.catalog_clusters c WHERE c.name = cluster_name FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cluster "%" does not exist', cluster_name
+            USING ERRCODE = 'undefined_object';
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.create_cluster(name text, replicas integer DEFAULT 1,
+                                         managed boolean DEFAULT true) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name text := create_cluster.name;
+BEGIN
+    PERFORM decoupled._check_name('cluster', v_name);
+    PERFORM decoupled._check_replica_count(v_name, replicas);
+    IF create_cluster.managed IS NULL THEN
+        RAISE EXCEPTION 'managed must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM decoupled._begin_catalog_change();
+    IF EXISTS (SELECT FROM decoupled.catalog_clusters c WHERE c.name = v_name) THEN
+        RAISE EXCEPTION 'cluster "%" already exists', v_name USING ERRCODE = 'duplicate_object';
+    END IF;
+    INSERT INTO decoupled.catalog_clusters (name, managed, replication_factor)
+        VALUES (v_name, true, replicas);
+    PERFORM decoupled._resize_cluster(v_name, replicas);
+    -- An unmanaged cluster starts like a managed one; its replicas are then
+    -- added and removed one by one.
+    IF NOT create_cluster.managed THEN
+        UPDATE decoupled.catalog_clusters c SET managed = false, replication_factor = NULL
+         WHERE c.name = v_name;
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._append(collection text, updates jsonb, expected_upper bigint,
+                                  new_upper bigint, deployment text, incarnation bigint)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+-- Row keys are the rows' text: pin every setting that changes it.
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+DECLARE
+    o        decoupled.catalog_objects;
+    v_result record;
+BEGIN
+    o := decoupled._collection(collection);
+    IF o.kind = 'sink' THEN
+        RAISE EXCEPTION '"%" is a sink, not a collection', o.name USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF o.relation IS NOT NULL
+       AND NOT coalesce(pg_has_role(decoupled._caller(),
+                                    (SELECT c.relowner FROM pg_class c WHERE c.oid = o.relation),
+                                    'USAGE'), false) THEN
+        RAISE EXCEPTION 'must be owner of % "%" to append to its history', o.kind, o.name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'A collection''s history is written by its owner, its capture and '
+                           'its replicas only.';
+    END IF;
+    IF expected_upper IS NULL OR new_upper IS NULL THEN
+        RAISE EXCEPTION 'expected_upper and new_upper must not be null'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF new_upper <= expected_upper THEN
+        RAISE EXCEPTION 'new upper must be beyond the expected upper'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Expected upper %s, new upper %s.', expected_upper, new_upper);
+    END IF;
+    -- An upper far ahead of the clock would pull every later tick, the
+    -- oracle and every source that follows it that far ahead (a tick's time
+    -- is past every table's upper); at the end of time nothing ticks again.
+    -- So an append moves an upper at most 10 s past the wall clock (or one
+    -- millisecond past the expected upper, while the oracle runs ahead of a
+    -- clock that went back).
+    IF new_upper > greatest((extract(epoch FROM clock_timestamp()) * 1000)::bigint + 10000,
+                            expected_upper + 1) THEN
+        RAISE EXCEPTION 'new upper % is more than 10 s ahead of the clock', new_upper
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The oracle''s time is %s.', decoupled.oracle_now()),
+                  HINT = 'Append up to the current time; later times with later appends.';
+    END IF;
+    IF updates IS NULL OR jsonb_typeof(updates) <> 'array' THEN
+        RAISE EXCEPTION 'updates must be a JSON array of {"mz_timestamp", "mz_diff", "data"} objects'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM decoupled._assert_write_authority(deployment, incarnation);
+
+    SELECT * INTO v_result
+      FROM decoupled._compare_and_append(o.lifetime_id, updates, expected_upper, new_upper);
+    IF v_result.upper IS NULL THEN
+        RAISE EXCEPTION '% "%" was dropped', o.kind, o.name USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT v_result.appended THEN
+        RAISE EXCEPTION 'append to % "%" lost the race for its interval', o.kind, o.name
+            USING ERRCODE = 'serialization_failure',
+                  DETAIL = format('Expected upper %s, but the actual upper is %s; nothing was '
+                                  'appended.', expected_upper, v_result.upper),
+                  HINT = 'Read the upper again and append what is still missing from there.';
+    END IF;
+    RETURN new_upper;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._release_hold(id bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    IF _release_hold.id IS NULL THEN
+        RAISE EXCEPTION 'hold id must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    -- The durable protection is lifted lazily, at adapterd's next hold
+    -- publication (decoupled.publish_holds() runs one now).
+    PERFORM decoupled._hold_release(_release_hold.id, decoupled._caller_is_admin());
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.create_replica(cluster text, name text, external boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM decoupled._begin_replica_change(create_replica.cluster, create_replica.name);
+    IF EXISTS (SELECT FROM decoupled.catalog_replicas r
+                WHERE r.cluster = create_replica.cluster AND r.name = create_replica.name) THEN
+        RAISE EXCEPTION 'replica "%" already exists in cluster "%"',
+                        create_replica.name, create_replica.cluster
+            USING ERRCODE = 'duplicate_object';
+    END IF;
+    PERFORM decoupled._check_replica_count(create_replica.cluster,
+                                           (SELECT count(*)::integer + 1
+                                              FROM decoupled.catalog_replicas r
+                                             WHERE r.cluster = create_replica.cluster));
+    INSERT INTO decoupled.catalog_replicas (cluster, name, external)
+    VALUES (create_replica.cluster, create_replica.name, coalesce(create_replica.external, false));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._create_source(name text, generator text, cluster text, options jsonb,
+                                         retain_history interval)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_version bigint;
+    v_tick    bigint;
+    v_epoch   bigint;
+    v_id      bigint;
+    v_out     record;
+    v_name    text;
+    v_out_id  bigint;
+    schema    text := decoupled._caller_schema();
+BEGIN
+    PERFORM decoupled._check_name('source', _create_source.name);
+    IF generator IS NULL THEN
+        RAISE EXCEPTION 'generator must not be null' USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Generators: counter, auction.';
+    END IF;
+    IF NOT EXISTS (SELECT FROM decoupled._generator_outputs(generator)) THEN
+        RAISE EXCEPTION 'unknown load generator "%"', generator
+            USING ERRCODE = 'undefined_object', HINT = 'Generators: counter, auction.';
+    END IF;
+    IF options IS NULL OR jsonb_typeof(options) <> 'object' THEN
+        RAISE EXCEPTION 'options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF EXISTS (SELECT FROM jsonb_object_keys(options) k WHERE k <> 'tick') THEN
+        RAISE EXCEPTION 'unknown source option "%"',
+                        (SELECT k FROM jsonb_object_keys(options) k WHERE k <> 'tick' LIMIT 1)
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Sources accept: tick.';
+    END IF;
+    v_tick := decoupled._tick_ms(options);
+    PERFORM decoupled._check_retention(retain_history);
+    PERFORM decoupled._check_create_in(schema, 'A source''s relations are created in the current schema.');
+    v_version := decoupled._begin_catalog_change();
+    PERFORM decoupled._lock_cluster(_create_source.cluster);
+    FOR v_out IN SELECT * FROM decoupled._generator_outputs(generator) LOOP
+        v_name := _create_source.name || CASE WHEN v_out.role = '' THEN '' ELSE '_' || v_out.role END;
+        PERFORM decoupled._check_name('source', v_name);
+        PERFORM decoupled._check_free(v_name, schema, v_name);
+    END LOOP;
+
+    -- Ticks fall on multiples of the tick: every replica agrees on them.
+    v_epoch := (decoupled._next_timestamp(0) / v_tick + 1) * v_tick;
+    FOR v_out IN SELECT * FROM decoupled._generator_outputs(generator) ORDER BY role LOOP
+        v_name := _create_source.name || CASE WHEN v_out.role = '' THEN '' ELSE '_' || v_out.role END;
+        INSERT INTO decoupled.catalog_objects
+               (name, kind, cluster, definition, retain_history, created_in_version)
+        VALUES (v_name, 'source', _create_source.cluster,
+                jsonb_build_object('generator', generator, 'role', v_out.role,
+                                   'tick_ms', v_tick, 'epoch', v_epoch,
+                                   'schema', schema, 'columns', v_out.columns)
+                || CASE WHEN v_out.role = '' THEN jsonb_build_object('options', options)
+                        ELSE jsonb_build_object('parent', v_id) END,
+                retain_history, v_version)
+        RETURNING lifetime_id INTO v_out_id;
+        IF v_out.role = '' THEN
+            v_id := v_out_id;
+        END IF;
+        PERFORM decoupled._create_storage(v_out_id);
+        PERFORM decoupled._create_public_view(v_out_id, schema, v_name);
+        -- Its public view is the relation whose privileges gate every path
+        -- to its history (AS OF reads, holds, subscriptions, sinks).
+        UPDATE decoupled.catalog_objects o SET relation = format('%I.%I', schema, v_name)::regclass
+         WHERE o.lifetime_id = v_out_id;
+        INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper)
+            VALUES (v_out_id, v_epoch, v_epoch);
+        INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_out_id, v_epoch);
+    END LOOP;
+    RETURN v_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.prune_status_history(retention interval DEFAULT '7 days')
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_count bigint;
+BEGIN
+    IF retention IS NULL THEN
+        RAISE EXCEPTION 'retention must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF retention < interval '0' THEN
+        RAISE EXCEPTION 'retention must not be negative, got %', retention
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Status history older than the retention goes; ''0'' prunes all of it.';
+    END IF;
+    DELETE FROM decoupled.status_events e WHERE e.occurred_at < now() - retention;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.retire_incarnation(adapter text, incarnation bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM decoupled._check_name('adapter', adapter);
+    IF retire_incarnation.incarnation IS NULL THEN
+        RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM FROM decoupled.catalog_adapter_incarnations i
+     WHERE i.adapter = retire_incarnation.adapter AND i.incarnation = retire_incarnation.incarnation
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'adapter "%" has no incarnation %', adapter, retire_incarnation.incarnation
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    -- Exactly this owner's holds and sessions; a peer's are never touched.
+    PERFORM decoupled._reclaim_incarnation(retire_incarnation.incarnation);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._create_materialized_view(name text, query text, cluster text,
+                                                    retain_history interval, as_of bigint)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_name    text := _create_materialized_view.name;
+    v_owner   oid := decoupled._caller();
+    schema    text := decoupled._caller_schema();
+    v_sql     text;
+    v_version bigint;
+    v_id      bigint;
+    v_plan    regclass;
+    v_inputs  bigint[];
+    v_direct  oid[];
+    v_bad     regclass;
+    v_cols    jsonb;
+    v_as_of   bigint;
+    v_min     record;
+    v_message text;
+    v_detail  text;
+    v_hint    text;
+    v_state   text;
+    v_strategy record;
+    v_lock    text;
+BEGIN
+    PERFORM decoupled._check_name('materialized view', v_name);
+    IF query IS NULL THEN
+        RAISE EXCEPTION 'query must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM decoupled._check_retention(retain_history);
+    IF as_of < 0 THEN
+        RAISE EXCEPTION 'as_of must not be negative, got %', as_of
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM decoupled._check_create_in(schema,
+        'A materialized view''s relation is created in the current schema.');
+    v_sql := decoupled._mv_check_sql(query);
+
+    v_version := decoupled._begin_catalog_change();
+    PERFORM decoupled._lock_cluster(_create_materialized_view.cluster);
+    PERFORM decoupled._check_free(v_name, schema, v_name);
+
+    INSERT INTO decoupled.catalog_objects
+           (name, kind, cluster, definition, written_plan, retain_history, created_in_version)
+    VALUES (v_name, 'materialized view', _create_materialized_view.cluster,
+            jsonb_build_object('schema', schema, 'query', query, 'owner', v_owner),
+            '', retain_history, v_version)
+    RETURNING lifetime_id INTO v_id;
+
+    -- The written plan: analyzed once, in the caller's search_path, which
+    -- is in force for that parse analysis only.  security_invoker: the
+    -- relations it reads are checked, row-level security included, as
+    -- whoever computes it — the view's owner.
+    BEGIN
+        PERFORM decoupled._create_plan_view(decoupled._storage(v_id, 'plan'), v_sql);
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL,
+                                v_hint = PG_EXCEPTION_HINT, v_state = RETURNED_SQLSTATE;
+        -- The parser's own detail and hint, where it gave them: RAISE
+        -- prints an empty one as an empty line.
+        v_message := format('invalid query for materialized view "%s": %s', v_name, v_message);
+        IF v_detail <> '' AND v_hint <> '' THEN
+            RAISE EXCEPTION USING MESSAGE = v_message, ERRCODE = v_state, DETAIL = v_detail,
+                                  HINT = v_hint;
+        ELSIF v_detail <> '' THEN
+            RAISE EXCEPTION USING MESSAGE = v_message, ERRCODE = v_state, DETAIL = v_detail;
+        ELSIF v_hint <> '' THEN
+            RAISE EXCEPTION USING MESSAGE = v_message, ERRCODE = v_state, HINT = v_hint;
+        END IF;
+        RAISE EXCEPTION USING MESSAGE = v_message, ERRCODE = v_state;
+    END;
+    v_plan := decoupled._storage(v_id, 'plan')::regclass;
+
+    v_inputs := decoupled._plan_inputs(v_name, v_plan);
+    v_direct := decoupled._plan_direct_relations(v_plan);
+    SELECT r::regclass INTO v_bad FROM unnest(v_direct) r
+     WHERE NOT has_table_privilege(v_owner, r, 'SELECT')
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied for relation %', v_bad
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('Materialized view "%s" reads it.', v_name);
+    END IF;
+
+    v_cols := decoupled._relation_columns(v_plan);
+    PERFORM decoupled._check_columns('materialized view', v_name, v_cols);
+    v_strategy := decoupled._mv_strategy(v_plan);
+    -- The arrangements' indexes, and the time index of an input view that
+    -- has none (its steps find the times at which its inputs changed),
+    -- lock their inputs' storage against writers: take those locks first,
+    -- in the order every writer takes them (ascending lifetime id, cur
+    -- before dead), before the inputs' bounds below, so that a replica
+    -- appending to two of them (a source's outputs, a tick) or stepping an
+    -- input view (its storage, then its own inputs' bounds) cannot
+    -- deadlock with us.
+    v_lock := (SELECT 'LOCK TABLE ' || string_agg(decoupled._storage(l.i, l.p), ', '
+                                                 ORDER BY l.i, l.p) || ' IN SHARE MODE'
+                 FROM (SELECT a.i, a.p
+                         FROM (SELECT unnest(v_strategy.arrangement_inputs) AS i) x,
+                              LATERAL (VALUES (x.i, 'cur'), (x.i, 'dead')) a(i, p)
+                       UNION
+                       SELECT t.i, 'cur'
+                         FROM unnest(v_inputs) t(i)
+                        WHERE to_regclass(format('decoupled_storage.c%s_cur_mz_ts_idx', t.i)) IS NULL
+                          AND to_regclass(decoupled._storage(t.i, 'cur')) IS NOT NULL) l(i, p));
+    IF v_lock IS NOT NULL THEN
+        EXECUTE v_lock;
+    END IF;
+    PERFORM decoupled._ensure_time_index(i) FROM unnest(v_inputs) i ORDER BY i;
+
+    -- Admission (C3.2, C3.3): the first computation reads every input at
+    -- as_of, so each must be readable there and stay so; locking their
+    -- bounds keeps a publication round from passing it before commit.
+    -- FOR UPDATE, as the commit-time permission check takes them: two
+    -- transactions upgrading a shared lock there would deadlock.
+    PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = ANY (v_inputs)
+     ORDER BY b.lifetime_id FOR UPDATE;
+    SELECT o.name, greatest(b.bound, f.since) AS readable_from INTO v_min
+      FROM decoupled.catalog_objects o
+      JOIN decoupled.catalog_frontiers f USING (lifetime_id)
+      JOIN decoupled.catalog_bounds b USING (lifetime_id)
+     WHERE o.lifetime_id = ANY (v_inputs)
+     ORDER BY 2 DESC LIMIT 1;
+    IF _create_materialized_view.as_of IS NOT NULL THEN
+        IF _create_materialized_view.as_of < v_min.readable_from THEN
+            RAISE EXCEPTION 'materialized view "%" cannot start at %: "%" may be compacted there',
+                            v_name, _create_materialized_view.as_of, v_min.name
+                USING ERRCODE = 'check_violation',
+                      DETAIL = format('The compaction bound of "%s" is %s.', v_min.name,
+                                      v_min.readable_from),
+                      HINT = format('Choose as_of %s or later, or protect older history with a '
+                                    'hold before it is compacted.', v_min.readable_from);
+        END IF;
+        -- A time that has not come: the view would wait for its inputs to
+        -- reach it (at the end of time, for ever) while looking hydrated.
+        IF _create_materialized_view.as_of > decoupled.oracle_now() THEN
+            RAISE EXCEPTION 'materialized view "%" cannot start at %: that time has not come',
+                            v_name, _create_materialized_view.as_of
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = format('Choose as_of up to decoupled.oracle_now() (now %s).',
+                                    decoupled.oracle_now());
+        END IF;
+        v_as_of := _create_materialized_view.as_of;
+    ELSIF v_inputs = '{}' THEN
+        v_as_of := decoupled._next_timestamp(0);
+    ELSE
+        -- The latest time every input can already serve, if admitted.
+        SELECT greatest(v_min.readable_from, min(f.upper) - 1) INTO v_as_of
+          FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = ANY (v_inputs);
+    END IF;
+
+    UPDATE decoupled.catalog_objects o
+       SET written_plan = (SELECT w.ev_action::text FROM pg_rewrite w
+                            WHERE w.ev_class = v_plan AND w.rulename = '_RETURN'),
+           definition = o.definition || jsonb_build_object(
+               'columns', v_cols, 'plan', v_plan::oid, 'inputs', to_jsonb(v_inputs),
+               'direct', to_jsonb(v_direct), 'as_of', v_as_of,
+               'strategy', v_strategy.strategy, 'reason', v_strategy.reason)
+     WHERE o.lifetime_id = v_id;
+    INSERT INTO decoupled.view_steps (lifetime_id) VALUES (v_id);
+    PERFORM decoupled._arrange(v_id, a.input, a.keys)
+       FROM unnest(v_strategy.arrangement_inputs, v_strategy.arrangement_keys) AS a(input, keys);
+    PERFORM decoupled._create_storage(v_id);
+    IF v_strategy.strategy NOT IN ('linear', 'partitions') THEN
+        -- Its steps replace rows where they are (_replace_staged) and never
+        -- look a retraction up by its row hash: an index on that would
+        -- only cost every row a step writes.  Nor does anything read its
+        -- changes yet: without the time index a step rewrites a group's row
+        -- in place (_ensure_time_index).
+        EXECUTE format('DROP INDEX decoupled_storage.%I', 'c' || v_id || '_cur_mz_hash_idx');
+        EXECUTE format('DROP INDEX decoupled_storage.%I', 'c' || v_id || '_cur_mz_ts_idx');
+        -- Room on every page for the new rows of the groups a step touches:
+        -- the first computation fills pages to 70%, and a later step's row
+        -- is written where its old one was (no new page, no index entry).
+        EXECUTE format('ALTER TABLE %s SET (fillfactor = 70)', decoupled._storage(v_id, 'cur'));
+    END IF;
+    IF v_strategy.strategy IN ('sums', 'groups') THEN
+        PERFORM decoupled._create_kept_state(v_id, v_plan, v_owner, v_strategy.strategy = 'sums');
+    END IF;
+    PERFORM decoupled._create_public_view(v_id, schema, v_name);
+    -- The view's data is derived from what its owner may read: only the
+    -- owner reads it, and grants it on.
+    EXECUTE format('REVOKE ALL ON %I.%I FROM PUBLIC', schema, v_name);
+    EXECUTE format('GRANT SELECT ON %I.%I TO %s WITH GRANT OPTION', schema, v_name,
+                   v_owner::regrole);
+    EXECUTE format('GRANT SELECT ON %s TO %s', v_plan, v_owner::regrole);
+    UPDATE decoupled.catalog_objects o
+       SET relation = format('%I.%I', schema, v_name)::regclass
+     WHERE o.lifetime_id = v_id;
+    PERFORM decoupled._describe_view(v_id);
+
+    INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, v_as_of, v_as_of);
+    INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_id, v_as_of);
+    INSERT INTO decoupled.catalog_requirements (lifetime_id, required_by, frontier)
+    SELECT i, v_id, v_as_of FROM unnest(v_inputs) i;
+    RETURN v_id;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._finish_restore() RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT decoupled._restoring() THEN
+        -- A restore the catalog refused (it has declarations of its own)
+        -- still set its sequences back to the dump's values: SEQUENCE SET
+        -- is no COPY the catalog can refuse.  Ids in use are never handed
+        -- out again.  (rowid_seq only orders identical copies of a row.)
+        PERFORM setval('decoupled.lifetime_id_seq',
+                       greatest(max(o.lifetime_id), (SELECT s.last_value
+                                                      FROM decoupled.lifetime_id_seq s)))
+           FROM decoupled.catalog_objects o HAVING max(o.lifetime_id) IS NOT NULL;
+        PERFORM setval(pg_get_serial_sequence('decoupled.catalog_replicas', 'replica_id'),
+                       greatest(max(r.replica_id),
+                                (SELECT s.last_value
+                                   FROM decoupled.catalog_replicas_replica_id_seq s)))
+           FROM decoupled.catalog_replicas r HAVING max(r.replica_id) IS NOT NULL;
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT FROM decoupled.catalog_meta) THEN
+        RAISE EXCEPTION 'cannot finish the restore: the dump brought no pg_decoupled catalog'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Restore the whole dump (its data section included) into a new database.';
+    END IF;
+    -- This server's clock may be behind the dumped one's: time goes on from
+    -- the latest restored upper.
+    PERFORM decoupled._next_timestamp(coalesce(max(f.upper), 0)) FROM decoupled.catalog_frontiers f;
+    DELETE FROM decoupled.catalog_restore;
+    PERFORM decoupled._begin_catalog_change();
+    RETURN true;
+END
+$$;
+

@@ -60,6 +60,7 @@ extern "C" {
 }
 
 #include "catalog_access.hpp"
+#include "caller.hpp"
 #include "ddl_guard.hpp"
 #include "familiar_ddl.hpp"
 #include "gucs.hpp"
@@ -358,6 +359,16 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     }
     int outer = current_drop_behavior;
     current_drop_behavior = behavior;
+    // A drop records who issued it: the catalog's sql_drop trigger runs
+    // with the extension's rights, and a schema's owner may drop what
+    // others made there (DROP SCHEMA ... CASCADE) — not their views' and
+    // sinks' history (_on_sql_drop asks _caller()).
+    bool drops = behavior >= 0 && extension_installed();
+    decoupled::CallerFrame* frame = nullptr;
+    if (drops) {
+        frame = static_cast<decoupled::CallerFrame*>(palloc0(sizeof(decoupled::CallerFrame)));
+        decoupled::push_caller_frame(frame);
+    }
     PG_TRY();
     {
         if (prev_process_utility)
@@ -370,6 +381,7 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     PG_FINALLY();
     {
         current_drop_behavior = outer;
+        if (frame != nullptr) decoupled::pop_caller_frame(frame);
     }
     PG_END_TRY();
 }

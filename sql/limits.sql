@@ -214,6 +214,33 @@ SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
                                 ARRAY[%s::bigint], '{}', 1000)$$, :incarnation, :lim_idle_id))
 ) AS t(case_name, s);
 
+-- Bounds: an append's new upper at most 10 s past the clock (else it pulls
+-- every later tick and the oracle along), a view's as_of not in the
+-- future, replica counts up to 64; NULL arguments are 22004.
+SELECT upper AS lim_upper FROM decoupled.frontiers WHERE name = 'lim_t' \gset
+SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
+    ('append at the end of time',
+     format($$SELECT decoupled.append('lim_t', '[]', %s, 9223372036854775807)$$, :lim_upper)),
+    ('append an hour ahead',
+     format($$SELECT decoupled.append('lim_t', '[]', %1$s, %1$s + 3600000)$$, :lim_upper)),
+    ('view as of the end of time',
+     $$SELECT decoupled.create_materialized_view('lim_future', 'SELECT id FROM lim_t',
+                                                 as_of => 9223372036854775807)$$),
+    ('65 replicas', $$SELECT decoupled.create_cluster('lim_big', 65)$$),
+    ('100,000 replicas', $$SELECT decoupled.alter_cluster('default', 100000)$$),
+    ('managed NULL', $$SELECT decoupled.create_cluster('lim_null', 1, NULL)$$),
+    ('retention NULL', $$SELECT decoupled.prune_status_history(NULL)$$),
+    ('retention negative', $$SELECT decoupled.prune_status_history('-1 day')$$),
+    ('retain_history NULL',
+     $$SELECT decoupled.create_source('lim_rn', 'counter', retain_history => NULL)$$),
+    ('cluster NULL',
+     $$SELECT decoupled.create_materialized_view('lim_nc', 'SELECT id FROM lim_t', cluster => NULL)$$),
+    ('incarnation NULL', $$SELECT decoupled.retire_incarnation('default', NULL)$$)
+) AS t(case_name, s);
+-- Within the bound, appends go on.
+SELECT pg_temp.attempt(format($$SELECT decoupled.append('lim_t', '[]', %1$s, %1$s + 1000)$$,
+                              :lim_upper)) AS within_bound;
+
 -- ZD002: a replica step on what the catalog dropped meanwhile; a user's
 -- append to a dropped collection stays 42704 (a replica's append to a
 -- table is refused before: 42501).

@@ -24,7 +24,9 @@
 --   8. dry_run() runs only the call it is given in the caller's
 --      search_path; every other function of the extension sets its own;
 --   9. nothing a role builds on a history view keeps a dropped
---      collection's storage.
+--      collection's storage;
+--  10. a schema's owner drops others' views and sinks there only with
+--      their history's rights (creator, admin, superuser).
 
 \set SHOW_CONTEXT never
 CREATE ROLE atk_user;
@@ -365,8 +367,38 @@ SELECT finalized_at IS NOT NULL AS storage_removed FROM decoupled.catalog_object
  WHERE name = 'atk_pinned';
 SELECT to_regclass('atk_hooks.pin') AS pinning_view;
 
+------------------------------------------------------------------------------
+-- 10. A schema's owner drops what others made in it, not its history: a
+-- sink's table or a maintained view there goes only by its creator, an
+-- admin or a superuser.
+GRANT CREATE ON SCHEMA atk_hooks TO atk_admin;
+SET ROLE atk_admin;
+CREATE TABLE atk.plain (id int PRIMARY KEY) WITH (decoupled.registered = true);
+SELECT decoupled.create_sink('atk_sink2', 'plain', 'atk_hooks.t_copy') > 0 AS created;
+RESET ROLE;
+CREATE MATERIALIZED VIEW atk_hooks.atk_kept WITH (decoupled.maintained = true) AS
+    SELECT id FROM payroll WHERE id < 3;
+SET ROLE atk_user;
+DROP TABLE atk_hooks.t_copy;
+DROP SCHEMA atk_hooks CASCADE;
+RESET ROLE;
+SELECT name, dropped_at IS NULL AS live FROM decoupled.catalog_objects
+ WHERE name IN ('atk_sink2', 'atk_kept') ORDER BY name;
+-- Its creator (an admin here) may; so may a superuser, the schema's owner
+-- once the catalog's objects are gone.
+SET ROLE atk_admin;
+SELECT decoupled.drop('atk_sink2');
+RESET ROLE;
+DROP MATERIALIZED VIEW atk_hooks.atk_kept;
+SELECT name, dropped_at IS NULL AS live FROM decoupled.catalog_objects
+ WHERE name IN ('atk_sink2', 'atk_kept') ORDER BY name;
+SET ROLE atk_user;
+DROP SCHEMA atk_hooks CASCADE;
+RESET ROLE;
+
 -- Clean up.
-SELECT decoupled.unregister_table('atk.codes'), decoupled.unregister_table('atk.labelled');
+SELECT decoupled.unregister_table('atk.codes'), decoupled.unregister_table('atk.labelled'),
+       decoupled.unregister_table('atk.plain');
 SELECT decoupled.drop('atk_sink'), decoupled.drop('payroll_mv');
 SELECT decoupled.unregister_table('atk.t'), decoupled.unregister_table('payroll'),
        decoupled.unregister_table('cap');
@@ -376,7 +408,7 @@ DROP SCHEMA atk CASCADE;
 DROP TABLE payroll, cap, atk_flag;
 DROP DOMAIN atk_checked;
 DROP FUNCTION atk_check(text);
-DROP SCHEMA atk_hooks, atk_open, atk_moved CASCADE;
+DROP SCHEMA atk_open, atk_moved CASCADE;
 DROP DOMAIN atk_code;
 DROP FUNCTION atk_valid_code(text);
 DROP OWNED BY atk_admin, atk_user;

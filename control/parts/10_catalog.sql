@@ -462,11 +462,13 @@ $$;
 CREATE FUNCTION decoupled._check_replica_count(cluster_name text, replicas integer) RETURNS void
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF replicas IS NULL OR replicas < 0 THEN
+    -- Each replica is a process (a background worker where the cluster is
+    -- managed): a count far beyond what a server runs only fills the log.
+    IF replicas IS NULL OR replicas < 0 OR replicas > 64 THEN
         RAISE EXCEPTION 'invalid replica count % for cluster "%"',
                         coalesce(replicas::text, 'NULL'), cluster_name
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'A cluster has zero or more replicas; with zero its objects are paused.';
+                  HINT = 'A cluster has from 0 to 64 replicas; with zero its objects are paused.';
     END IF;
 END
 $$;
@@ -474,8 +476,11 @@ $$;
 CREATE FUNCTION decoupled._check_retention(retain interval) RETURNS void
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF retain IS NULL OR retain < interval '0' THEN
-        RAISE EXCEPTION 'retain_history must not be negative, got %', coalesce(retain::text, 'NULL')
+    IF retain IS NULL THEN
+        RAISE EXCEPTION 'retain_history must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF retain < interval '0' THEN
+        RAISE EXCEPTION 'retain_history must not be negative, got %', retain
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 END
@@ -497,9 +502,12 @@ $$;
 CREATE FUNCTION decoupled._lock_cluster(cluster_name text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    IF cluster_name IS NULL THEN
+        RAISE EXCEPTION 'cluster must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     PERFORM FROM decoupled.catalog_clusters c WHERE c.name = cluster_name FOR SHARE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'cluster "%" does not exist', coalesce(cluster_name, 'NULL')
+        RAISE EXCEPTION 'cluster "%" does not exist', cluster_name
             USING ERRCODE = 'undefined_object';
     END IF;
 END
@@ -584,6 +592,9 @@ DECLARE
 BEGIN
     PERFORM decoupled._check_name('cluster', v_name);
     PERFORM decoupled._check_replica_count(v_name, replicas);
+    IF create_cluster.managed IS NULL THEN
+        RAISE EXCEPTION 'managed must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     PERFORM decoupled._begin_catalog_change();
     IF EXISTS (SELECT FROM decoupled.catalog_clusters c WHERE c.name = v_name) THEN
         RAISE EXCEPTION 'cluster "%" already exists', v_name USING ERRCODE = 'duplicate_object';

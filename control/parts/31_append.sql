@@ -230,6 +230,19 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('Expected upper %s, new upper %s.', expected_upper, new_upper);
     END IF;
+    -- An upper far ahead of the clock would pull every later tick, the
+    -- oracle and every source that follows it that far ahead (a tick's time
+    -- is past every table's upper); at the end of time nothing ticks again.
+    -- So an append moves an upper at most 10 s past the wall clock (or one
+    -- millisecond past the expected upper, while the oracle runs ahead of a
+    -- clock that went back).
+    IF new_upper > greatest((extract(epoch FROM clock_timestamp()) * 1000)::bigint + 10000,
+                            expected_upper + 1) THEN
+        RAISE EXCEPTION 'new upper % is more than 10 s ahead of the clock', new_upper
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The oracle''s time is %s.', decoupled.oracle_now()),
+                  HINT = 'Append up to the current time; later times with later appends.';
+    END IF;
     IF updates IS NULL OR jsonb_typeof(updates) <> 'array' THEN
         RAISE EXCEPTION 'updates must be a JSON array of {"mz_timestamp", "mz_diff", "data"} objects'
             USING ERRCODE = 'invalid_parameter_value';

@@ -329,6 +329,7 @@ DECLARE
     v_victim  decoupled.catalog_objects;
     v_version bigint;
     v_column  record;
+    v_denied  text;
 BEGIN
     IF to_regclass('decoupled.catalog_objects') IS NULL THEN
         RETURN;  -- the extension itself is being dropped
@@ -381,6 +382,30 @@ BEGIN
     END LOOP;
     SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id) INTO v_what
       FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (v_roots);
+    -- A view's, source's or sink's relation goes by PostgreSQL's rules too
+    -- (a schema's owner drops what others made in it): its history goes
+    -- only by the catalog's — its creator, decoupled_admin, a superuser
+    -- (_caller(): who issued the DROP, recorded by the DDL guard).
+    -- A registered table's history is its table's owner's, whoever that is.
+    SELECT format('%s "%s"', o.kind, o.name) INTO v_denied
+      FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = ANY (v_roots) AND o.kind <> 'table'
+       AND NOT decoupled._caller_is_admin()
+       AND NOT coalesce(EXISTS (SELECT FROM pg_roles r
+                                 WHERE r.oid = (o.definition->>'owner')::oid)
+                        AND pg_has_role(decoupled._caller(), (o.definition->>'owner')::oid,
+                                        'USAGE'),
+                        false)
+     ORDER BY o.lifetime_id
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied to drop %', v_denied
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its history is dropped with it: only its creator, members of '
+                           'decoupled_admin and superusers may, also through DROP SCHEMA or '
+                           'DROP OWNED.',
+                  HINT = 'Ask one of them to drop it with decoupled.drop().';
+    END IF;
     v_roots := decoupled._with_subsources(v_roots);
     -- PostgreSQL cascaded only through relations.  A statement that is no
     -- DROP cascaded if it took a written plan away.

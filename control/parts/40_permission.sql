@@ -402,7 +402,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
     IF _release_hold.id IS NULL THEN
-        RAISE EXCEPTION 'hold NULL does not exist' USING ERRCODE = 'undefined_object';
+        RAISE EXCEPTION 'hold id must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     -- The durable protection is lifted lazily, at adapterd's next hold
     -- publication (decoupled.publish_holds() runs one now).

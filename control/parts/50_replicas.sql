@@ -42,6 +42,10 @@ BEGIN
                         create_replica.name, create_replica.cluster
             USING ERRCODE = 'duplicate_object';
     END IF;
+    PERFORM decoupled._check_replica_count(create_replica.cluster,
+                                           (SELECT count(*)::integer + 1
+                                              FROM decoupled.catalog_replicas r
+                                             WHERE r.cluster = create_replica.cluster));
     INSERT INTO decoupled.catalog_replicas (cluster, name, external)
     VALUES (create_replica.cluster, create_replica.name, coalesce(create_replica.external, false));
 END
@@ -153,8 +157,12 @@ DECLARE
     schema    text := decoupled._caller_schema();
 BEGIN
     PERFORM decoupled._check_name('source', _create_source.name);
-    IF generator IS NULL OR NOT EXISTS (SELECT FROM decoupled._generator_outputs(generator)) THEN
-        RAISE EXCEPTION 'unknown load generator "%"', coalesce(generator, 'NULL')
+    IF generator IS NULL THEN
+        RAISE EXCEPTION 'generator must not be null' USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Generators: counter, auction.';
+    END IF;
+    IF NOT EXISTS (SELECT FROM decoupled._generator_outputs(generator)) THEN
+        RAISE EXCEPTION 'unknown load generator "%"', generator
             USING ERRCODE = 'undefined_object', HINT = 'Generators: counter, auction.';
     END IF;
     IF options IS NULL OR jsonb_typeof(options) <> 'object' THEN
@@ -538,6 +546,14 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_count bigint;
 BEGIN
+    IF retention IS NULL THEN
+        RAISE EXCEPTION 'retention must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF retention < interval '0' THEN
+        RAISE EXCEPTION 'retention must not be negative, got %', retention
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Status history older than the retention goes; ''0'' prunes all of it.';
+    END IF;
     DELETE FROM decoupled.status_events e WHERE e.occurred_at < now() - retention;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;

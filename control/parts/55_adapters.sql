@@ -77,12 +77,14 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM decoupled._check_name('adapter', adapter);
+    IF retire_incarnation.incarnation IS NULL THEN
+        RAISE EXCEPTION 'incarnation must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     PERFORM FROM decoupled.catalog_adapter_incarnations i
      WHERE i.adapter = retire_incarnation.adapter AND i.incarnation = retire_incarnation.incarnation
        FOR NO KEY UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'adapter "%" has no incarnation %', adapter,
-                        coalesce(retire_incarnation.incarnation::text, 'NULL')
+        RAISE EXCEPTION 'adapter "%" has no incarnation %', adapter, retire_incarnation.incarnation
             USING ERRCODE = 'undefined_object';
     END IF;
     -- Exactly this owner's holds and sessions; a peer's are never touched.

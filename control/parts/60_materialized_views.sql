@@ -385,6 +385,15 @@ BEGIN
                       HINT = format('Choose as_of %s or later, or protect older history with a '
                                     'hold before it is compacted.', v_min.readable_from);
         END IF;
+        -- A time that has not come: the view would wait for its inputs to
+        -- reach it (at the end of time, for ever) while looking hydrated.
+        IF _create_materialized_view.as_of > decoupled.oracle_now() THEN
+            RAISE EXCEPTION 'materialized view "%" cannot start at %: that time has not come',
+                            v_name, _create_materialized_view.as_of
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = format('Choose as_of up to decoupled.oracle_now() (now %s).',
+                                    decoupled.oracle_now());
+        END IF;
         v_as_of := _create_materialized_view.as_of;
     ELSIF v_inputs = '{}' THEN
         v_as_of := decoupled._next_timestamp(0);

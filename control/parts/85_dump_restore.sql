@@ -213,6 +213,19 @@ CREATE FUNCTION decoupled._finish_restore() RETURNS boolean
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF NOT decoupled._restoring() THEN
+        -- A restore the catalog refused (it has declarations of its own)
+        -- still set its sequences back to the dump's values: SEQUENCE SET
+        -- is no COPY the catalog can refuse.  Ids in use are never handed
+        -- out again.  (rowid_seq only orders identical copies of a row.)
+        PERFORM setval('decoupled.lifetime_id_seq',
+                       greatest(max(o.lifetime_id), (SELECT s.last_value
+                                                      FROM decoupled.lifetime_id_seq s)))
+           FROM decoupled.catalog_objects o HAVING max(o.lifetime_id) IS NOT NULL;
+        PERFORM setval(pg_get_serial_sequence('decoupled.catalog_replicas', 'replica_id'),
+                       greatest(max(r.replica_id),
+                                (SELECT s.last_value
+                                   FROM decoupled.catalog_replicas_replica_id_seq s)))
+           FROM decoupled.catalog_replicas r HAVING max(r.replica_id) IS NOT NULL;
         RETURN false;
     END IF;
     IF NOT EXISTS (SELECT FROM decoupled.catalog_meta) THEN
