@@ -5499,3 +5499,202 @@ BEGIN
 END
 $$;
 
+
+-- Capture: TRUNCATEs retract what is pending consolidated (34_wal_capture);
+-- a stall before the first pass since a start is reported, and says whether
+-- the worker runs (80_views); unregistering a table views read says so
+-- (32_registered_tables, 33_drops).
+DROP FUNCTION decoupled._refuse_dependents(text, bigint[]);
+CREATE FUNCTION decoupled._refuse_dependents(what text, ids bigint[], verb text DEFAULT 'drop')
+RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_list text;
+BEGIN
+    SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id) INTO v_list
+      FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (decoupled._dependents(ids));
+    IF v_list IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot % % because other objects depend on it', verb, what
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = 'Depending on it: ' || v_list || '.',
+                  HINT = CASE WHEN verb = 'drop'
+                              THEN 'Use decoupled.drop(name, cascade => true) to drop them too.'
+                              ELSE 'Drop them first: they read its history.' END;
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._unregister_table(tbl regclass) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_version bigint;
+    o         decoupled.catalog_objects;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    v_version := decoupled._begin_catalog_change();
+    SELECT * INTO o FROM decoupled.catalog_objects c
+     WHERE c.relation = tbl AND c.kind = 'table' AND c.dropped_at IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'table "%" is not registered', tbl USING ERRCODE = 'undefined_object';
+    END IF;
+    PERFORM decoupled._check_table_owner(tbl, 'unregister it');
+    PERFORM decoupled._refuse_dependents(format('table "%s"', o.name), ARRAY[o.lifetime_id],
+                                         'unregister');
+    PERFORM decoupled._drop_object(o, v_version);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._capture_held_negated(id bigint) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_key    jsonb := (SELECT o.definition->'key' FROM decoupled.catalog_objects o
+                        WHERE o.lifetime_id = id);
+    v_pend   text := decoupled._storage(id, 'pending');
+    v_marked text := '';
+    v_firsts text := (SELECT string_agg(format('(pg_catalog.array_agg(x.%I))[1]', c->>'name'),
+                                        ', ' ORDER BY ord)
+                        FROM decoupled.catalog_objects o,
+                             jsonb_array_elements(o.definition->'columns')
+                                 WITH ORDINALITY AS x(c, ord)
+                       WHERE o.lifetime_id = id);
+BEGIN
+    IF v_key IS NOT NULL THEN
+        v_marked := format(' WHERE NOT EXISTS (SELECT FROM %s p '
+                           '  WHERE p.mz_diff OPERATOR(pg_catalog.=) 0 AND %s)', v_pend,
+                           (SELECT string_agg(format('p.%1$I OPERATOR(pg_catalog.=) c.%1$I', k),
+                                              ' AND ')
+                              FROM jsonb_array_elements_text(v_key) k));
+    END IF;
+    RETURN format('SELECT -pg_catalog.sum(x.mz_d), %6$s '
+                  '  FROM (SELECT 1 AS mz_d, ROW(%1$s)::pg_catalog.text AS mz_k, %1$s '
+                  '          FROM %2$s c%3$s '
+                  '        UNION ALL '
+                  '        SELECT p.mz_diff, ROW(%4$s)::pg_catalog.text, %4$s FROM %5$s p '
+                  '         WHERE p.mz_diff OPERATOR(pg_catalog.<>) 0) x '
+                  ' GROUP BY x.mz_k HAVING pg_catalog.sum(x.mz_d) OPERATOR(pg_catalog.<>) 0',
+                  decoupled._cols(id, 'c.'), decoupled._storage(id, 'cur'), v_marked,
+                  decoupled._cols(id, 'p.'), v_pend, v_firsts);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._record_capture_health() RETURNS integer
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_stalled boolean;
+    v_error   text;
+    v_count   integer;
+BEGIN
+    IF NOT EXISTS (SELECT FROM decoupled.capture_relations) THEN
+        RETURN 0;
+    END IF;
+    SELECT c.status = 'stalled'
+           AND (c.worker_pid IS NOT NULL
+                OR pg_postmaster_start_time() < now() - interval '30 s'),
+           -- As decoupled.object_statuses says it.
+           CASE WHEN c.last_error IS NOT NULL THEN 'WAL capture: ' || c.last_error
+                WHEN c.worker_pid IS NULL THEN 'WAL capture is not running'
+                ELSE 'WAL capture has made no progress for 30 s with changes waiting' END
+      INTO v_stalled, v_error
+      FROM decoupled.capture c;
+    INSERT INTO decoupled.status_events (lifetime_id, status, error)
+    SELECT t.lifetime_id, t.status, t.error
+      FROM (SELECT r.lifetime_id,
+                   CASE WHEN v_stalled THEN 'stalled' ELSE coalesce(h.status, 'running') END
+                       AS status,
+                   CASE WHEN v_stalled THEN v_error ELSE h.error END AS error,
+                   (SELECT CASE WHEN e.error LIKE 'WAL capture%' THEN 'capture stalled'
+                                ELSE e.status END
+                      FROM decoupled.status_events e
+                     WHERE e.lifetime_id = r.lifetime_id AND e.replica IS NULL
+                     ORDER BY e.event_id DESC LIMIT 1) AS last_event
+              FROM decoupled.capture_relations r
+              JOIN decoupled.catalog_objects o USING (lifetime_id)
+              LEFT JOIN decoupled.table_health h USING (lifetime_id)
+             WHERE o.dropped_at IS NULL) t
+     WHERE CASE WHEN v_stalled THEN 'capture stalled' ELSE t.status END
+           <> coalesce(t.last_event, 'running');
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._refuse_dependents(text, bigint[], text) FROM PUBLIC;
+CREATE OR REPLACE VIEW decoupled.capture AS
+    WITH s AS (SELECT * FROM decoupled._capture_state()),
+         n AS (SELECT count(*) FILTER (WHERE c.relation IS NOT NULL) AS wal_tables,
+                      count(*) FILTER (WHERE c.relation IS NULL) AS trigger_tables
+                 FROM decoupled.catalog_objects o
+                 LEFT JOIN decoupled.capture_relations c USING (lifetime_id)
+                WHERE o.kind = 'table' AND o.dropped_at IS NULL),
+         w AS (SELECT CASE WHEN pg_is_in_recovery() THEN NULL
+                           ELSE pg_current_wal_lsn() END AS lsn)
+    SELECT current_setting('decoupled.capture') AS setting,
+           current_setting('wal_level') AS wal_level,
+           CASE WHEN current_setting('decoupled.capture') <> 'wal'
+                  OR current_setting('wal_level') <> 'logical' THEN
+                    CASE WHEN n.wal_tables > 0 THEN 'releasing' ELSE 'off' END
+                WHEN n.wal_tables = 0 AND n.trigger_tables = 0 THEN 'idle'
+                WHEN s.pid IS NULL OR s.last_error IS NOT NULL
+                  OR (s.progress_at < now() - interval '30 s'
+                      AND (s.captured_through IS NULL
+                           OR w.lsn > s.captured_through)) THEN 'stalled'
+                ELSE 'running' END AS status,
+           n.wal_tables, n.trigger_tables, s.pid AS worker_pid,
+           sl.slot_name::text, sl.active AS slot_active,
+           p.captured_lsn, p.captured_at, s.captured_through, s.progress_at,
+           -- Before the worker's first pass since a start, from the
+           -- position it recorded last.
+           CASE WHEN sl.slot_name IS NOT NULL
+                THEN pg_wal_lsn_diff(w.lsn, coalesce(s.captured_through, p.captured_lsn))::bigint
+                END AS lag_bytes,
+           pg_wal_lsn_diff(w.lsn, sl.restart_lsn)::bigint AS retained_wal_bytes,
+           -- A table's error only to those who may read the table (one gone
+           -- since: to nobody); one of no table's to all.
+           CASE WHEN e.lifetime_id IS NULL THEN e.last_error
+                ELSE decoupled._visible_error(
+                         e.last_error,
+                         coalesce((SELECT o.relation::oid FROM decoupled.catalog_objects o
+                                    WHERE o.lifetime_id = e.lifetime_id), 0::oid),
+                         coalesce((SELECT o.name::text FROM decoupled.catalog_objects o
+                                    WHERE o.lifetime_id = e.lifetime_id), 'a dropped table'))
+                END AS last_error,
+           s.error_at
+      FROM s CROSS JOIN n CROSS JOIN w CROSS JOIN decoupled._capture_error() e
+      LEFT JOIN pg_replication_slots sl ON sl.slot_name = 'pg_decoupled'
+      LEFT JOIN decoupled.capture_progress p ON true;
+CREATE OR REPLACE VIEW decoupled.object_statuses AS
+    SELECT o.name::text, o.kind, r.name::text AS replica,
+           CASE WHEN r.replica_id IS NULL THEN 'paused'
+                ELSE coalesce(h.status, 'created') END AS status,
+           decoupled._visible_error(h.error, o.relation, o.name) AS error,
+           CASE WHEN r.replica_id IS NULL THEN 'no replica is running it' ELSE h.hint END
+               AS hint,
+           h.updated_at, h.transition_at, h.hydrated
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
+      LEFT JOIN decoupled.replica_health h
+             ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
+            AND h.deployment = (SELECT d.name FROM decoupled.catalog_deployments d
+                                 WHERE d.state = 'active')
+     WHERE o.dropped_at IS NULL AND o.kind <> 'table'
+    UNION ALL
+    SELECT o.name::text, o.kind, NULL,
+           CASE WHEN w.stalled THEN 'stalled' ELSE coalesce(h.status, 'running') END,
+           CASE WHEN NOT coalesce(w.stalled, false)
+                THEN decoupled._visible_error(h.error, o.relation, o.name)
+                WHEN w.last_error IS NOT NULL THEN 'WAL capture: ' || w.last_error
+                WHEN w.worker_pid IS NULL THEN 'WAL capture is not running'
+                ELSE 'WAL capture has made no progress for 30 s with changes waiting' END,
+           CASE WHEN w.stalled THEN 'Its writes wait in the WAL; see decoupled.capture.'
+                ELSE h.hint END,
+           h.updated_at, h.transition_at, NULL
+      FROM decoupled.catalog_objects o
+      LEFT JOIN decoupled.table_health h USING (lifetime_id)
+      LEFT JOIN LATERAL (
+          SELECT c.status = 'stalled' AS stalled, c.last_error, c.worker_pid
+            FROM decoupled.capture c
+           WHERE EXISTS (SELECT FROM decoupled.capture_relations r
+                          WHERE r.lifetime_id = o.lifetime_id)) w ON true
+     WHERE o.dropped_at IS NULL AND o.kind = 'table';

@@ -375,6 +375,12 @@ const char* subquery_problem(RangeTblEntry* rte) {
         case decoupled::StrategyKind::Groups:
             break;
     }
+    Query* sub = rte->subquery;
+    if (sub->groupClause == NIL && sub->distinctClause == NIL && sub->setOperations == nullptr)
+        return psprintf(
+            "it reads %s, whose rows are grouped in a subquery of its own: a grouped subquery "
+            "is incremental only directly under the view's query",
+            what);
     return psprintf(
         "it reads %s, which groups its rows: incremental only alone in FROM, its keys among the "
         "view's columns",

@@ -219,13 +219,21 @@ int slot_of(Node* expr, List* slots, Query* query) {
     return -1;
 }
 
-// Is `op` over `type` the type's own built-in equality (the one the
-// partition filter uses)?
-bool key_equality(Oid op, Oid left, Oid right) {
-    if (left != right) return false;
-    TypeCacheEntry* type = lookup_type_cache(left, TYPECACHE_EQ_OPR);
-    return OidIsValid(type->eq_opr) && type->eq_opr == op &&
-           operator_namespace(op) == PG_CATALOG_NAMESPACE;
+// Is `op` between `left` and `right` the type's own built-in equality (the
+// one the partition filter uses), under the collation each side has?  The
+// filter finds a partition's rows by each side's key with that side's
+// collation: an equality under a nondeterministic collation the sides do
+// not both have (x.t COLLATE ci = y.t) makes rows of different partitions
+// ('a', 'A') equal, and the touched partitions would miss them.
+bool key_equality(Oid op, Oid collation, Node* left, Node* right) {
+    Oid type = exprType(left);
+    if (type != exprType(right)) return false;
+    TypeCacheEntry* entry = lookup_type_cache(type, TYPECACHE_EQ_OPR);
+    if (!OidIsValid(entry->eq_opr) || entry->eq_opr != op ||
+        operator_namespace(op) != PG_CATALOG_NAMESPACE)
+        return false;
+    return !OidIsValid(collation) || get_collation_isdeterministic(collation) ||
+           (exprCollation(left) == collation && exprCollation(right) == collation);
 }
 
 bool equality_sides(Node* clause, Node** left, Node** right) {
@@ -234,7 +242,7 @@ bool equality_sides(Node* clause, Node** left, Node** right) {
     if (list_length(op->args) != 2) return false;
     *left = static_cast<Node*>(linitial(op->args));
     *right = static_cast<Node*>(lsecond(op->args));
-    return key_equality(op->opno, exprType(*left), exprType(*right));
+    return key_equality(op->opno, op->inputcollid, *left, *right);
 }
 
 void add_edge(List** edges, int a, Node* key_a, int b, Node* key_b, Node* where) {
@@ -308,7 +316,7 @@ void sublink_edge(int s, Query* q, List* slots, List** edges) {
     Node* outer = static_cast<Node*>(linitial(test->args));
     Node* param = static_cast<Node*>(lsecond(test->args));
     Node* inner = reinterpret_cast<Node*>(linitial_node(TargetEntry, sub->targetList)->expr);
-    if (!IsA(param, Param) || !key_equality(test->opno, exprType(outer), exprType(inner))) return;
+    if (!IsA(param, Param) || !key_equality(test->opno, test->inputcollid, outer, inner)) return;
     if (slot_of(inner, slots, sub) != s) return;
     if (slot->via == Via::NotIn && contain_vars_of_level(reinterpret_cast<Node*>(sub), 1)) return;
     int o = slot_of(outer, slots, q);
@@ -515,7 +523,7 @@ const char* one_key(Query* q, Partitioning* out, List* edges) {
         if (covers) chosen = root;
     }
     if (chosen < 0)
-        return "its joins and subqueries do not all meet on one equality key of one type";
+        return "its joins and subqueries do not all meet on one equality key of one type and collation";
     for (int i = 0; i < n; ++i) {
         auto* node = static_cast<Edge*>(list_nth(nodes, i));
         if (find(parent, i) == chosen) p.keys[node->a] = node->key_a;
@@ -528,7 +536,7 @@ const char* one_key(Query* q, Partitioning* out, List* edges) {
             class_edges = lappend(class_edges, e);
     }
     if (!joins_bridged(reinterpret_cast<Node*>(q->jointree), q, p.slots, class_edges))
-        return "its joins and subqueries do not all meet on one equality key of one type";
+        return "its joins and subqueries do not all meet on one equality key of one type and collation";
 
     // Grouping on top: each group must lie in one partition.
     if (q->hasAggs || q->groupClause != NIL || q->distinctClause != NIL) {

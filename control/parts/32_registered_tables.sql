@@ -325,7 +325,8 @@ BEGIN
         RAISE EXCEPTION 'table "%" is not registered', tbl USING ERRCODE = 'undefined_object';
     END IF;
     PERFORM decoupled._check_table_owner(tbl, 'unregister it');
-    PERFORM decoupled._refuse_dependents(format('table "%s"', o.name), ARRAY[o.lifetime_id]);
+    PERFORM decoupled._refuse_dependents(format('table "%s"', o.name), ARRAY[o.lifetime_id],
+                                         'unregister');
     PERFORM decoupled._drop_object(o, v_version);
 END
 $$;

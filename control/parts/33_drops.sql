@@ -52,7 +52,9 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
      WHERE o.dropped_at IS NULL AND d.id <> ALL (ids)
 $$;
 
-CREATE FUNCTION decoupled._refuse_dependents(what text, ids bigint[]) RETURNS void
+-- `verb`: what the caller was asked to do ('drop', 'unregister').
+CREATE FUNCTION decoupled._refuse_dependents(what text, ids bigint[], verb text DEFAULT 'drop')
+RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_list text;
@@ -60,10 +62,12 @@ BEGIN
     SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id) INTO v_list
       FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (decoupled._dependents(ids));
     IF v_list IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot drop % because other objects depend on it', what
+        RAISE EXCEPTION 'cannot % % because other objects depend on it', verb, what
             USING ERRCODE = 'dependent_objects_still_exist',
                   DETAIL = 'Depending on it: ' || v_list || '.',
-                  HINT = 'Use decoupled.drop(name, cascade => true) to drop them too.';
+                  HINT = CASE WHEN verb = 'drop'
+                              THEN 'Use decoupled.drop(name, cascade => true) to drop them too.'
+                              ELSE 'Drop them first: they read its history.' END;
     END IF;
 END
 $$;

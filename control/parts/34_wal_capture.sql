@@ -264,7 +264,12 @@ $$;
 -- A statement that yields every row collection `id` holds — its current
 -- rows and what is pending — negated, as rows of its pending table.  A
 -- pending retraction by key (mz_diff 0, index_tick.cpp) has retracted its
--- key's current row already: that row is not retracted twice.
+-- key's current row already: that row is not retracted twice.  Consolidated
+-- (one row per distinct row, by its text): what is pending goes to one
+-- tick, where only the net counts, and a negation of every pending row one
+-- by one doubled pending at every TRUNCATE a pass read (25 in a row made
+-- hundreds of millions of rows).  Insert-only: a tick moving pending rows
+-- meanwhile still gets their negation at the next tick.
 CREATE FUNCTION decoupled._capture_held_negated(id bigint) RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -272,6 +277,12 @@ DECLARE
                         WHERE o.lifetime_id = id);
     v_pend   text := decoupled._storage(id, 'pending');
     v_marked text := '';
+    v_firsts text := (SELECT string_agg(format('(pg_catalog.array_agg(x.%I))[1]', c->>'name'),
+                                        ', ' ORDER BY ord)
+                        FROM decoupled.catalog_objects o,
+                             jsonb_array_elements(o.definition->'columns')
+                                 WITH ORDINALITY AS x(c, ord)
+                       WHERE o.lifetime_id = id);
 BEGIN
     IF v_key IS NOT NULL THEN
         v_marked := format(' WHERE NOT EXISTS (SELECT FROM %s p '
@@ -280,11 +291,15 @@ BEGIN
                                               ' AND ')
                               FROM jsonb_array_elements_text(v_key) k));
     END IF;
-    RETURN format('SELECT -1, %1$s FROM %2$s c%3$s '
-                  'UNION ALL SELECT -p.mz_diff, %4$s FROM %5$s p '
-                  ' WHERE p.mz_diff OPERATOR(pg_catalog.<>) 0',
+    RETURN format('SELECT -pg_catalog.sum(x.mz_d), %6$s '
+                  '  FROM (SELECT 1 AS mz_d, ROW(%1$s)::pg_catalog.text AS mz_k, %1$s '
+                  '          FROM %2$s c%3$s '
+                  '        UNION ALL '
+                  '        SELECT p.mz_diff, ROW(%4$s)::pg_catalog.text, %4$s FROM %5$s p '
+                  '         WHERE p.mz_diff OPERATOR(pg_catalog.<>) 0) x '
+                  ' GROUP BY x.mz_k HAVING pg_catalog.sum(x.mz_d) OPERATOR(pg_catalog.<>) 0',
                   decoupled._cols(id, 'c.'), decoupled._storage(id, 'cur'), v_marked,
-                  decoupled._cols(id, 'p.'), v_pend);
+                  decoupled._cols(id, 'p.'), v_pend, v_firsts);
 END
 $$;
 
@@ -319,13 +334,17 @@ CREATE VIEW decoupled.capture AS
                 WHEN n.wal_tables = 0 AND n.trigger_tables = 0 THEN 'idle'
                 WHEN s.pid IS NULL OR s.last_error IS NOT NULL
                   OR (s.progress_at < now() - interval '30 s'
-                      AND w.lsn > s.captured_through) THEN 'stalled'
+                      AND (s.captured_through IS NULL
+                           OR w.lsn > s.captured_through)) THEN 'stalled'
                 ELSE 'running' END AS status,
            n.wal_tables, n.trigger_tables, s.pid AS worker_pid,
            sl.slot_name::text, sl.active AS slot_active,
            p.captured_lsn, p.captured_at, s.captured_through, s.progress_at,
+           -- Before the worker's first pass since a start, from the
+           -- position it recorded last.
            CASE WHEN sl.slot_name IS NOT NULL
-                THEN pg_wal_lsn_diff(w.lsn, s.captured_through)::bigint END AS lag_bytes,
+                THEN pg_wal_lsn_diff(w.lsn, coalesce(s.captured_through, p.captured_lsn))::bigint
+                END AS lag_bytes,
            pg_wal_lsn_diff(w.lsn, sl.restart_lsn)::bigint AS retained_wal_bytes,
            -- A table's error only to those who may read the table (one gone
            -- since: to nobody); one of no table's to all.
@@ -364,7 +383,10 @@ BEGIN
     SELECT c.status = 'stalled'
            AND (c.worker_pid IS NOT NULL
                 OR pg_postmaster_start_time() < now() - interval '30 s'),
-           coalesce('WAL capture: ' || c.last_error, 'WAL capture is not running')
+           -- As decoupled.object_statuses says it.
+           CASE WHEN c.last_error IS NOT NULL THEN 'WAL capture: ' || c.last_error
+                WHEN c.worker_pid IS NULL THEN 'WAL capture is not running'
+                ELSE 'WAL capture has made no progress for 30 s with changes waiting' END
       INTO v_stalled, v_error
       FROM decoupled.capture c;
     INSERT INTO decoupled.status_events (lifetime_id, status, error)

@@ -136,16 +136,19 @@ CREATE VIEW decoupled.object_statuses AS
     UNION ALL
     SELECT o.name::text, o.kind, NULL,
            CASE WHEN w.stalled THEN 'stalled' ELSE coalesce(h.status, 'running') END,
-           CASE WHEN w.stalled THEN coalesce('WAL capture: ' || w.last_error,
-                                             'WAL capture is not running')
-                ELSE decoupled._visible_error(h.error, o.relation, o.name) END,
+           CASE WHEN NOT coalesce(w.stalled, false)
+                THEN decoupled._visible_error(h.error, o.relation, o.name)
+                WHEN w.last_error IS NOT NULL THEN 'WAL capture: ' || w.last_error
+                WHEN w.worker_pid IS NULL THEN 'WAL capture is not running'
+                ELSE 'WAL capture has made no progress for 30 s with changes waiting' END,
            CASE WHEN w.stalled THEN 'Its writes wait in the WAL; see decoupled.capture.'
                 ELSE h.hint END,
            h.updated_at, h.transition_at, NULL
       FROM decoupled.catalog_objects o
       LEFT JOIN decoupled.table_health h USING (lifetime_id)
       LEFT JOIN LATERAL (
-          SELECT c.status = 'stalled' AS stalled, c.last_error FROM decoupled.capture c
+          SELECT c.status = 'stalled' AS stalled, c.last_error, c.worker_pid
+            FROM decoupled.capture c
            WHERE EXISTS (SELECT FROM decoupled.capture_relations r
                           WHERE r.lifetime_id = o.lifetime_id)) w ON true
      WHERE o.dropped_at IS NULL AND o.kind = 'table';
