@@ -58,6 +58,7 @@ OBJS = \
 	extension/familiar_ddl.o \
 	extension/wait_functions.o \
 	extension/append_core.o \
+	extension/domain_types.o \
 	extension/write_locks.o \
 	extension/index_tick.o \
 	extension/history_writes.o \

@@ -5698,3 +5698,202 @@ CREATE OR REPLACE VIEW decoupled.object_statuses AS
            WHERE EXISTS (SELECT FROM decoupled.capture_relations r
                           WHERE r.lifetime_id = o.lifetime_id)) w ON true
      WHERE o.dropped_at IS NULL AND o.kind = 'table';
+
+-- Second security probe: finalization never drops a live object with what it
+-- cascades to; dry_run's types qualified; a replica's upper at most a day
+-- and 10 s past the clock.
+CREATE OR REPLACE FUNCTION decoupled.finalize_dropped() RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_id    bigint;
+    v_count integer := 0;
+    v_lock   text := current_setting('lock_timeout');
+    v_tables text;
+    v_live   bigint[];
+    v_broken text;
+BEGIN
+    PERFORM set_config('lock_timeout', '50ms', true);
+    -- Written plans first: they read the storage of other collections.
+    PERFORM decoupled._drop_quietly('VIEW', decoupled._storage(o.lifetime_id, 'plan'))
+       FROM decoupled.catalog_objects o
+      WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+        AND o.kind = 'materialized view';
+    FOR v_id IN SELECT o.lifetime_id FROM decoupled.catalog_objects o
+                 WHERE o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+                 ORDER BY o.lifetime_id DESC
+    LOOP
+        -- Its frontier row before its storage (the global lock order), and
+        -- without waiting: a writer that locked it before the drop committed
+        -- may still be at work; this collection waits for a later round.
+        PERFORM FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id
+            FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_frontiers f
+                                  WHERE f.lifetime_id = v_id) THEN
+            CONTINUE;
+        END IF;
+        BEGIN
+            PERFORM decoupled._drop_public_view(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id;
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['plan', 'delta', 'before', 'history', 'history_cur',
+                                 'history_dead']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            -- Locked without waiting first: lock_timeout is not enough
+            -- (the controller's round waited on it for as long as any role
+            -- that may read a history view kept a lock on it).
+            -- CASCADE: the history views are PUBLIC, and whatever a role
+            -- built on them (a view, a function's body) reads a collection
+            -- that is gone; it must not keep the storage forever.  But no
+            -- live object of the catalog goes with it (a maintained view
+            -- calling a function whose body read this history): then the
+            -- storage stays, and the round says why.
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'LOCK TABLE ' || v_tables || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
+                v_live := ARRAY(SELECT o.lifetime_id FROM decoupled.catalog_objects o
+                                 WHERE o.dropped_at IS NULL);
+                EXECUTE 'DROP VIEW ' || v_tables || ' CASCADE';
+                SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ') INTO v_broken
+                  FROM decoupled.catalog_objects o
+                 WHERE o.lifetime_id = ANY (v_live) AND o.dropped_at IS NOT NULL;
+                IF v_broken IS NOT NULL THEN
+                    RAISE EXCEPTION 'storage of dropped collection % is still read by %', v_id,
+                                    v_broken
+                        USING ERRCODE = 'dependent_objects_still_exist';
+                END IF;
+            END IF;
+            SELECT string_agg(r::text, ', ') INTO v_tables
+              FROM unnest(ARRAY['state', 'dstate', 'cur', 'dead', 'stage', 'pending']) part,
+                   LATERAL to_regclass(decoupled._storage(v_id, part)) r
+             WHERE r IS NOT NULL;
+            IF v_tables IS NOT NULL THEN
+                EXECUTE 'LOCK TABLE ' || v_tables || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
+                EXECUTE 'DROP TABLE ' || v_tables;
+            END IF;
+            -- A sink's table is its creator's data: hand it over.
+            PERFORM decoupled._hand_over_sink_table(o) FROM decoupled.catalog_objects o
+             WHERE o.lifetime_id = v_id AND o.kind = 'sink';
+            DELETE FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_id;
+            DELETE FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_id;
+            UPDATE decoupled.catalog_objects o SET finalized_at = now() WHERE o.lifetime_id = v_id;
+            v_count := v_count + 1;
+        EXCEPTION
+            WHEN lock_not_available THEN
+                NULL;  -- a reader still has it open: next round
+            WHEN dependent_objects_still_exist THEN
+                GET STACKED DIAGNOSTICS v_broken = MESSAGE_TEXT;
+                RAISE NOTICE '%', v_broken
+                    USING HINT = 'Drop what reads it (a function of theirs may); finalization '
+                                 'retries.';
+        END;
+    END LOOP;
+    -- Arrangements whose drop could not get its locks at once.
+    PERFORM decoupled._drop_unused_arrangements();
+    PERFORM set_config('lock_timeout', v_lock, true);
+    RETURN v_count;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.dry_run(sql text)
+RETURNS TABLE (action text, kind text, name text, detail text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    -- Types qualified too: PL/pgSQL resolves them when it compiles the
+    -- function, in the caller's path.
+    v_path     constant pg_catalog.text := pg_catalog.current_setting('search_path');
+    v_function pg_catalog.text;
+    v_before   pg_catalog.text[];
+    v_after    pg_catalog.text[];
+    v_marker   constant pg_catalog.text := 'pg_decoupled dry run';
+    v_detail   pg_catalog.text;
+BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    v_function := substring(sql FROM '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(');
+    IF v_function IS NULL OR sql ~ ';\s*\S'
+       OR v_function NOT IN ('create_cluster', 'alter_cluster', 'drop_cluster',
+                             'declare_adapter', 'drop_adapter', 'register_table',
+                             'unregister_table', 'acquire_hold', 'release_hold',
+                             'publish_bounds', 'apply_compaction', 'create_source',
+                             'create_materialized_view', 'create_sink', 'drop',
+                             'create_deployment', 'drop_deployment') THEN
+        RAISE EXCEPTION 'dry_run takes one call of a catalog function'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass the call as text, for example ''SELECT decoupled.create_cluster(...)''.';
+    END IF;
+
+    v_before := decoupled._catalog_inventory();
+    BEGIN
+        SET CONSTRAINTS ALL IMMEDIATE;
+        PERFORM pg_catalog.set_config('search_path', v_path, true);
+        EXECUTE sql;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        v_after := decoupled._catalog_inventory();
+        RAISE EXCEPTION USING ERRCODE = 'DC999', MESSAGE = v_marker;
+    EXCEPTION WHEN OTHERS THEN
+        IF SQLSTATE <> 'DC999' OR SQLERRM <> v_marker THEN
+            GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
+            RETURN QUERY SELECT 'error'::text, NULL::text, NULL::text,
+                                SQLSTATE || ': ' || SQLERRM
+                                || CASE WHEN v_detail <> '' THEN ' (' || v_detail || ')' ELSE '' END;
+            PERFORM pg_catalog.set_config('search_path', v_path, true);
+            RETURN;
+        END IF;
+    END;
+    RETURN QUERY
+        SELECT 'create', split_part(e, ':', 1), substr(e, length(split_part(e, ':', 1)) + 2), NULL
+          FROM unnest(v_after) e WHERE e <> ALL (v_before)
+        UNION ALL
+        SELECT 'drop', split_part(e, ':', 1), substr(e, length(split_part(e, ':', 1)) + 2), NULL
+          FROM unnest(v_before) e WHERE e <> ALL (v_after)
+        ORDER BY 1, 2, 3;
+    RETURN QUERY SELECT 'admitted'::text, NULL::text, NULL::text, 'no admission error'::text;
+    PERFORM pg_catalog.set_config('search_path', v_path, true);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled.replica_append(incarnation bigint, lifetime_id bigint, updates jsonb,
+                                         expected_upper bigint, new_upper bigint) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    i       decoupled.catalog_replica_incarnations;
+    v_upper bigint;
+BEGIN
+    i := decoupled._live_incarnation(replica_append.incarnation);
+    PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
+    -- Only what this replica maintains: a source or a view of its cluster
+    -- (dropped ones too: the append then says so, ZD002).  A registered
+    -- table's history is its capture's alone.
+    IF NOT EXISTS (SELECT FROM decoupled.catalog_objects o
+                     JOIN decoupled.catalog_replicas r ON r.cluster = o.cluster
+                    WHERE o.lifetime_id = replica_append.lifetime_id
+                      AND o.kind IN ('source', 'materialized view')
+                      AND r.replica_id = i.replica_id) THEN
+        RAISE EXCEPTION 'replica incarnation % does not maintain collection %',
+                        replica_append.incarnation, replica_append.lifetime_id
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- No upper far ahead of the clock (it would pull the oracle and every
+    -- tick along, _append): a source's tick, at most a day, ahead, and 10 s.
+    IF new_upper > (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 86400000 + 10000 THEN
+        RAISE EXCEPTION 'new upper % is more than a day ahead of the clock', new_upper
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Its storage without waiting (ZD004, retried shortly): a transaction
+    -- creating views over the collection may hold it (write_locks.hpp).
+    PERFORM decoupled._lock_storage_nowait(replica_append.lifetime_id);
+    SELECT c.upper INTO v_upper FROM decoupled._compare_and_append(
+        replica_append.lifetime_id, updates, expected_upper, new_upper) c;
+    IF v_upper IS NULL THEN
+        RAISE EXCEPTION 'collection % was dropped', replica_append.lifetime_id
+            USING ERRCODE = 'ZD002',  -- dropped meanwhile: the protocol's own class
+                  DETAIL = 'The catalog dropped it after the replica last read it.';
+    END IF;
+    RETURN v_upper;
+END
+$$;
+

@@ -82,6 +82,7 @@ extern "C" {
 
 #include "caller.hpp"
 #include "capture.hpp"
+#include "domain_types.hpp"
 #include "gucs.hpp"
 #include "index_tick.hpp"
 #include "replace_rows.hpp"
@@ -335,56 +336,22 @@ char* key_equal(const Collection* c, const char* left, const char* right) {
 
 // The collection's entry, pinned: built (columns from the catalog) if this
 // backend has none, or none for the storage that now has this id.
-// Whether values of `type` run a domain's CHECK when converted: it is a
-// domain, or holds one as an array's element, a composite's attribute, a
-// range's subtype or a multirange's range.
-bool reaches_domain(Oid type, int depth = 0) {
-    if (depth > 32) return true;  // deeper than any type PostgreSQL makes: assume so
-    check_stack_depth();
-    switch (get_typtype(type)) {
-        case TYPTYPE_DOMAIN:
-            return true;
-        case TYPTYPE_COMPOSITE: {
-            Oid relid = get_typ_typrelid(type);
-            Relation rel = relation_open(relid, AccessShareLock);
-            TupleDesc desc = RelationGetDescr(rel);
-            bool found = false;
-            for (int i = 0; i < desc->natts && !found; i++) {
-                Form_pg_attribute a = TupleDescAttr(desc, i);
-                found = !a->attisdropped && reaches_domain(a->atttypid, depth + 1);
-            }
-            relation_close(rel, AccessShareLock);
-            return found;
-        }
-        case TYPTYPE_RANGE:
-            return reaches_domain(get_range_subtype(type), depth + 1);
-        case TYPTYPE_MULTIRANGE:
-            return reaches_domain(get_multirange_range(type), depth + 1);
-        default: {
-            Oid element = get_element_type(type);
-            return OidIsValid(element) && reaches_domain(element, depth + 1);
-        }
-    }
-}
-
-// The owner `c`'s values are converted as (Collection::converts_as).
-Oid conversion_owner(Oid cur, Oid relation) {
+// The owner `c`'s values are converted as (Collection::converts_as): a
+// registered table's owner, or a view's (or source's) creator — never the
+// owner of its public relation, which is the extension's.
+Oid conversion_owner(Oid cur, Oid owner) {
     Relation rel = relation_open(cur, AccessShareLock);
     TupleDesc desc = RelationGetDescr(rel);
     bool domains = false;
     for (int i = 0; i < desc->natts && !domains; i++) {
         Form_pg_attribute a = TupleDescAttr(desc, i);
-        domains = !a->attisdropped && reaches_domain(a->atttypid);
+        domains = !a->attisdropped && decoupled::reaches_domain(a->atttypid);
     }
     relation_close(rel, AccessShareLock);
     if (!domains) return InvalidOid;
-    HeapTuple tuple = OidIsValid(relation) ? SearchSysCache1(RELOID, ObjectIdGetDatum(relation))
-                                           : nullptr;
-    if (!HeapTupleIsValid(tuple))
+    if (!OidIsValid(owner) || !SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)))
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("collection storage %u has a domain column but no owner", cur)));
-    Oid owner = ((Form_pg_class)GETSTRUCT(tuple))->relowner;
-    ReleaseSysCache(tuple);
     return owner;
 }
 
@@ -415,7 +382,10 @@ Collection* collection(int64 id) {
                "SELECT o.name::text, c->>'name', "
                "       coalesce(c->>'name' = ANY (ARRAY(SELECT jsonb_array_elements_text( "
                "                                            o.definition->'key'))), false), "
-               "       o.relation::oid "
+               "       CASE WHEN o.kind = 'table' "
+               "            THEN (SELECT c.relowner FROM pg_catalog.pg_class c "
+               "                   WHERE c.oid = o.relation) "
+               "            ELSE (o.definition->>'owner')::oid END "
                "  FROM decoupled.catalog_objects o "
                "  LEFT JOIN LATERAL jsonb_array_elements(o.definition->'columns') "
                "       WITH ORDINALITY AS x(c, ord) ON true "
@@ -427,10 +397,10 @@ Collection* collection(int64 id) {
     // Built in this call's memory, then copied into the cache's: nothing
     // of the building stays there.
     uint64 rows = SPI_processed;
-    bool no_relation = false;
-    Oid relation = DatumGetObjectId(
-        SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &no_relation));
-    Oid converts_as = conversion_owner(cur, no_relation ? InvalidOid : relation);
+    bool no_owner = false;
+    Oid owner = DatumGetObjectId(
+        SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &no_owner));
+    Oid converts_as = conversion_owner(cur, no_owner ? InvalidOid : owner);
     char* name = MemoryContextStrdup(cache_context, get_text(0, 1));
     int ncols = 0;
     char** raw = (char**)MemoryContextAllocZero(cache_context, sizeof(char*) * rows);

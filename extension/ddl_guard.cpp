@@ -38,6 +38,7 @@ extern "C" {
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -55,6 +56,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
@@ -319,6 +321,25 @@ void check_view_replace(ViewStmt* stmt) {
                                     psprintf("view %s", get_rel_name(relid)));
 }
 
+// ALTER FUNCTION of a function a maintained view reads, changing what it
+// computes (its settings — search_path first —, volatility, strictness or
+// security): refused like CREATE OR REPLACE.  Its cost, rows, parallel
+// safety, leakproofness and support function only change plans.
+void check_function_alter(AlterFunctionStmt* stmt) {
+    bool changes_meaning = false;
+    ListCell* lc;
+    foreach (lc, stmt->actions) {
+        const char* action = lfirst_node(DefElem, lc)->defname;
+        changes_meaning |= strcmp(action, "set") == 0 || strcmp(action, "volatility") == 0 ||
+                           strcmp(action, "strict") == 0 || strcmp(action, "security") == 0;
+    }
+    if (!changes_meaning) return;
+    Oid fn = LookupFuncWithArgs(stmt->objtype, stmt->func, true);
+    if (!OidIsValid(fn)) return;  // PostgreSQL says it does not exist
+    decoupled::refuse_replacing(ProcedureRelationId, fn,
+                                psprintf("function %s", format_procedure(fn)));
+}
+
 // The checks above, then PostgreSQL (or the hook before ours).
 void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     Node* stmt = pstmt->utilityStmt;
@@ -349,6 +370,9 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
             break;
         case T_ViewStmt:
             if (extension_installed()) check_view_replace(castNode(ViewStmt, stmt));
+            break;
+        case T_AlterFunctionStmt:
+            if (extension_installed()) check_function_alter(castNode(AlterFunctionStmt, stmt));
             break;
         default:
             break;

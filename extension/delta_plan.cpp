@@ -72,6 +72,7 @@ extern "C" {
 
 #include "core/strategy.hpp"
 #include "delta_plan.hpp"
+#include "domain_types.hpp"
 #include "read_rewrite.hpp"
 #include "gucs.hpp"
 #include "kept_statements.hpp"
@@ -925,9 +926,12 @@ bool calls_other_than_builtins(Node* node, void* context) {
     return expression_tree_walker(node, as_walker(calls_other_than_builtins), context);
 }
 
-// A SQL literal of `value` as a value of `type`.
+// A SQL literal of `value` as a value of `type` — without its domains: the
+// statement runs with the extension's rights, and the value came from
+// storage (literal_type).
 char* typed_literal(const char* value, Oid type) {
-    return psprintf("%s::%s", quote_literal_cstr(value), format_type_be_qualified(type));
+    return psprintf("%s::%s", quote_literal_cstr(value),
+                    format_type_be_qualified(decoupled::literal_type(type)));
 }
 
 }  // namespace decoupled::delta
@@ -1242,7 +1246,7 @@ char* groups_filter(HeapTuple* rows, TupleDesc desc, uint64 count, const Keys& k
                          quote_literal_cstr(OidOutputFunctionCall(
                              F_ARRAY_OUT, PointerGetDatum(construct_array(
                                               any, nany, TEXTOID, -1, false, TYPALIGN_INT)))),
-                         format_type_be_qualified(keys.types[0]));
+                         format_type_be_qualified(decoupled::literal_type(keys.types[0])));
     if (tuples.len > 0) appendStringInfo(&filter, "%s%s", filter.len ? " OR " : "", tuples.data);
     return filter.len > 0 ? psprintf("(%s)", filter.data) : nullptr;
 }

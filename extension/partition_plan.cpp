@@ -60,6 +60,7 @@ extern "C" {
 
 #include "core/strategy.hpp"
 #include "delta_plan.hpp"
+#include "domain_types.hpp"
 #include "kept_statements.hpp"
 #include "written_plan.hpp"
 
@@ -730,7 +731,7 @@ char* key_condition(const char* expr, Oid type, List* literals, bool null) {
         foreach (lc, literals)
             appendStringInfo(&buf, "%s%s", foreach_current_index(lc) > 0 ? ", " : "",
                              static_cast<char*>(lfirst(lc)));
-        appendStringInfo(&buf, "]::%s[])", format_type_be_qualified(type));
+        appendStringInfo(&buf, "]::%s[])", format_type_be_qualified(decoupled::literal_type(type)));
     }
     if (null) appendStringInfo(&buf, "%s%s IS NULL", buf.len ? " OR " : "", expr);
     return buf.len ? buf.data : nullptr;

@@ -177,6 +177,12 @@ SELECT 'lost race' AS case_name, * FROM pg_temp.idle(:incarnation, :lim_idle_id,
 SELECT 'nothing changed' AS case_name, * FROM pg_temp.idle(:incarnation, :lim_idle_id, :lim_idle_upper);
 SELECT f.upper = s.upper AS view_at_input_upper
   FROM decoupled.frontiers f, decoupled.frontiers s WHERE f.name = 'lim_idle' AND s.name = 'lim_src';
+-- Nor may a replica move an upper far past the clock.
+SELECT 'replica append at the end of time' AS case_name,
+       pg_temp.attempt(format($$SELECT decoupled.replica_append(%s, %s, '[]', %s,
+                                                               9223372036854775807)$$,
+                              :incarnation, :lim_idle_id, upper)) AS outcome
+  FROM decoupled.frontiers WHERE name = 'lim_idle';
 INSERT INTO lim_src VALUES (1), (2);
 SELECT decoupled.tick_tables() >= 1 AS ticked;
 SELECT upper AS lim_idle_upper FROM decoupled.frontiers WHERE name = 'lim_idle' \gset

@@ -29,6 +29,11 @@ CREATE OR REPLACE FUNCTION vm_double(int) RETURNS int IMMUTABLE LANGUAGE sql AS 
 CREATE OR REPLACE FUNCTION vm_triple(int) RETURNS int IMMUTABLE LANGUAGE sql
     BEGIN ATOMIC SELECT $1; END;
 CREATE OR REPLACE VIEW vm_big AS SELECT id, public.vm_triple(v) AS t FROM vm_t WHERE v > 1;
+-- Nor altered in what it computes (its search_path would pick another
+-- operator); what only changes plans is altered as ever.
+ALTER FUNCTION vm_double(int) SET search_path = public, pg_catalog;
+ALTER FUNCTION vm_double(int) VOLATILE;
+ALTER FUNCTION vm_double(int) COST 5;
 -- What no maintained view reads is replaced as ever.
 CREATE OR REPLACE FUNCTION vm_unused(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 + 1';
 CREATE VIEW vm_other AS SELECT id FROM vm_t;

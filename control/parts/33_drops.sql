@@ -577,6 +577,8 @@ DECLARE
     v_count integer := 0;
     v_lock   text := current_setting('lock_timeout');
     v_tables text;
+    v_live   bigint[];
+    v_broken text;
 BEGIN
     PERFORM set_config('lock_timeout', '50ms', true);
     -- Written plans first: they read the storage of other collections.
@@ -610,10 +612,23 @@ BEGIN
             -- that may read a history view kept a lock on it).
             -- CASCADE: the history views are PUBLIC, and whatever a role
             -- built on them (a view, a function's body) reads a collection
-            -- that is gone; it must not keep the storage forever.
+            -- that is gone; it must not keep the storage forever.  But no
+            -- live object of the catalog goes with it (a maintained view
+            -- calling a function whose body read this history): then the
+            -- storage stays, and the round says why.
             IF v_tables IS NOT NULL THEN
                 EXECUTE 'LOCK TABLE ' || v_tables || ' IN ACCESS EXCLUSIVE MODE NOWAIT';
+                v_live := ARRAY(SELECT o.lifetime_id FROM decoupled.catalog_objects o
+                                 WHERE o.dropped_at IS NULL);
                 EXECUTE 'DROP VIEW ' || v_tables || ' CASCADE';
+                SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ') INTO v_broken
+                  FROM decoupled.catalog_objects o
+                 WHERE o.lifetime_id = ANY (v_live) AND o.dropped_at IS NOT NULL;
+                IF v_broken IS NOT NULL THEN
+                    RAISE EXCEPTION 'storage of dropped collection % is still read by %', v_id,
+                                    v_broken
+                        USING ERRCODE = 'dependent_objects_still_exist';
+                END IF;
             END IF;
             SELECT string_agg(r::text, ', ') INTO v_tables
               FROM unnest(ARRAY['state', 'dstate', 'cur', 'dead', 'stage', 'pending']) part,
@@ -634,9 +649,10 @@ BEGIN
             WHEN lock_not_available THEN
                 NULL;  -- a reader still has it open: next round
             WHEN dependent_objects_still_exist THEN
-                -- Only the extension's own relations read storage tables.
-                RAISE NOTICE 'storage of dropped collection % is still used', v_id
-                    USING HINT = 'Finalization retries.';
+                GET STACKED DIAGNOSTICS v_broken = MESSAGE_TEXT;
+                RAISE NOTICE '%', v_broken
+                    USING HINT = 'Drop what reads it (a function of theirs may); finalization '
+                                 'retries.';
         END;
     END LOOP;
     -- Arrangements whose drop could not get its locks at once.

@@ -535,12 +535,14 @@ RETURNS TABLE (action text, kind text, name text, detail text)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
-    v_path     constant text := pg_catalog.current_setting('search_path');
-    v_function text;
-    v_before   text[];
-    v_after    text[];
-    v_marker   constant text := 'pg_decoupled dry run';
-    v_detail   text;
+    -- Types qualified too: PL/pgSQL resolves them when it compiles the
+    -- function, in the caller's path.
+    v_path     constant pg_catalog.text := pg_catalog.current_setting('search_path');
+    v_function pg_catalog.text;
+    v_before   pg_catalog.text[];
+    v_after    pg_catalog.text[];
+    v_marker   constant pg_catalog.text := 'pg_decoupled dry run';
+    v_detail   pg_catalog.text;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     v_function := substring(sql FROM '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(');

@@ -456,6 +456,12 @@ BEGIN
                         replica_append.incarnation, replica_append.lifetime_id
             USING ERRCODE = 'insufficient_privilege';
     END IF;
+    -- No upper far ahead of the clock (it would pull the oracle and every
+    -- tick along, _append): a source's tick, at most a day, ahead, and 10 s.
+    IF new_upper > (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 86400000 + 10000 THEN
+        RAISE EXCEPTION 'new upper % is more than a day ahead of the clock', new_upper
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- Its storage without waiting (ZD004, retried shortly): a transaction
     -- creating views over the collection may hold it (write_locks.hpp).
     PERFORM decoupled._lock_storage_nowait(replica_append.lifetime_id);
