@@ -5897,3 +5897,115 @@ BEGIN
 END
 $$;
 
+
+-- Third probe round: a TRUNCATE's consolidated retraction keeps whole rows (an
+-- array column broke it); the oracle follows only the uppers it handed out
+-- (not a source's next tick).
+CREATE OR REPLACE FUNCTION decoupled._drop_collection(lifetime_id bigint, catalog_version bigint)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    id         bigint := _drop_collection.lifetime_id;
+    v_released bigint[];
+BEGIN
+    UPDATE decoupled.catalog_objects o
+       SET dropped_at = now(), dropped_in_version = catalog_version
+     WHERE o.lifetime_id = id;
+    -- Time never goes back, even once nothing uses this upper any more:
+    -- an upper the oracle handed out (a registered table's, a view's
+    -- without inputs).  Not a source's, which runs ahead to its next tick
+    -- (up to a day), nor a view's over one (extension/oracle.cpp).
+    UPDATE decoupled.catalog_oracle
+       SET high_water = greatest(high_water,
+                                 (SELECT f.upper FROM decoupled.catalog_frontiers f
+                                    JOIN decoupled.catalog_objects o USING (lifetime_id)
+                                   WHERE f.lifetime_id = id
+                                     AND (o.kind = 'table'
+                                          OR (o.kind = 'materialized view'
+                                              AND o.definition->'inputs' = '[]'::jsonb))));
+    DELETE FROM decoupled.catalog_holds h WHERE h.lifetime_id = id;
+    WITH released AS (
+        DELETE FROM decoupled.catalog_requirements q
+         WHERE q.lifetime_id = id OR q.required_by = id
+        RETURNING q.lifetime_id)
+    SELECT array_agg(r.lifetime_id) INTO v_released FROM released r WHERE r.lifetime_id <> id;
+    PERFORM decoupled._queue_for_publication(v_released);
+    -- Its own entries are left to the publications: they skip dropped
+    -- collections, and a delete here would wait for one draining them.
+    INSERT INTO decoupled.status_events (lifetime_id, status) VALUES (id, 'dropped');
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._capture_held_negated(id bigint) RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_key    jsonb := (SELECT o.definition->'key' FROM decoupled.catalog_objects o
+                        WHERE o.lifetime_id = id);
+    v_pend   text := decoupled._storage(id, 'pending');
+    v_marked text := '';
+    -- Each group's row, as a row of pending (array_agg of an array column
+    -- would make one array of a dimension more).
+    v_fields text := (SELECT string_agg(format('(s.mz_r).%I', c->>'name'), ', ' ORDER BY ord)
+                        FROM decoupled.catalog_objects o,
+                             jsonb_array_elements(o.definition->'columns')
+                                 WITH ORDINALITY AS x(c, ord)
+                       WHERE o.lifetime_id = id);
+BEGIN
+    IF v_key IS NOT NULL THEN
+        v_marked := format(' WHERE NOT EXISTS (SELECT FROM %s p '
+                           '  WHERE p.mz_diff OPERATOR(pg_catalog.=) 0 AND %s)', v_pend,
+                           (SELECT string_agg(format('p.%1$I OPERATOR(pg_catalog.=) c.%1$I', k),
+                                              ' AND ')
+                              FROM jsonb_array_elements_text(v_key) k));
+    END IF;
+    RETURN format('SELECT -s.mz_net, %6$s '
+                  '  FROM (SELECT pg_catalog.sum(x.mz_d) AS mz_net, '
+                  '               (pg_catalog.array_agg(ROW(0, %7$s)::%5$s))[1] AS mz_r '
+                  '          FROM (SELECT 1 AS mz_d, ROW(%1$s)::pg_catalog.text AS mz_k, %1$s '
+                  '                  FROM %2$s c%3$s '
+                  '                UNION ALL '
+                  '                SELECT p.mz_diff, ROW(%4$s)::pg_catalog.text, %4$s FROM %5$s p '
+                  '                 WHERE p.mz_diff OPERATOR(pg_catalog.<>) 0) x '
+                  '         GROUP BY x.mz_k '
+                  '        HAVING pg_catalog.sum(x.mz_d) OPERATOR(pg_catalog.<>) 0) s',
+                  decoupled._cols(id, 'c.'), decoupled._storage(id, 'cur'), v_marked,
+                  decoupled._cols(id, 'p.'), v_pend, v_fields, decoupled._cols(id, 'x.'));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION decoupled._finish_restore() RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT decoupled._restoring() THEN
+        -- A restore the catalog refused (it has declarations of its own)
+        -- still set its sequences back to the dump's values: SEQUENCE SET
+        -- is no COPY the catalog can refuse.  Ids in use are never handed
+        -- out again.  (rowid_seq only orders identical copies of a row.)
+        PERFORM setval('decoupled.lifetime_id_seq',
+                       greatest(max(o.lifetime_id), (SELECT s.last_value
+                                                      FROM decoupled.lifetime_id_seq s)))
+           FROM decoupled.catalog_objects o HAVING max(o.lifetime_id) IS NOT NULL;
+        PERFORM setval(pg_get_serial_sequence('decoupled.catalog_replicas', 'replica_id'),
+                       greatest(max(r.replica_id),
+                                (SELECT s.last_value
+                                   FROM decoupled.catalog_replicas_replica_id_seq s)))
+           FROM decoupled.catalog_replicas r HAVING max(r.replica_id) IS NOT NULL;
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT FROM decoupled.catalog_meta) THEN
+        RAISE EXCEPTION 'cannot finish the restore: the dump brought no pg_decoupled catalog'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Restore the whole dump (its data section included) into a new database.';
+    END IF;
+    -- This server's clock may be behind the dumped one's: time goes on from
+    -- the latest restored upper.
+    -- (The uppers the oracle handed out, as extension/oracle.cpp seeds it.)
+    PERFORM decoupled._next_timestamp(coalesce(max(f.upper), 0))
+       FROM decoupled.catalog_frontiers f JOIN decoupled.catalog_objects o USING (lifetime_id)
+      WHERE o.kind = 'table'
+         OR (o.kind = 'materialized view' AND o.definition->'inputs' = '[]'::jsonb);
+    DELETE FROM decoupled.catalog_restore;
+    PERFORM decoupled._begin_catalog_change();
+    RETURN true;
+END
+$$;
+

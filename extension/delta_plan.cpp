@@ -509,6 +509,10 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
                                                  TYPECACHE_EQ_OPR);
         if (!OidIsValid(type->eq_opr) || operator_namespace(type->eq_opr) != PG_CATALOG_NAMESPACE)
             s.keys_comparable = false;
+        // A step names touched groups by literals of the key's type without
+        // its domains (literal_type): a composite or range holding one has
+        // no such type.
+        if (!OidIsValid(decoupled::literal_type_if_any(type->type_id))) s.keys_comparable = false;
     }
     s.sums_only = s.group_by && s.aggregates && s.keys_are_outputs && kept_sums_suffice(q);
     s.keyed_outer_join = s.outer_joins && is_keyed_outer_join(q, *inputs);
@@ -926,6 +930,15 @@ bool calls_other_than_builtins(Node* node, void* context) {
     return expression_tree_walker(node, as_walker(calls_other_than_builtins), context);
 }
 
+// `expr` (of `type`) compared with a typed_literal: cast to the literal's
+// type where taking the domains off changed it (an array of a domain has
+// no equality with an array of its base type).
+char* as_literal_type(const char* expr, Oid type) {
+    Oid literal = decoupled::literal_type(type);
+    if (literal == getBaseType(type)) return pstrdup(expr);
+    return psprintf("(%s)::%s", expr, format_type_be_qualified(literal));
+}
+
 // A SQL literal of `value` as a value of `type` — without its domains: the
 // statement runs with the extension's rights, and the value came from
 // storage (literal_type).
@@ -1233,7 +1246,8 @@ char* groups_filter(HeapTuple* rows, TupleDesc desc, uint64 count, const Keys& k
             if (value == nullptr)
                 appendStringInfo(&tuples, "%s IS NULL", keys.names[c]);
             else
-                appendStringInfo(&tuples, "%s OPERATOR(pg_catalog.=) %s", keys.names[c],
+                appendStringInfo(&tuples, "%s OPERATOR(pg_catalog.=) %s",
+                                 as_literal_type(keys.names[c], keys.types[c]),
                                  typed_literal(value, keys.types[c]));
         }
         appendStringInfoChar(&tuples, ')');

@@ -121,6 +121,8 @@ int64 input_changes(int64 input, int64 limit = kCountedChanges);
 char* with_shared_changes(const Partials* p);
 // A SQL literal of `value` as a value of `type`.
 char* typed_literal(const char* value, Oid type);
+// `expr` of `type`, cast where needed to compare with a typed_literal.
+char* as_literal_type(const char* expr, Oid type);
 
 // The SQL of the sum of diff * value over a group (NULL values skipped,
 // NULL if none), `diff` and `value` integer expressions:

@@ -50,14 +50,19 @@ bool reaches_domain_at(Oid type, int depth) {
 
 bool reaches_domain(Oid type) { return reaches_domain_at(type, 0); }
 
-Oid literal_type(Oid type) {
+Oid literal_type_if_any(Oid type) {
     Oid base = getBaseType(type);
     Oid element = get_element_type(base);
     if (OidIsValid(element) && get_typtype(element) == TYPTYPE_DOMAIN) {
         Oid array = get_array_type(getBaseType(element));
         if (OidIsValid(array)) base = array;
     }
-    if (reaches_domain(base))
+    return reaches_domain(base) ? InvalidOid : base;
+}
+
+Oid literal_type(Oid type) {
+    Oid base = literal_type_if_any(type);
+    if (!OidIsValid(base))
         ereport(ERROR,
                 (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                  errmsg("cannot compare keys of type %s in a maintenance step", format_type_be(type)),

@@ -20,5 +20,7 @@ bool reaches_domain(Oid type);
 // element, taken off.  Refuses (0A000) a composite or range type holding
 // a domain, which cannot be written without running its check.
 Oid literal_type(Oid type);
+// The same, or InvalidOid where literal_type refuses.
+Oid literal_type_if_any(Oid type);
 
 }  // namespace decoupled

@@ -37,8 +37,17 @@ int64 wall_clock_ms() {
 int64 durable_high_water() {
     decoupled::SavedUser saved = decoupled::become_catalog_reader();
     SPI_connect();
+    // The uppers the oracle handed out: registered tables' (ticks) and
+    // those of views without inputs.  Not a source's, which runs ahead to
+    // its next tick (up to a day), nor a view's over one: seeding from those
+    // put every write hours ahead of the clock after a restart.  (Every
+    // other view's upper is at most its inputs'.)
     int rc = SPI_execute(
-        "SELECT greatest((SELECT max(upper) FROM decoupled.catalog_frontiers),"
+        "SELECT greatest((SELECT max(f.upper) FROM decoupled.catalog_frontiers f"
+        "                   JOIN decoupled.catalog_objects o USING (lifetime_id)"
+        "                  WHERE o.kind = 'table'"
+        "                     OR (o.kind = 'materialized view'"
+        "                         AND o.definition->'inputs' = '[]'::jsonb)),"
         "                (SELECT high_water FROM decoupled.catalog_oracle))::bigint",
         true, 1);
     if (rc != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "could not read the oracle");

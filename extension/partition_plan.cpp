@@ -225,7 +225,8 @@ int slot_of(Node* expr, List* slots, Query* query) {
 // filter finds a partition's rows by each side's key with that side's
 // collation: an equality under a nondeterministic collation the sides do
 // not both have (x.t COLLATE ci = y.t) makes rows of different partitions
-// ('a', 'A') equal, and the touched partitions would miss them.
+// ('a', 'A') equal, and the touched partitions would miss them; so does a
+// deterministic one over columns of a nondeterministic one (COLLATE "C").
 bool key_equality(Oid op, Oid collation, Node* left, Node* right) {
     Oid type = exprType(left);
     if (type != exprType(right)) return false;
@@ -233,8 +234,13 @@ bool key_equality(Oid op, Oid collation, Node* left, Node* right) {
     if (!OidIsValid(entry->eq_opr) || entry->eq_opr != op ||
         operator_namespace(op) != PG_CATALOG_NAMESPACE)
         return false;
-    return !OidIsValid(collation) || get_collation_isdeterministic(collation) ||
-           (exprCollation(left) == collation && exprCollation(right) == collation);
+    // The partition filter compares each side under its own collation: the
+    // equality's must be both sides' (or all of them bytewise).
+    Oid left_collation = exprCollation(left), right_collation = exprCollation(right);
+    if (!OidIsValid(collation) || (left_collation == collation && right_collation == collation))
+        return true;
+    auto bytewise = [](Oid c) { return !OidIsValid(c) || get_collation_isdeterministic(c); };
+    return bytewise(collation) && bytewise(left_collation) && bytewise(right_collation);
 }
 
 bool equality_sides(Node* clause, Node** left, Node** right) {
@@ -722,8 +728,9 @@ char* key_condition(const char* expr, Oid type, List* literals, bool null) {
         // An array key: ARRAY[...] of arrays is one array of a dimension
         // more, which ANY would compare element by element.
         ListCell* lc;
+        const char* compared = as_literal_type(expr, type);
         foreach (lc, literals)
-            appendStringInfo(&buf, "%s%s OPERATOR(pg_catalog.=) %s", buf.len ? " OR " : "", expr,
+            appendStringInfo(&buf, "%s%s OPERATOR(pg_catalog.=) %s", buf.len ? " OR " : "", compared,
                              static_cast<char*>(lfirst(lc)));
     } else if (literals != NIL) {
         appendStringInfo(&buf, "%s OPERATOR(pg_catalog.=) ANY (ARRAY[", expr);

@@ -445,11 +445,12 @@ DROP TABLE wc_foreign;
 -- whole, once per distinct row, not row by row (which doubled pending at
 -- every TRUNCATE: 25 of them never finished; now each adds at most the
 -- rows it retracts).  A keyed table and one
--- without a key.
-CREATE TABLE wc_tr_k (id int PRIMARY KEY, v text);
+-- without a key (an array column too: a row, not an element, stands for
+-- its group).
+CREATE TABLE wc_tr_k (id int PRIMARY KEY, v text, tags int[]);
 CREATE TABLE wc_tr_n (a int, b text);
 ALTER TABLE wc_tr_n REPLICA IDENTITY FULL;
-INSERT INTO wc_tr_k SELECT g, 'v' || g FROM generate_series(1, 10) g;
+INSERT INTO wc_tr_k SELECT g, 'v' || g, ARRAY[g, g] FROM generate_series(1, 10) g;
 INSERT INTO wc_tr_n SELECT g % 3, 'b' FROM generate_series(1, 10) g;
 SELECT decoupled.register_table('wc_tr_k') > 0 AS registered,
        decoupled.register_table('wc_tr_n') > 0 AS registered;
@@ -458,7 +459,7 @@ DO $$
 BEGIN
     FOR i IN 1 .. 25 LOOP
         TRUNCATE wc_tr_k, wc_tr_n;
-        INSERT INTO wc_tr_k SELECT g, 'v' || (g + i) FROM generate_series(1, 10) g;
+        INSERT INTO wc_tr_k SELECT g, 'v' || (g + i), ARRAY[g, i] FROM generate_series(1, 10) g;
         INSERT INTO wc_tr_n SELECT (g + i) % 3, 'b' FROM generate_series(1, 10) g;
         COMMIT;
     END LOOP;
@@ -472,10 +473,10 @@ SELECT decoupled.tick_tables() > 0 AS ticked;
 -- History at the latest time is each table.
 SELECT set_config('decoupled.as_of', (min(upper) - 1)::text, false) IS NOT NULL AS reading
   FROM decoupled.frontiers WHERE name IN ('wc_tr_k', 'wc_tr_n');
-SELECT (SELECT string_agg(id || v, ',' ORDER BY id) FROM wc_tr_k) AS k_history,
+SELECT (SELECT string_agg(id || v || tags::text, ',' ORDER BY id) FROM wc_tr_k) AS k_history,
        (SELECT string_agg(a || b, ',' ORDER BY a) FROM wc_tr_n) AS n_history;
 RESET decoupled.as_of;
-SELECT (SELECT string_agg(id || v, ',' ORDER BY id) FROM wc_tr_k) AS k_table,
+SELECT (SELECT string_agg(id || v || tags::text, ',' ORDER BY id) FROM wc_tr_k) AS k_table,
        (SELECT string_agg(a || b, ',' ORDER BY a) FROM wc_tr_n) AS n_table;
 SELECT decoupled.unregister_table('wc_tr_k'), decoupled.unregister_table('wc_tr_n');
 DROP TABLE wc_tr_k, wc_tr_n;

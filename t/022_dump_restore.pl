@@ -230,6 +230,15 @@ is($busy->safe_psql('postgres', q{
       FROM decoupled.catalog_objects}),
     'mine_t:true,mine_u:true', 'a declaration after the refused restore gets an id of its own');
 
+# A source's upper runs ahead to its next tick (up to a day): the oracle is
+# not seeded from it after a restart, so writes stay at the clock's time.
+$busy->safe_psql('postgres', q{
+    SELECT decoupled.create_source('daily', 'counter', options => '{"tick": "1 day"}')});
+$busy->restart;
+cmp_ok($busy->safe_psql('postgres', q{
+    SELECT decoupled.oracle_now() - (extract(epoch FROM clock_timestamp()) * 1000)::bigint}),
+    '<', 10000, 'after a restart the oracle is at the clock, not at a daily source\'s next tick');
+
 $dst->stop;
 $busy->stop;
 done_testing();

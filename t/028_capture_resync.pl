@@ -21,7 +21,7 @@ my $node = DecoupledTest::new_node('capture_resync', wal_level => 'logical',
 $node->start;
 $node->safe_psql('postgres', q{
     CREATE EXTENSION pg_decoupled;
-    CREATE TABLE ra (id int PRIMARY KEY, v int);
+    CREATE TABLE ra (id int PRIMARY KEY, v int, tags int[] DEFAULT '{1,2}');  -- an array: resync keeps whole rows
     CREATE TABLE rb (id int PRIMARY KEY);
     SELECT decoupled.register_table('ra', retain_history => '1 day') > 0;
     SELECT decoupled.register_table('rb', retain_history => '1 day') > 0;

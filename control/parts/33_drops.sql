@@ -21,11 +21,18 @@ BEGIN
     UPDATE decoupled.catalog_objects o
        SET dropped_at = now(), dropped_in_version = catalog_version
      WHERE o.lifetime_id = id;
-    -- Time never goes back, even once nothing uses this upper any more.
+    -- Time never goes back, even once nothing uses this upper any more:
+    -- an upper the oracle handed out (a registered table's, a view's
+    -- without inputs).  Not a source's, which runs ahead to its next tick
+    -- (up to a day), nor a view's over one (extension/oracle.cpp).
     UPDATE decoupled.catalog_oracle
        SET high_water = greatest(high_water,
                                  (SELECT f.upper FROM decoupled.catalog_frontiers f
-                                   WHERE f.lifetime_id = id));
+                                    JOIN decoupled.catalog_objects o USING (lifetime_id)
+                                   WHERE f.lifetime_id = id
+                                     AND (o.kind = 'table'
+                                          OR (o.kind = 'materialized view'
+                                              AND o.definition->'inputs' = '[]'::jsonb))));
     DELETE FROM decoupled.catalog_holds h WHERE h.lifetime_id = id;
     WITH released AS (
         DELETE FROM decoupled.catalog_requirements q

@@ -277,8 +277,9 @@ DECLARE
                         WHERE o.lifetime_id = id);
     v_pend   text := decoupled._storage(id, 'pending');
     v_marked text := '';
-    v_firsts text := (SELECT string_agg(format('(pg_catalog.array_agg(x.%I))[1]', c->>'name'),
-                                        ', ' ORDER BY ord)
+    -- Each group's row, as a row of pending (array_agg of an array column
+    -- would make one array of a dimension more).
+    v_fields text := (SELECT string_agg(format('(s.mz_r).%I', c->>'name'), ', ' ORDER BY ord)
                         FROM decoupled.catalog_objects o,
                              jsonb_array_elements(o.definition->'columns')
                                  WITH ORDINALITY AS x(c, ord)
@@ -291,15 +292,18 @@ BEGIN
                                               ' AND ')
                               FROM jsonb_array_elements_text(v_key) k));
     END IF;
-    RETURN format('SELECT -pg_catalog.sum(x.mz_d), %6$s '
-                  '  FROM (SELECT 1 AS mz_d, ROW(%1$s)::pg_catalog.text AS mz_k, %1$s '
-                  '          FROM %2$s c%3$s '
-                  '        UNION ALL '
-                  '        SELECT p.mz_diff, ROW(%4$s)::pg_catalog.text, %4$s FROM %5$s p '
-                  '         WHERE p.mz_diff OPERATOR(pg_catalog.<>) 0) x '
-                  ' GROUP BY x.mz_k HAVING pg_catalog.sum(x.mz_d) OPERATOR(pg_catalog.<>) 0',
+    RETURN format('SELECT -s.mz_net, %6$s '
+                  '  FROM (SELECT pg_catalog.sum(x.mz_d) AS mz_net, '
+                  '               (pg_catalog.array_agg(ROW(0, %7$s)::%5$s))[1] AS mz_r '
+                  '          FROM (SELECT 1 AS mz_d, ROW(%1$s)::pg_catalog.text AS mz_k, %1$s '
+                  '                  FROM %2$s c%3$s '
+                  '                UNION ALL '
+                  '                SELECT p.mz_diff, ROW(%4$s)::pg_catalog.text, %4$s FROM %5$s p '
+                  '                 WHERE p.mz_diff OPERATOR(pg_catalog.<>) 0) x '
+                  '         GROUP BY x.mz_k '
+                  '        HAVING pg_catalog.sum(x.mz_d) OPERATOR(pg_catalog.<>) 0) s',
                   decoupled._cols(id, 'c.'), decoupled._storage(id, 'cur'), v_marked,
-                  decoupled._cols(id, 'p.'), v_pend, v_firsts);
+                  decoupled._cols(id, 'p.'), v_pend, v_fields, decoupled._cols(id, 'x.'));
 END
 $$;
 

@@ -235,7 +235,11 @@ BEGIN
     END IF;
     -- This server's clock may be behind the dumped one's: time goes on from
     -- the latest restored upper.
-    PERFORM decoupled._next_timestamp(coalesce(max(f.upper), 0)) FROM decoupled.catalog_frontiers f;
+    -- (The uppers the oracle handed out, as extension/oracle.cpp seeds it.)
+    PERFORM decoupled._next_timestamp(coalesce(max(f.upper), 0))
+       FROM decoupled.catalog_frontiers f JOIN decoupled.catalog_objects o USING (lifetime_id)
+      WHERE o.kind = 'table'
+         OR (o.kind = 'materialized view' AND o.definition->'inputs' = '[]'::jsonb);
     DELETE FROM decoupled.catalog_restore;
     PERFORM decoupled._begin_catalog_change();
     RETURN true;
