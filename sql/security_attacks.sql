@@ -336,6 +336,14 @@ BEGIN
     RETURN QUERY SELECT x FROM pg_catalog.unnest(a) x;
 END
 $$;
+-- And a type dry_run's variables would be resolved as, at its compilation.
+CREATE FUNCTION atk_open.seen(v pg_catalog.text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'lookalike text runs as %', current_user;
+    RETURN true;
+END
+$$;
+CREATE DOMAIN atk_open.text AS pg_catalog.text CHECK (atk_open.seen(VALUE));
 RESET ROLE;
 CREATE TABLE atk_open.dry_t (id int PRIMARY KEY);
 SET search_path = atk_open, public;
