@@ -340,6 +340,24 @@ void check_function_alter(AlterFunctionStmt* stmt) {
                                 psprintf("function %s", format_procedure(fn)));
 }
 
+// ALTER FUNCTION ... OWNER TO of a SECURITY DEFINER function a maintained
+// view reads: it runs as its owner, so the owner is part of what it
+// computes (current_user, the privileges it reads with).
+void check_function_owner(AlterOwnerStmt* stmt) {
+    if (stmt->objectType != OBJECT_FUNCTION && stmt->objectType != OBJECT_PROCEDURE &&
+        stmt->objectType != OBJECT_ROUTINE)
+        return;
+    Oid fn = LookupFuncWithArgs(stmt->objectType, castNode(ObjectWithArgs, stmt->object), true);
+    if (!OidIsValid(fn)) return;
+    HeapTuple tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+    if (!HeapTupleIsValid(tuple)) return;
+    bool definer = reinterpret_cast<Form_pg_proc>(GETSTRUCT(tuple))->prosecdef;
+    ReleaseSysCache(tuple);
+    if (!definer) return;
+    decoupled::refuse_replacing(ProcedureRelationId, fn,
+                                psprintf("the owner of function %s", format_procedure(fn)));
+}
+
 // The checks above, then PostgreSQL (or the hook before ours).
 void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     Node* stmt = pstmt->utilityStmt;
@@ -373,6 +391,9 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
             break;
         case T_AlterFunctionStmt:
             if (extension_installed()) check_function_alter(castNode(AlterFunctionStmt, stmt));
+            break;
+        case T_AlterOwnerStmt:
+            if (extension_installed()) check_function_owner(castNode(AlterOwnerStmt, stmt));
             break;
         default:
             break;

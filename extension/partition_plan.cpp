@@ -230,6 +230,9 @@ int slot_of(Node* expr, List* slots, Query* query) {
 bool key_equality(Oid op, Oid collation, Node* left, Node* right) {
     Oid type = exprType(left);
     if (type != exprType(right)) return false;
+    // A step names touched partitions by literals of the key's type without
+    // its domains (literal_type): a composite or range holding one has none.
+    if (!OidIsValid(decoupled::literal_type_if_any(type))) return false;
     TypeCacheEntry* entry = lookup_type_cache(type, TYPECACHE_EQ_OPR);
     if (!OidIsValid(entry->eq_opr) || entry->eq_opr != op ||
         operator_namespace(op) != PG_CATALOG_NAMESPACE)

@@ -34,6 +34,18 @@ CREATE OR REPLACE VIEW vm_big AS SELECT id, public.vm_triple(v) AS t FROM vm_t W
 ALTER FUNCTION vm_double(int) SET search_path = public, pg_catalog;
 ALTER FUNCTION vm_double(int) VOLATILE;
 ALTER FUNCTION vm_double(int) COST 5;
+-- A SECURITY DEFINER function's owner is what it runs as: not changed
+-- either (an invoker's owner is).
+CREATE ROLE vm_other_owner;
+ALTER FUNCTION vm_double(int) SECURITY DEFINER;
+ALTER FUNCTION vm_double(int) OWNER TO vm_other_owner;
+CREATE FUNCTION vm_tagged(int) RETURNS text IMMUTABLE SECURITY DEFINER LANGUAGE sql
+    AS 'SELECT current_user::text || $1';
+SELECT decoupled.create_materialized_view('vm_tag', 'SELECT id, public.vm_tagged(id) AS u FROM vm_t')
+    > 0 AS created;
+ALTER FUNCTION vm_tagged(int) OWNER TO vm_other_owner;
+SELECT decoupled.drop('vm_tag');
+DROP FUNCTION vm_tagged(int);
 -- What no maintained view reads is replaced as ever.
 CREATE OR REPLACE FUNCTION vm_unused(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 + 1';
 CREATE VIEW vm_other AS SELECT id FROM vm_t;
@@ -150,6 +162,10 @@ SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT decoupled.create_materialized_view('vm_ad_d', 'SELECT DISTINCT arr FROM vm_ad') > 0 AS created;
 SELECT decoupled.create_materialized_view('vm_ad_c', 'SELECT c, count(*) AS n FROM vm_ad GROUP BY c')
     > 0 AS created;
+SELECT decoupled.create_materialized_view('vm_ad_lj', 'SELECT x.id, y.id AS yid
+           FROM vm_ad x LEFT JOIN vm_ad y ON y.c = x.c AND y.id <> x.id') > 0 AS created;
+SELECT decoupled.create_materialized_view('vm_ad_in', 'SELECT id FROM vm_ad x
+           WHERE c IN (SELECT c FROM vm_ad y WHERE y.id > 1)') > 0 AS created;
 INSERT INTO vm_ad VALUES (2, '{2}', ROW(2)), (3, '{1}', ROW(1));
 SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT m.name, m.method, decoupled.wait_for_upper(m.name, (SELECT upper - 1 FROM decoupled.frontiers
@@ -179,6 +195,7 @@ SELECT decoupled.unregister_table('vm_t'), decoupled.unregister_table('vm_coded'
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
 DROP TABLE vm_t, vm_coded;
 DROP FUNCTION vm_double(int), vm_triple(int), vm_unused(int);
+DROP ROLE vm_other_owner;
 DROP DOMAIN vm_code, vm_free;
 DROP TABLE vm_rc;
 DROP COLLATION vm_ci;
