@@ -358,6 +358,34 @@ void check_function_owner(AlterOwnerStmt* stmt) {
                                 psprintf("the owner of function %s", format_procedure(fn)));
 }
 
+// REASSIGN OWNED BY: the same for every SECURITY DEFINER function the
+// roles own.
+void check_reassign_owned(ReassignOwnedStmt* stmt) {
+    Oid types[3] = {OIDOID, OIDOID, TEXTOID};
+    List* check =
+        list_make2(makeString(pstrdup("decoupled")), makeString(pstrdup("_refuse_replacing")));
+    if (!OidIsValid(LookupFuncName(check, 3, types, true))) return;  // a 1.0 catalog
+    int n = 0;
+    Datum* roles = static_cast<Datum*>(palloc(sizeof(Datum) * Max(list_length(stmt->roles), 1)));
+    ListCell* lc;
+    foreach (lc, stmt->roles) {
+        Oid role = get_rolespec_oid(lfirst_node(RoleSpec, lc), true);
+        if (OidIsValid(role)) roles[n++] = ObjectIdGetDatum(role);
+    }
+    if (n == 0) return;
+    Oid array_type = OIDARRAYOID;
+    Datum array = PointerGetDatum(construct_array(roles, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+    // One row, every function checked: the check is an aggregate's argument
+    // (it is STABLE, so a subquery's unused output would be dropped).
+    call_catalog_check(
+        "SELECT pg_catalog.count(decoupled._refuse_replacing("
+        "    'pg_catalog.pg_proc'::pg_catalog.regclass, p.oid,"
+        "    'the owner of function ' OPERATOR(pg_catalog.||) p.oid::pg_catalog.regprocedure::pg_catalog.text))"
+        "  FROM pg_catalog.pg_proc p"
+        " WHERE p.prosecdef AND p.proowner OPERATOR(pg_catalog.=) ANY ($1)",
+        1, &array_type, &array);
+}
+
 // The checks above, then PostgreSQL (or the hook before ours).
 void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     Node* stmt = pstmt->utilityStmt;
@@ -394,6 +422,9 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
             break;
         case T_AlterOwnerStmt:
             if (extension_installed()) check_function_owner(castNode(AlterOwnerStmt, stmt));
+            break;
+        case T_ReassignOwnedStmt:
+            if (extension_installed()) check_reassign_owned(castNode(ReassignOwnedStmt, stmt));
             break;
         default:
             break;

@@ -39,13 +39,17 @@ ALTER FUNCTION vm_double(int) COST 5;
 CREATE ROLE vm_other_owner;
 ALTER FUNCTION vm_double(int) SECURITY DEFINER;
 ALTER FUNCTION vm_double(int) OWNER TO vm_other_owner;
+CREATE ROLE vm_definer;
 CREATE FUNCTION vm_tagged(int) RETURNS text IMMUTABLE SECURITY DEFINER LANGUAGE sql
     AS 'SELECT current_user::text || $1';
+ALTER FUNCTION vm_tagged(int) OWNER TO vm_definer;
 SELECT decoupled.create_materialized_view('vm_tag', 'SELECT id, public.vm_tagged(id) AS u FROM vm_t')
     > 0 AS created;
 ALTER FUNCTION vm_tagged(int) OWNER TO vm_other_owner;
+REASSIGN OWNED BY vm_definer TO vm_other_owner;
 SELECT decoupled.drop('vm_tag');
 DROP FUNCTION vm_tagged(int);
+DROP ROLE vm_definer;
 -- What no maintained view reads is replaced as ever.
 CREATE OR REPLACE FUNCTION vm_unused(int) RETURNS int IMMUTABLE LANGUAGE sql AS 'SELECT $1 + 1';
 CREATE VIEW vm_other AS SELECT id FROM vm_t;
