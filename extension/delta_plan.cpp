@@ -939,12 +939,16 @@ char* as_literal_type(const char* expr, Oid type) {
     return psprintf("(%s)::%s", expr, format_type_be_qualified(literal));
 }
 
-// A SQL literal of `value` as a value of `type` — without its domains: the
-// statement runs with the extension's rights, and the value came from
-// storage (literal_type).
-char* typed_literal(const char* value, Oid type) {
-    return psprintf("%s::%s", quote_literal_cstr(value),
-                    format_type_be_qualified(decoupled::literal_type(type)));
+// The type to write literals of `type` as — without its domains: the
+// statement runs with the extension's rights, and the values come from
+// storage (literal_type).  Once per key, not per value.
+char* literal_type_name(Oid type) {
+    return format_type_be_qualified(decoupled::literal_type(type));
+}
+
+// A SQL literal of `value` as a value of `type_name` (literal_type_name).
+char* typed_literal(const char* value, const char* type_name) {
+    return psprintf("%s::%s", quote_literal_cstr(value), type_name);
 }
 
 }  // namespace decoupled::delta
@@ -1230,6 +1234,10 @@ char* groups_filter(HeapTuple* rows, TupleDesc desc, uint64 count, const Keys& k
     int nany = 0;
     initStringInfo(&tuples);
     initStringInfo(&filter);
+    // Each key's side of `=` and its literals' type, worked out at the first
+    // tuple compared column by column.
+    char** compared = nullptr;
+    char** literal_types = nullptr;
     for (uint64 r = 0; r < count; ++r) {
         HeapTuple tuple = rows[r];
         bool has_null = false;
@@ -1239,6 +1247,14 @@ char* groups_filter(HeapTuple* rows, TupleDesc desc, uint64 count, const Keys& k
             any[nany++] = CStringGetTextDatum(SPI_getvalue(tuple, desc, 1));
             continue;
         }
+        if (compared == nullptr) {
+            compared = static_cast<char**>(palloc(sizeof(char*) * keys.n));
+            literal_types = static_cast<char**>(palloc(sizeof(char*) * keys.n));
+            for (int c = 0; c < keys.n; ++c) {
+                compared[c] = as_literal_type(keys.names[c], keys.types[c]);
+                literal_types[c] = literal_type_name(keys.types[c]);
+            }
+        }
         appendStringInfoString(&tuples, tuples.len ? " OR (" : "(");
         for (int c = 0; c < keys.n; ++c) {
             char* value = SPI_getvalue(tuple, desc, c + 1);
@@ -1246,9 +1262,8 @@ char* groups_filter(HeapTuple* rows, TupleDesc desc, uint64 count, const Keys& k
             if (value == nullptr)
                 appendStringInfo(&tuples, "%s IS NULL", keys.names[c]);
             else
-                appendStringInfo(&tuples, "%s OPERATOR(pg_catalog.=) %s",
-                                 as_literal_type(keys.names[c], keys.types[c]),
-                                 typed_literal(value, keys.types[c]));
+                appendStringInfo(&tuples, "%s OPERATOR(pg_catalog.=) %s", compared[c],
+                                 typed_literal(value, literal_types[c]));
         }
         appendStringInfoChar(&tuples, ')');
     }
@@ -1260,7 +1275,7 @@ char* groups_filter(HeapTuple* rows, TupleDesc desc, uint64 count, const Keys& k
                          quote_literal_cstr(OidOutputFunctionCall(
                              F_ARRAY_OUT, PointerGetDatum(construct_array(
                                               any, nany, TEXTOID, -1, false, TYPALIGN_INT)))),
-                         format_type_be_qualified(decoupled::literal_type(keys.types[0])));
+                         literal_type_name(keys.types[0]));
     if (tuples.len > 0) appendStringInfo(&filter, "%s%s", filter.len ? " OR " : "", tuples.data);
     return filter.len > 0 ? psprintf("(%s)", filter.data) : nullptr;
 }

@@ -120,7 +120,8 @@ int64 input_changes(int64 input, int64 limit = kCountedChanges);
 // "WITH name AS (...), ... " for the statement whose terms read them, or "".
 char* with_shared_changes(const Partials* p);
 // A SQL literal of `value` as a value of `type`.
-char* typed_literal(const char* value, Oid type);
+char* literal_type_name(Oid type);
+char* typed_literal(const char* value, const char* type_name);
 // `expr` of `type`, cast where needed to compare with a typed_literal.
 char* as_literal_type(const char* expr, Oid type);
 

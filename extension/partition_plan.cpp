@@ -709,12 +709,13 @@ Keys changed_keys(Slot* slot, Node* key) {
     if (decoupled::execute_kept(sql, true, 0) != SPI_OK_SELECT)
         elog(ERROR, "could not read the touched keys");
     MemoryContext spi = MemoryContextSwitchTo(caller);
+    char* type_name = SPI_processed > 0 ? literal_type_name(type) : nullptr;
     for (uint64 r = 0; r < SPI_processed; ++r) {
         char* value = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
         if (value == nullptr)
             keys.null = true;
         else
-            keys.literals = lappend(keys.literals, typed_literal(value, type));
+            keys.literals = lappend(keys.literals, typed_literal(value, type_name));
     }
     MemoryContextSwitchTo(spi);
     SPI_finish();
@@ -741,7 +742,7 @@ char* key_condition(const char* expr, Oid type, List* literals, bool null) {
         foreach (lc, literals)
             appendStringInfo(&buf, "%s%s", foreach_current_index(lc) > 0 ? ", " : "",
                              static_cast<char*>(lfirst(lc)));
-        appendStringInfo(&buf, "]::%s[])", format_type_be_qualified(decoupled::literal_type(type)));
+        appendStringInfo(&buf, "]::%s[])", literal_type_name(type));
     }
     if (null) appendStringInfo(&buf, "%s%s IS NULL", buf.len ? " OR " : "", expr);
     return buf.len ? buf.data : nullptr;
