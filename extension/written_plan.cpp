@@ -119,6 +119,45 @@ bool non_deterministic_function(Oid funcid, void* context) {
     pg_unreachable();
 }
 
+// Two columns of different implicit collations compared without COLLATE:
+// the parser leaves the comparison without a collation and PostgreSQL
+// fails only when it runs on rows — for a maintained view, at its first
+// step with data, after which it stays stalled.  Refused where the query
+// is written, with PostgreSQL's own words.
+void refuse_indeterminate_collation(Node* node) {
+    Oid opno = InvalidOid;
+    Oid inputcollid = InvalidOid;
+    List* args = NIL;
+    if (IsA(node, OpExpr) || IsA(node, DistinctExpr) || IsA(node, NullIfExpr)) {
+        OpExpr* op = reinterpret_cast<OpExpr*>(node);
+        opno = op->opno;
+        inputcollid = op->inputcollid;
+        args = op->args;
+    } else if (IsA(node, ScalarArrayOpExpr)) {
+        ScalarArrayOpExpr* op = reinterpret_cast<ScalarArrayOpExpr*>(node);
+        opno = op->opno;
+        inputcollid = op->inputcollid;
+        args = op->args;
+    } else {
+        return;
+    }
+    if (OidIsValid(inputcollid) || list_length(args) != 2) return;
+    Oid left = exprCollation(static_cast<Node*>(linitial(args)));
+    Oid right = exprCollation(static_cast<Node*>(lsecond(args)));
+    if (!OidIsValid(left) || !OidIsValid(right) || left == right) return;
+    // Comparisons only (btree or hash operators): they are what needs a
+    // collation; a concatenation of two collations' values is fine.
+    Oid type = exprType(static_cast<Node*>(linitial(args)));
+    if (get_op_btree_interpretation(opno) == NIL && !op_hashjoinable(opno, type)) return;
+    ereport(ERROR,
+            (errcode(ERRCODE_INDETERMINATE_COLLATION),
+             errmsg("could not determine which collation to use for string comparison"),
+             errdetail("Operator %s compares a value of collation \"%s\" with one of collation "
+                       "\"%s\".",
+                       format_operator(opno), get_collation_name(left), get_collation_name(right)),
+             errhint("Use the COLLATE clause to set the collation explicitly.")));
+}
+
 struct Walk {
     List* relations;  // OIDs of every relation reached
     Oid view;         // the view being expanded: its rule's OLD/NEW entries name it
@@ -179,6 +218,7 @@ bool walk(Node* node, void* context) {
         }
         return query_tree_walker(q, as_walker(walk), w, 0);
     }
+    refuse_indeterminate_collation(node);
     Oid bad = InvalidOid;
     if (check_functions_in_node(node, non_deterministic_function, &bad)) {
         char* what = psprintf("calls %s, which is %s", format_procedure(bad),

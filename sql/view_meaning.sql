@@ -154,6 +154,25 @@ SELECT name, decoupled.wait_for_upper(name, (SELECT upper - 1 FROM decoupled.fro
 SELECT * FROM vm_rc_ex ORDER BY id;
 SELECT count(decoupled.drop(name)) AS dropped FROM decoupled.view_maintenance
  WHERE name LIKE 'vm\_rc\_%';
+-- Two collations compared without COLLATE: the plain query fails as soon
+-- as it meets rows; the view is refused where it is written, not left to
+-- stall at its first step.  Against the database's default collation the
+-- column's own wins (as in PostgreSQL), and an explicit COLLATE decides.
+CREATE TABLE vm_rcc (id int PRIMARY KEY, c text COLLATE "C") WITH (decoupled.registered = true);
+SELECT decoupled.create_materialized_view('vm_rc_bad', 'SELECT x.id FROM vm_rc x JOIN vm_rcc y
+           ON x.u = y.c');
+SELECT decoupled.create_materialized_view('vm_rc_bad', 'SELECT id FROM vm_rc x
+           WHERE u IN (SELECT c FROM vm_rcc)');
+SELECT decoupled.create_materialized_view('vm_rc_bad', 'SELECT x.id FROM vm_rc x, vm_rcc y
+           WHERE x.u = ANY (ARRAY[y.c])');
+CREATE MATERIALIZED VIEW vm_rc_bad WITH (decoupled.maintained) AS
+    SELECT x.id FROM vm_rc x, vm_rcc y WHERE x.u IS DISTINCT FROM y.c;
+SELECT decoupled.create_materialized_view('vm_rc_ok', 'SELECT x.id, y.c
+           FROM vm_rc x JOIN vm_rcc y ON x.u = y.c COLLATE vm_ci JOIN vm_rc z ON z.t = x.u')
+    > 0 AS created;
+SELECT decoupled.drop('vm_rc_ok');
+SELECT decoupled.unregister_table('vm_rcc');
+DROP TABLE vm_rcc;
 SELECT decoupled.unregister_table('vm_rc');
 
 -- Keys of domains: an array of a domain is compared as an array of its
