@@ -4235,6 +4235,8 @@ DECLARE
     v_differs boolean;
     v_plan_t  text;
     v_view_t  text;
+    v_exact   text;
+    v_collated text;
 BEGIN
     o := decoupled._collection(_verify.name);
     v_plan_t := format('decoupled_verify_%s', o.lifetime_id);
@@ -4275,12 +4277,21 @@ BEGIN
        AND to_regclass('pg_temp.' || v_view_t) IS NULL THEN
         EXECUTE format('CREATE TEMP TABLE %I (LIKE %s)', v_plan_t,
                        decoupled._storage(o.lifetime_id, 'stage'));
-        EXECUTE format('CREATE TEMP TABLE %I (k text)', v_view_t);
+        EXECUTE format('CREATE TEMP TABLE %I (LIKE %s)', v_view_t,
+                       decoupled._storage(o.lifetime_id, 'stage'));
     ELSIF (SELECT count(*) FROM pg_class c
             WHERE c.oid IN (to_regclass('pg_temp.' || v_plan_t), to_regclass('pg_temp.' || v_view_t))
               AND c.relkind = 'r' AND c.relowner = current_user::regrole
               AND NOT c.relhastriggers AND NOT c.relhasrules) = 2 THEN
         EXECUTE format('TRUNCATE pg_temp.%I, pg_temp.%I', v_plan_t, v_view_t);
+        -- Made by the 1.0 version of this function, which kept row texts only.
+        IF NOT EXISTS (SELECT FROM pg_attribute a
+                        WHERE a.attrelid = to_regclass('pg_temp.' || v_view_t)
+                          AND a.attname = 'mz_key') THEN
+            EXECUTE format('DROP TABLE pg_temp.%I', v_view_t);
+            EXECUTE format('CREATE TEMP TABLE %I (LIKE %s)', v_view_t,
+                           decoupled._storage(o.lifetime_id, 'stage'));
+        END IF;
     ELSE
         RAISE EXCEPTION 'a temporary relation named "%" or "%" is in the way', v_plan_t, v_view_t
             USING ERRCODE = 'duplicate_table',
@@ -4290,18 +4301,31 @@ BEGIN
     END IF;
     -- The view's own history at v_t first: it checks that v_t is readable.
     PERFORM set_config('decoupled.as_of', v_t::text, true);
-    EXECUTE format('INSERT INTO pg_temp.%I SELECT ROW(%s)::text FROM %s', v_view_t,
+    EXECUTE format('INSERT INTO pg_temp.%1$I (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
+                   'SELECT 0, 1, ROW(%2$s)::text, 0, %2$s FROM %3$s', v_view_t,
                    decoupled._cols(o.lifetime_id), decoupled._storage(o.lifetime_id, 'history'));
     PERFORM set_config('decoupled.as_of', v_before, true);
     PERFORM decoupled._stage_plan((o.definition->>'plan')::oid::regclass,
                                   (o.definition->>'owner')::oid, v_t,
                                   format('pg_temp.%I', v_plan_t)::regclass);
-    EXECUTE format('SELECT EXISTS ((SELECT mz_key FROM pg_temp.%1$I '
-                   '               EXCEPT ALL SELECT k FROM pg_temp.%2$I) '
+    -- Rows compare as their texts, but columns of a nondeterministic
+    -- collation as values under it: a group of 'b' and 'B' may keep either
+    -- spelling, in the view as in PostgreSQL's own GROUP BY or DISTINCT.
+    SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+               FILTER (WHERE c.collisdeterministic IS DISTINCT FROM false),
+           string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+               FILTER (WHERE NOT c.collisdeterministic)
+      INTO v_exact, v_collated
+      FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation
+     WHERE a.attrelid = (o.definition->>'plan')::oid AND a.attnum > 0 AND NOT a.attisdropped;
+    v_exact := CASE WHEN v_collated IS NULL THEN 'mz_key'
+                    ELSE format('ROW(%s)::text, %s', coalesce(v_exact, ''), v_collated) END;
+    EXECUTE format('SELECT EXISTS ((SELECT %3$s FROM pg_temp.%1$I '
+                   '               EXCEPT ALL SELECT %3$s FROM pg_temp.%2$I) '
                    '              UNION ALL '
-                   '              (SELECT k FROM pg_temp.%2$I '
-                   '               EXCEPT ALL SELECT mz_key FROM pg_temp.%1$I))',
-                   v_plan_t, v_view_t)
+                   '              (SELECT %3$s FROM pg_temp.%2$I '
+                   '               EXCEPT ALL SELECT %3$s FROM pg_temp.%1$I))',
+                   v_plan_t, v_view_t, v_exact)
         INTO v_differs;
     RETURN NOT v_differs;
 END
