@@ -211,6 +211,20 @@ static bool history_gate(int64 lifetime_id, int64 t) {
         case decoupled::Readability::Readable:
             break;
         case decoupled::Readability::Compacted:
+            // No time is readable at all: its history has not begun (a
+            // source before its first tick, a view before its first
+            // computation), which no compaction took away.
+            if (since == upper)
+                ereport(ERROR,
+                        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                         errmsg("%s \"%s\" is not yet readable at decoupled.as_of: its history "
+                                "begins at " INT64_FORMAT,
+                                kind, name, since),
+                         errdetail("decoupled.as_of is " INT64_FORMAT "; no time is readable yet.",
+                                   t),
+                         errhint("Wait for it with decoupled.wait_for_upper(%s, " INT64_FORMAT
+                                 ").",
+                                 quote_literal_cstr(name), since)));
             ereport(ERROR,
                     (errcode(ERRCODE_SNAPSHOT_TOO_OLD),
                      errmsg("%s \"%s\" is not readable at decoupled.as_of: its history there "

@@ -36,6 +36,15 @@ SELECT name, replica, status, hint FROM decoupled.source_statuses WHERE name = '
 SELECT regress_try(format($$SELECT decoupled.wait_for_upper('sleepy', %s, '300ms')$$, upper))
     AS outcome
   FROM decoupled.frontiers WHERE name = 'sleepy';
+-- Before its first tick a source has no readable time; a read AS OF
+-- before it says so (nothing was compacted).
+SELECT decoupled.create_source('hourly', 'counter', options => '{"tick": "1 hour"}') > 0 AS created;
+SELECT since = upper AS nothing_readable, since > decoupled.oracle_now() AS begins_later
+  FROM decoupled.frontiers WHERE name = 'hourly';
+SELECT regress_try(format('SET decoupled.as_of = %s; SELECT count(*) FROM hourly',
+                          decoupled.oracle_now()));
+RESET decoupled.as_of;
+SELECT decoupled.drop('hourly');
 
 -- Unmanaged clusters take replicas one by one; external ones are left to
 -- pg_decoupled_replicad.
