@@ -1045,8 +1045,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'decoupled.promote() must run at READ COMMITTED'
-            USING ERRCODE = 'active_sql_transaction',
+        RAISE EXCEPTION 'decoupled.promote() needs a READ COMMITTED transaction'
+            USING ERRCODE = 'feature_not_supported',
                   DETAIL = 'It waits for the deployment''s replicas to commit their hydration.';
     END IF;
     IF decoupled._restoring() THEN
@@ -5835,3 +5835,41 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION decoupled._subscribe_start(collection text, as_of bigint, up_to bigint,
+                                           OUT lifetime_id bigint, OUT start_at bigint,
+                                           OUT hold_id bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    r record := decoupled._protection_request(collection, as_of, 'subscribed to');
+BEGIN
+    -- Rows become JSON with the extension's rights: only through built-in
+    -- conversions (a user's cast from their own type would run there).
+    IF NOT decoupled._builtin_types((r.o).definition->'columns') THEN
+        RAISE EXCEPTION 'cannot subscribe to % "%": it has columns of user-defined types',
+                        (r.o).kind, (r.o).name
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Subscribe to a materialized view that casts them to built-in types.';
+    END IF;
+    start_at := r.frontier;
+    IF start_at < greatest(r.since, r.bound) THEN
+        RAISE EXCEPTION '% "%" cannot be subscribed to from %: its history there is compacted',
+                        (r.o).kind, (r.o).name, start_at
+            USING ERRCODE = 'snapshot_too_old',
+                  DETAIL = format('Its compaction bound is %s.', greatest(r.since, r.bound));
+    END IF;
+    IF up_to <= start_at THEN
+        RAISE EXCEPTION 'up_to must be beyond as_of'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('as_of is %s, up_to %s.', start_at, up_to);
+    END IF;
+    IF (up_to IS NULL OR up_to > r.upper)
+       AND current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'a subscription that waits for new changes needs a READ COMMITTED transaction'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Its transaction''s snapshot would never show them.';
+    END IF;
+    lifetime_id := (r.o).lifetime_id;
+    hold_id := decoupled._protect(lifetime_id, start_at, true);
+END
+$$;

@@ -149,8 +149,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'decoupled.promote() must run at READ COMMITTED'
-            USING ERRCODE = 'active_sql_transaction',
+        RAISE EXCEPTION 'decoupled.promote() needs a READ COMMITTED transaction'
+            USING ERRCODE = 'feature_not_supported',
                   DETAIL = 'It waits for the deployment''s replicas to commit their hydration.';
     END IF;
     IF decoupled._restoring() THEN

@@ -58,8 +58,8 @@ BEGIN
     END IF;
     IF (up_to IS NULL OR up_to > r.upper)
        AND current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'a subscription that waits for new changes needs READ COMMITTED'
-            USING ERRCODE = 'invalid_transaction_state',
+        RAISE EXCEPTION 'a subscription that waits for new changes needs a READ COMMITTED transaction'
+            USING ERRCODE = 'feature_not_supported',
                   HINT = 'Its transaction''s snapshot would never show them.';
     END IF;
     lifetime_id := (r.o).lifetime_id;
