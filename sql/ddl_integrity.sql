@@ -344,6 +344,54 @@ RESET client_min_messages;
 SELECT * FROM live();
 SELECT * FROM disagreements();
 
+------------------------------------------------------------------------------
+-- 7. PostgreSQL objects that read a collection's history — a view over a
+--    registered table (it embeds the history views), over a maintained
+--    view, a function whose body reads one — refuse a drop or an
+--    unregistration without cascade, as PostgreSQL refuses DROP TABLE under
+--    a view; finalization would otherwise have taken them with the storage.
+------------------------------------------------------------------------------
+RESET search_path;
+CREATE TABLE ddl_fd (id int PRIMARY KEY, v int) WITH (decoupled.registered = true);
+CREATE VIEW ddl_fd_view AS SELECT id FROM ddl_fd WHERE v > 0;
+SELECT decoupled.create_materialized_view('ddl_fd_mv', 'SELECT count(*) AS n FROM ddl_fd')
+    > 0 AS created;
+CREATE VIEW ddl_fd_mv_view AS SELECT n FROM ddl_fd_mv;
+CREATE FUNCTION ddl_fd_f() RETURNS bigint LANGUAGE sql BEGIN ATOMIC SELECT n FROM ddl_fd_mv; END;
+SELECT regress_try($$SELECT decoupled.drop('ddl_fd_mv')$$);
+SELECT regress_try('DROP MATERIALIZED VIEW ddl_fd_mv');
+SELECT * FROM live();
+DROP VIEW ddl_fd_mv_view;
+DROP FUNCTION ddl_fd_f();
+SELECT decoupled.drop('ddl_fd_mv');
+SELECT regress_try($$SELECT decoupled.unregister_table('ddl_fd')$$);
+SELECT regress_try('ALTER TABLE ddl_fd RESET (decoupled.registered)');
+-- Dropped first, the view is recreated over the plain table afterwards.
+DROP VIEW ddl_fd_view;
+SELECT decoupled.unregister_table('ddl_fd');
+CREATE VIEW ddl_fd_view AS SELECT id FROM ddl_fd WHERE v > 0;
+-- With cascade they go with the history.
+SELECT decoupled.register_table('ddl_fd') > 0 AS registered;
+CREATE VIEW ddl_fd_view2 AS SELECT id FROM ddl_fd;
+SELECT decoupled.drop('ddl_fd', cascade => true);
+SET client_min_messages = warning;
+DO $$
+BEGIN
+    FOR i IN 1 .. 600 LOOP
+        PERFORM decoupled.finalize_dropped();
+        EXIT WHEN NOT EXISTS (SELECT FROM decoupled.catalog_objects
+                               WHERE name LIKE 'ddl\_fd%' AND finalized_at IS NULL);
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+$$;
+RESET client_min_messages;
+SELECT to_regclass('ddl_fd_view') IS NOT NULL AS plain_view_kept,
+       to_regclass('ddl_fd_view2') IS NULL AS history_view_gone;
+DROP VIEW ddl_fd_view;
+DROP TABLE ddl_fd;
+SELECT * FROM disagreements();
+
 RESET search_path;
 SELECT decoupled.drop_cluster('idle');
 DROP ROLE ddl_owner;

@@ -327,6 +327,8 @@ BEGIN
     PERFORM decoupled._check_table_owner(tbl, 'unregister it');
     PERFORM decoupled._refuse_dependents(format('table "%s"', o.name), ARRAY[o.lifetime_id],
                                          'unregister');
+    PERFORM decoupled._refuse_foreign_dependents(format('table "%s"', o.name),
+                                                 ARRAY[o.lifetime_id], 'unregister');
     PERFORM decoupled._drop_object(o, v_version);
 END
 $$;

@@ -79,6 +79,77 @@ BEGIN
 END
 $$;
 
+-- What PostgreSQL objects outside the extension read the history of `ids`
+-- (their storage, or a view's or source's relation): a role's view over a
+-- registered table (it embeds the history views), over a maintained view,
+-- a function whose body reads them.  Finalization drops those with the
+-- storage (CASCADE), so a drop without cascade is refused while they
+-- exist, as PostgreSQL refuses DROP TABLE under a view.
+CREATE FUNCTION decoupled._foreign_dependents(ids bigint[]) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH rels AS (
+        SELECT r::oid AS rel
+          FROM unnest(ids) i,
+               unnest(ARRAY['plan', 'delta', 'before', 'history', 'history_cur', 'history_dead',
+                            'state', 'dstate', 'cur', 'dead', 'stage', 'pending']) part,
+               LATERAL to_regclass(decoupled._storage(i, part)) r
+         WHERE r IS NOT NULL
+        UNION
+        SELECT o.relation FROM decoupled.catalog_objects o
+         WHERE o.lifetime_id = ANY (ids) AND o.kind IN ('source', 'materialized view')
+           AND o.relation IS NOT NULL),
+    -- Each dependent with the relation it belongs to (a rule's view, a
+    -- constraint's, trigger's, default's or policy's table).
+    deps AS (
+        SELECT CASE WHEN d.classid = 'pg_rewrite'::regclass THEN 'pg_class'::regclass
+                    ELSE d.classid END AS classid,
+               CASE WHEN d.classid = 'pg_rewrite'::regclass THEN w.ev_class
+                    ELSE d.objid END AS objid,
+               CASE WHEN d.classid = 'pg_rewrite'::regclass THEN 0 ELSE d.objsubid END AS objsubid,
+               CASE d.classid
+                    WHEN 'pg_class'::regclass THEN d.objid
+                    WHEN 'pg_rewrite'::regclass THEN w.ev_class
+                    WHEN 'pg_constraint'::regclass THEN c.conrelid
+                    WHEN 'pg_trigger'::regclass THEN t.tgrelid
+                    WHEN 'pg_attrdef'::regclass THEN a.adrelid
+                    WHEN 'pg_policy'::regclass THEN p.polrelid END AS of_rel
+          FROM pg_depend d
+          LEFT JOIN pg_rewrite w ON d.classid = 'pg_rewrite'::regclass AND w.oid = d.objid
+          LEFT JOIN pg_constraint c ON d.classid = 'pg_constraint'::regclass AND c.oid = d.objid
+          LEFT JOIN pg_trigger t ON d.classid = 'pg_trigger'::regclass AND t.oid = d.objid
+          LEFT JOIN pg_attrdef a ON d.classid = 'pg_attrdef'::regclass AND a.oid = d.objid
+          LEFT JOIN pg_policy p ON d.classid = 'pg_policy'::regclass AND p.oid = d.objid
+         WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid IN (SELECT rel FROM rels)
+           AND d.deptype = 'n')
+    SELECT string_agg(DISTINCT pg_describe_object(x.classid, x.objid, x.objsubid), ', ')
+      FROM deps x
+     WHERE (x.of_rel IS NULL
+            OR NOT (x.of_rel IN (SELECT rel FROM rels)
+                    OR x.of_rel IN (SELECT c.oid FROM pg_class c
+                                     WHERE c.relnamespace = 'decoupled_storage'::regnamespace)
+                    OR x.of_rel IN (SELECT o.relation FROM decoupled.catalog_objects o
+                                     WHERE o.relation IS NOT NULL)))
+       AND NOT EXISTS (SELECT FROM pg_depend e
+                        WHERE e.classid = x.classid AND e.objid = x.objid AND e.deptype = 'e')
+$$;
+
+CREATE FUNCTION decoupled._refuse_foreign_dependents(what text, ids bigint[],
+                                                     verb text DEFAULT 'drop')
+RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_list text := decoupled._foreign_dependents(ids);
+BEGIN
+    IF v_list IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot % % because other objects depend on it', verb, what
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = 'Reading its history: ' || v_list || '.',
+                  HINT = 'Drop them first, or use decoupled.drop(name, cascade => true) to drop '
+                         'them with its history.';
+    END IF;
+END
+$$;
+
 -- DROP EXTENSION gives every live registered table the replica identity it
 -- had before registration set FULL (C14.1), as unregister_table does: the
 -- DDL guard calls this right before PostgreSQL drops the extension, with
@@ -423,6 +494,7 @@ BEGIN
     v_cascade := coalesce(decoupled._drop_cascades(), v_plans);
     IF NOT v_cascade THEN
         PERFORM decoupled._refuse_dependents(v_what, v_roots);
+        PERFORM decoupled._refuse_foreign_dependents(v_what, v_roots);
     END IF;
     FOR v_victim IN SELECT * FROM decoupled.catalog_objects o
                      WHERE o.lifetime_id = ANY (v_roots || decoupled._dependents(v_roots))

@@ -249,6 +249,7 @@ BEGIN
        AND (s.lifetime_id = o.lifetime_id OR (s.definition->>'parent')::bigint = o.lifetime_id);
     IF NOT _drop.cascade THEN
         PERFORM decoupled._refuse_dependents(format('%s "%s"', o.kind, o.name), v_roots);
+        PERFORM decoupled._refuse_foreign_dependents(format('%s "%s"', o.kind, o.name), v_roots);
     END IF;
     -- Dependents first: their plans read the storage of what they depend on.
     FOR v_victim IN SELECT * FROM decoupled.catalog_objects s
