@@ -3958,10 +3958,20 @@ BEGIN
         RAISE EXCEPTION 'register_table needs a READ COMMITTED transaction'
             USING ERRCODE = 'feature_not_supported';
     END IF;
+    -- A regclass made from a number names no relation when none has it.
+    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid
+            USING ERRCODE = 'undefined_table';
+    END IF;
     -- Lock the table before reading its shape, and before the catalog
     -- version row (tables first, then the catalog: the order DROP TABLE
     -- takes too).  Writers wait from here to commit.
     EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    -- (Dropped between the two.)
+    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid
+            USING ERRCODE = 'undefined_table';
+    END IF;
     SELECT c.relname::text AS relname, c.relkind, c.relpersistence, n.nspname::text AS nspname,
            c.relowner, c.relrowsecurity OR c.relforcerowsecurity AS rls, c.relispartition,
            c.reloftype <> 0 AS typed
@@ -3996,6 +4006,11 @@ BEGIN
     END IF;
     IF r.nspname IN ('decoupled', 'decoupled_storage', 'pg_catalog', 'information_schema') THEN
         RAISE EXCEPTION 'cannot register system table "%"', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = tbl AND attnum > 0) THEN
+        RAISE EXCEPTION 'cannot register table "%" because it has no columns', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'History keeps rows by their columns.';
     END IF;
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = tbl AND attnum > 0 AND attisdropped) THEN
         RAISE EXCEPTION 'cannot register table "%" because it has dropped columns', tbl
@@ -5639,14 +5654,17 @@ DECLARE
     v_detail   pg_catalog.text;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-    v_function := substring(sql FROM '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(');
+    -- Keywords and unquoted names in any case, as PostgreSQL reads them.
+    v_function := pg_catalog.lower((pg_catalog.regexp_match(
+        sql, '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(', 'i'))[1]);
     IF v_function IS NULL OR sql ~ ';\s*\S'
        OR v_function NOT IN ('create_cluster', 'alter_cluster', 'drop_cluster',
                              'declare_adapter', 'drop_adapter', 'register_table',
                              'unregister_table', 'acquire_hold', 'release_hold',
                              'publish_bounds', 'apply_compaction', 'create_source',
                              'create_materialized_view', 'create_sink', 'drop',
-                             'create_deployment', 'drop_deployment') THEN
+                             'create_deployment', 'drop_deployment', 'create_replica',
+                             'drop_replica') THEN
         RAISE EXCEPTION 'dry_run takes one call of a catalog function'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass the call as text, for example ''SELECT decoupled.create_cluster(...)''.';
@@ -5945,3 +5963,29 @@ END
 $$;
 REVOKE ALL ON FUNCTION decoupled._foreign_dependents(bigint[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION decoupled._refuse_foreign_dependents(text, bigint[], text) FROM PUBLIC;
+
+-- No relation of the catalog in a temporary schema; an empty search_path says so.
+CREATE OR REPLACE FUNCTION decoupled._check_create_in(schema text, what text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF schema IS NULL THEN
+        RAISE EXCEPTION 'no schema has been selected to create in'
+            USING ERRCODE = 'invalid_schema_name', DETAIL = what,
+                  HINT = 'Set search_path to a schema that exists.';
+    END IF;
+    -- The relation would go with the session while the catalog keeps its
+    -- object running (and a dump would name a relation that is gone).
+    IF EXISTS (SELECT FROM pg_namespace n
+                WHERE n.nspname = schema
+                  AND (n.oid = pg_my_temp_schema() OR pg_is_other_temp_schema(n.oid))) THEN
+        RAISE EXCEPTION 'cannot create the relation of a collection or sink in temporary schema "%"',
+                        schema
+            USING ERRCODE = 'feature_not_supported', DETAIL = what,
+                  HINT = 'Put a permanent schema first in search_path.';
+    END IF;
+    IF NOT has_schema_privilege(decoupled._caller(), quote_ident(schema), 'CREATE') THEN
+        RAISE EXCEPTION 'permission denied for schema %', schema
+            USING ERRCODE = 'insufficient_privilege', DETAIL = what;
+    END IF;
+END
+$$;

@@ -79,9 +79,18 @@ bool current_upper(text* name, int64* upper) {
     return found;
 }
 
+// Milliseconds, saturated at a thousand years: a timeout of 300,000 years
+// is "for ever", not an overflow that reads as negative (nor a deadline
+// past the end of timestamps).  Negative ones stay negative.
 int64 interval_ms(Interval* i) {
-    return (i->time + i->day * (int64)USECS_PER_DAY +
-            i->month * (int64)DAYS_PER_MONTH * USECS_PER_DAY) / 1000;
+    constexpr int64 kForEver = INT64CONST(1000) * 365 * 24 * 3600 * 1000;
+    __int128 us = static_cast<__int128>(i->time) +
+                  static_cast<__int128>(i->day) * USECS_PER_DAY +
+                  static_cast<__int128>(i->month) * DAYS_PER_MONTH * USECS_PER_DAY;
+    __int128 ms = us / 1000;
+    if (ms > kForEver) return kForEver;
+    if (ms < -kForEver) return -kForEver;
+    return static_cast<int64>(ms);
 }
 
 }  // namespace

@@ -270,3 +270,33 @@ DO $$ BEGIN
 END $$;
 DROP TABLE lim_held, lim_t, lim_src;
 DROP DOMAIN lim_positive, lim_required;
+
+-- Where a relation would be created, and what names no relation: the
+-- temporary schema is refused (the relation would go with the session
+-- while the catalog keeps its object), an empty search_path says so as
+-- PostgreSQL does, an OID that names no relation and a table without
+-- columns are refused clearly; a very long wait is "for ever", not an
+-- overflow; dry_run reads calls in any case.
+CREATE TABLE lim_perm (id int PRIMARY KEY) WITH (decoupled.registered = true);
+SET search_path = pg_temp, public;
+SELECT case_name, regexp_replace(regress_try(s), 'pg_temp_[0-9]+', 'pg_temp_N') AS outcome FROM (VALUES
+    ('view in pg_temp', $$SELECT decoupled.create_materialized_view('lim_tmp', 'SELECT 1 AS x')$$),
+    ('familiar view in pg_temp', $$CREATE MATERIALIZED VIEW lim_tmp WITH (decoupled.maintained)
+                                   AS SELECT 1 AS x$$),
+    ('source in pg_temp', $$SELECT decoupled.create_source('lim_tmp', 'counter')$$),
+    ('sink into pg_temp', $$SELECT decoupled.create_sink('lim_tmp', 'lim_perm', 'lim_out')$$)
+) AS t(case_name, s);
+SET search_path = '';
+SELECT public.regress_try($$SELECT decoupled.create_materialized_view('lim_tmp', 'SELECT 1 AS x')$$)
+    AS empty_path;
+RESET search_path;
+CREATE TABLE lim_nocols ();
+SELECT case_name, regress_try(s) AS outcome FROM (VALUES
+    ('OID 0', $$SELECT decoupled.register_table(0::regclass)$$),
+    ('OID of nothing', $$SELECT decoupled.register_table(999999::regclass)$$),
+    ('no columns', $$SELECT decoupled.register_table('lim_nocols')$$),
+    ('wait for ever, already past', $$SELECT decoupled.wait_for_upper('lim_perm', 0, '300000 years')$$)
+) AS t(case_name, s);
+SELECT action, kind, name FROM decoupled.dry_run('select Decoupled.create_cluster(''lim_dry'')');
+SELECT decoupled.unregister_table('lim_perm');
+DROP TABLE lim_perm, lim_nocols;

@@ -490,9 +490,23 @@ $$;
 CREATE FUNCTION decoupled._check_create_in(schema text, what text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF schema IS NULL OR NOT has_schema_privilege(decoupled._caller(), quote_ident(schema),
-                                                  'CREATE') THEN
-        RAISE EXCEPTION 'permission denied for schema %', coalesce(schema, 'NULL')
+    IF schema IS NULL THEN
+        RAISE EXCEPTION 'no schema has been selected to create in'
+            USING ERRCODE = 'invalid_schema_name', DETAIL = what,
+                  HINT = 'Set search_path to a schema that exists.';
+    END IF;
+    -- The relation would go with the session while the catalog keeps its
+    -- object running (and a dump would name a relation that is gone).
+    IF EXISTS (SELECT FROM pg_namespace n
+                WHERE n.nspname = schema
+                  AND (n.oid = pg_my_temp_schema() OR pg_is_other_temp_schema(n.oid))) THEN
+        RAISE EXCEPTION 'cannot create the relation of a collection or sink in temporary schema "%"',
+                        schema
+            USING ERRCODE = 'feature_not_supported', DETAIL = what,
+                  HINT = 'Put a permanent schema first in search_path.';
+    END IF;
+    IF NOT has_schema_privilege(decoupled._caller(), quote_ident(schema), 'CREATE') THEN
+        RAISE EXCEPTION 'permission denied for schema %', schema
             USING ERRCODE = 'insufficient_privilege', DETAIL = what;
     END IF;
 END

@@ -100,10 +100,20 @@ BEGIN
         RAISE EXCEPTION 'register_table needs a READ COMMITTED transaction'
             USING ERRCODE = 'feature_not_supported';
     END IF;
+    -- A regclass made from a number names no relation when none has it.
+    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid
+            USING ERRCODE = 'undefined_table';
+    END IF;
     -- Lock the table before reading its shape, and before the catalog
     -- version row (tables first, then the catalog: the order DROP TABLE
     -- takes too).  Writers wait from here to commit.
     EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    -- (Dropped between the two.)
+    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = tbl) THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid
+            USING ERRCODE = 'undefined_table';
+    END IF;
     SELECT c.relname::text AS relname, c.relkind, c.relpersistence, n.nspname::text AS nspname,
            c.relowner, c.relrowsecurity OR c.relforcerowsecurity AS rls, c.relispartition,
            c.reloftype <> 0 AS typed
@@ -138,6 +148,11 @@ BEGIN
     END IF;
     IF r.nspname IN ('decoupled', 'decoupled_storage', 'pg_catalog', 'information_schema') THEN
         RAISE EXCEPTION 'cannot register system table "%"', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = tbl AND attnum > 0) THEN
+        RAISE EXCEPTION 'cannot register table "%" because it has no columns', tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'History keeps rows by their columns.';
     END IF;
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = tbl AND attnum > 0 AND attisdropped) THEN
         RAISE EXCEPTION 'cannot register table "%" because it has dropped columns', tbl

@@ -545,14 +545,17 @@ DECLARE
     v_detail   pg_catalog.text;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-    v_function := substring(sql FROM '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(');
+    -- Keywords and unquoted names in any case, as PostgreSQL reads them.
+    v_function := pg_catalog.lower((pg_catalog.regexp_match(
+        sql, '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(', 'i'))[1]);
     IF v_function IS NULL OR sql ~ ';\s*\S'
        OR v_function NOT IN ('create_cluster', 'alter_cluster', 'drop_cluster',
                              'declare_adapter', 'drop_adapter', 'register_table',
                              'unregister_table', 'acquire_hold', 'release_hold',
                              'publish_bounds', 'apply_compaction', 'create_source',
                              'create_materialized_view', 'create_sink', 'drop',
-                             'create_deployment', 'drop_deployment') THEN
+                             'create_deployment', 'drop_deployment', 'create_replica',
+                             'drop_replica') THEN
         RAISE EXCEPTION 'dry_run takes one call of a catalog function'
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass the call as text, for example ''SELECT decoupled.create_cluster(...)''.';
