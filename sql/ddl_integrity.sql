@@ -390,6 +390,20 @@ SELECT to_regclass('ddl_fd_view') IS NOT NULL AS plain_view_kept,
        to_regclass('ddl_fd_view2') IS NULL AS history_view_gone;
 DROP VIEW ddl_fd_view;
 DROP TABLE ddl_fd;
+-- DROP ... CASCADE takes a role's view over a maintained view at once, as
+-- PostgreSQL does: the name is free for a new view in the same transaction.
+CREATE TABLE ddl_fd2 (id int PRIMARY KEY, v int) WITH (decoupled.registered = true);
+CREATE MATERIALIZED VIEW ddl_fd2_mv WITH (decoupled.maintained) AS SELECT count(*) AS n FROM ddl_fd2;
+CREATE VIEW ddl_fd2_user AS SELECT n FROM ddl_fd2_mv;
+BEGIN;
+DROP MATERIALIZED VIEW ddl_fd2_mv CASCADE;
+CREATE MATERIALIZED VIEW ddl_fd2_mv WITH (decoupled.maintained) AS SELECT sum(v) AS s FROM ddl_fd2;
+COMMIT;
+SELECT to_regclass('ddl_fd2_user') IS NULL AS user_view_gone,
+       (SELECT string_agg(attname, ',') FROM pg_attribute
+         WHERE attrelid = 'ddl_fd2_mv'::regclass AND attnum > 0) AS new_columns;
+SELECT decoupled.drop('ddl_fd2', cascade => true);
+DROP TABLE ddl_fd2;
 SELECT * FROM disagreements();
 
 RESET search_path;

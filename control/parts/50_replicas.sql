@@ -268,6 +268,8 @@ COMMENT ON FUNCTION decoupled.drop(text, boolean) IS
 -- found by its OID (the relation), so a renamed schema is followed.
 CREATE FUNCTION decoupled._drop_public_view(o decoupled.catalog_objects) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_lock text;
 BEGIN
     IF o.relation IS NULL OR o.kind NOT IN ('source', 'materialized view') THEN
         RETURN;
@@ -279,7 +281,18 @@ BEGIN
                       AND d.refobjid = to_regclass(decoupled._storage(o.lifetime_id, 'history'))) THEN
         RETURN;
     END IF;
-    PERFORM decoupled._drop_quietly('VIEW', o.relation::regclass::text);
+    -- CASCADE: a drop without cascade was refused while anything outside
+    -- the extension read it (_refuse_foreign_dependents), so what goes
+    -- with it here was asked for, and goes now, as PostgreSQL's DROP ...
+    -- CASCADE takes it, not at finalization.
+    v_lock := current_setting('lock_timeout');
+    PERFORM set_config('lock_timeout', '10ms', true);
+    BEGIN
+        EXECUTE format('DROP VIEW IF EXISTS %s CASCADE', o.relation::regclass);
+    EXCEPTION WHEN lock_not_available THEN
+        NULL;  -- a reader holds it: finalization takes it
+    END;
+    PERFORM set_config('lock_timeout', v_lock, true);
 END
 $$;
 
