@@ -6020,3 +6020,45 @@ BEGIN
     PERFORM set_config('lock_timeout', v_lock, true);
 END
 $$;
+
+-- A subscription reads rows whatever their columns are named.
+CREATE OR REPLACE FUNCTION decoupled._subscribe_batch(lifetime_id bigint, from_ts bigint, to_ts bigint,
+                                           snapshot_at bigint)
+RETURNS TABLE (mz_timestamp bigint, mz_diff bigint, data jsonb)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    id     bigint := _subscribe_batch.lifetime_id;
+    v_cols text := decoupled._cols(id);
+    v_sql  text;
+    v_rel  oid;
+    v_kind text;
+    v_name text;
+BEGIN
+    -- (c.*: the row, even where a column is named c.)
+    -- Called only by subscribe(), whose caller may have lost the privilege
+    -- since the subscription started.
+    SELECT o.relation, o.kind, o.name INTO v_rel, v_kind, v_name
+      FROM decoupled.catalog_objects o WHERE o.lifetime_id = id;
+    IF v_rel IS NULL OR NOT decoupled._caller_can_select(v_rel) THEN
+        RAISE EXCEPTION 'permission denied for % "%"', v_kind, v_name
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    v_sql := decoupled._changes_sql(id, snapshot_at IS NOT NULL);
+    RETURN QUERY EXECUTE format(
+        'SELECT mz_ts, sum(mz_diff)::bigint, mz_row FROM ( '
+        '  SELECT c.mz_ts, c.mz_diff, to_jsonb(c.*) - ''mz_ts'' - ''mz_diff'' AS mz_row '
+        '    FROM (%s) c(mz_ts, mz_diff, %s)) x '
+        ' GROUP BY mz_ts, mz_row HAVING sum(mz_diff) <> 0 ORDER BY mz_ts, mz_row', v_sql, v_cols)
+        USING from_ts, to_ts, snapshot_at;
+    -- Read first, checked after: since only grows, and history goes in the
+    -- transaction that moves it.  A subscription that lost its protection
+    -- (its incarnation was retired) fails instead of missing changes.
+    IF (SELECT f.since FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = id)
+       > coalesce(snapshot_at, from_ts - 1) THEN
+        RAISE EXCEPTION '% "%" was compacted past the subscription''s frontier', v_kind, v_name
+            USING ERRCODE = 'snapshot_too_old',
+                  HINT = 'Its hold was released (its adapter incarnation was retired); subscribe again.';
+    END IF;
+END
+$$;

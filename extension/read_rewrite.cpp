@@ -225,6 +225,12 @@ void load_cache(uint64 epoch) {
         }
         SPI_finish();
         decoupled::restore_user(saved);
+        // A cache, not a read the transaction relies on: the lock its load
+        // took must not stay to the end of whatever transaction happened
+        // to load it (an idle one then held up ALTER EXTENSION UPDATE, and
+        // everything queued behind that).  One taken earlier by the
+        // transaction itself stays.
+        UnlockRelationOid(catalog_relid, AccessShareLock);
     }
     plan_time_marker = OidIsValid(cache_catalog_relid)
                            ? GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,

@@ -134,6 +134,18 @@ CREATE ROLE sub_stranger;
 SET ROLE sub_stranger;
 SELECT regress_try($$SELECT * FROM decoupled.subscribe('items', up_to => 1)$$) AS unprivileged;
 RESET ROLE;
+-- Each row as a JSON object whatever its columns are named (a column
+-- named c, a jsonb column holding the keys mz_ts and mz_diff).
+CREATE TABLE sub_named (id int PRIMARY KEY, c int, j jsonb);
+SELECT decoupled.register_table('sub_named', retain_history => '1 hour') > 0 AS registered;
+INSERT INTO sub_named VALUES (1, 10, '{"x": 1, "mz_ts": 5}'), (2, 20, '{"x": 1, "mz_diff": 6}');
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT mz_diff, data FROM decoupled.subscribe('sub_named', up_to => (SELECT upper FROM decoupled.frontiers
+                                                                     WHERE name = 'sub_named'))
+ ORDER BY data->>'id';
+SELECT decoupled.unregister_table('sub_named');
+DROP TABLE sub_named;
+
 SELECT decoupled.stop_adapter('default');
 -- (up_to an hour past the latest time: beyond as_of however long this took)
 SELECT regress_try(format($$SELECT * FROM decoupled.subscribe('items', up_to => %s)$$,
@@ -141,6 +153,7 @@ SELECT regress_try(format($$SELECT * FROM decoupled.subscribe('items', up_to => 
     AS stopped_adapter;
 SELECT decoupled.start_adapter('default');
 DROP ROLE sub_stranger;
+
 
 SELECT decoupled.drop('items');
 SELECT decoupled.drop('sink_source', cascade => true);

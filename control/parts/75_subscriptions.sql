@@ -102,6 +102,7 @@ DECLARE
     v_kind text;
     v_name text;
 BEGIN
+    -- (c.*: the row, even where a column is named c.)
     -- Called only by subscribe(), whose caller may have lost the privilege
     -- since the subscription started.
     SELECT o.relation, o.kind, o.name INTO v_rel, v_kind, v_name
@@ -113,7 +114,7 @@ BEGIN
     v_sql := decoupled._changes_sql(id, snapshot_at IS NOT NULL);
     RETURN QUERY EXECUTE format(
         'SELECT mz_ts, sum(mz_diff)::bigint, mz_row FROM ( '
-        '  SELECT c.mz_ts, c.mz_diff, to_jsonb(c) - ''mz_ts'' - ''mz_diff'' AS mz_row '
+        '  SELECT c.mz_ts, c.mz_diff, to_jsonb(c.*) - ''mz_ts'' - ''mz_diff'' AS mz_row '
         '    FROM (%s) c(mz_ts, mz_diff, %s)) x '
         ' GROUP BY mz_ts, mz_row HAVING sum(mz_diff) <> 0 ORDER BY mz_ts, mz_row', v_sql, v_cols)
         USING from_ts, to_ts, snapshot_at;
@@ -122,7 +123,7 @@ BEGIN
     -- (its incarnation was retired) fails instead of missing changes.
     IF (SELECT f.since FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = id)
        > coalesce(snapshot_at, from_ts - 1) THEN
-        RAISE EXCEPTION 'collection % was compacted past the subscription''s frontier', id
+        RAISE EXCEPTION '% "%" was compacted past the subscription''s frontier', v_kind, v_name
             USING ERRCODE = 'snapshot_too_old',
                   HINT = 'Its hold was released (its adapter incarnation was retired); subscribe again.';
     END IF;
