@@ -80,3 +80,38 @@ DO $$ BEGIN
 END $$;
 DROP TABLE re_t, re_broken;
 DROP FUNCTION re_lookup(int);
+
+-- Health of a process that stopped reporting (C6): a replica or adapterd
+-- reports every second; one silent for 30 s (hung, gone, or in one long
+-- step) shows `stalled`, and so do the objects it ran, whatever it said
+-- last.  Its silence is made here by dating its last report back, in a
+-- transaction that is rolled back.
+SELECT decoupled.create_source('silent_src', 'counter') > 0 AS created;
+SELECT decoupled.wait_for_upper('silent_src', 0, '60s') > 0 AS ticking;
+DO $$
+BEGIN
+    FOR i IN 1 .. 600 LOOP
+        EXIT WHEN (SELECT status = 'running' FROM decoupled.object_statuses
+                    WHERE name = 'silent_src');
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+$$;
+BEGIN;
+UPDATE decoupled.catalog_replica_incarnations
+   SET heartbeat_at = clock_timestamp() - interval '1 minute'
+ WHERE retired_at IS NULL
+   AND replica_id IN (SELECT replica_id FROM decoupled.catalog_replicas WHERE cluster = 'default');
+UPDATE decoupled.catalog_adapter_incarnations
+   SET heartbeat_at = clock_timestamp() - interval '1 minute'
+ WHERE retired_at IS NULL AND adapter = 'default';
+SELECT status, error ~ '^replica has not reported for [0-9]+ s$' AS says_silent
+  FROM decoupled.replica_statuses WHERE name = 'default';
+SELECT DISTINCT status FROM decoupled.cluster_replicas WHERE cluster = 'default';
+SELECT name, status, error ~ 'has not reported' AS says_silent
+  FROM decoupled.object_statuses WHERE name = 'silent_src';
+SELECT status FROM decoupled.adapters WHERE name = 'default';
+ROLLBACK;
+SELECT status <> 'stalled' AS not_stalled
+  FROM decoupled.object_statuses WHERE name = 'silent_src';
+SELECT decoupled.drop('silent_src');

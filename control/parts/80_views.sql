@@ -40,10 +40,18 @@ CREATE VIEW decoupled.clusters AS
            c.created_at
       FROM decoupled.catalog_clusters c;
 
+-- A process that reports every second (replicas, adapterd) and has not for
+-- 30 s is `stalled`, whatever it said last: it is hung, gone (an external
+-- replicad killed), or busy in one very long step.
 -- Each replica declaration as realized by each live deployment.
 CREATE VIEW decoupled.cluster_replicas AS
     SELECT r.cluster::text, r.name::text AS replica, d.name::text AS deployment,
-           i.incarnation, i.pid, i.status, r.replica_id, i.host, r.external, i.heartbeat_at
+           i.incarnation, i.pid,
+           CASE WHEN i.status IN ('starting', 'running')
+                     AND coalesce(i.heartbeat_at, i.started_at)
+                         < clock_timestamp() - interval '30 seconds'
+                THEN 'stalled' ELSE i.status END AS status,
+           r.replica_id, i.host, r.external, i.heartbeat_at
       FROM decoupled.catalog_replicas r
       CROSS JOIN decoupled.catalog_deployments d
       LEFT JOIN decoupled.catalog_replica_incarnations i
@@ -53,17 +61,34 @@ CREATE VIEW decoupled.cluster_replicas AS
 
 CREATE VIEW decoupled.replica_statuses AS
     SELECT r.cluster::text AS name, r.name::text AS replica, i.deployment::text,
-           i.incarnation, i.status, i.error, i.hint,
+           i.incarnation,
+           CASE WHEN s.silent THEN 'stalled' ELSE i.status END AS status,
+           CASE WHEN s.silent
+                THEN format('replica has not reported for %s s',
+                            floor(extract(epoch FROM clock_timestamp()
+                                                     - coalesce(i.heartbeat_at, i.started_at))))
+                ELSE i.error END AS error,
+           CASE WHEN s.silent
+                THEN 'It is hung, gone, or busy in one long step; an external replica must be '
+                     'started again by whoever runs it.'
+                ELSE i.hint END AS hint,
            coalesce(i.heartbeat_at, i.started_at) AS updated_at
       FROM decoupled.catalog_replica_incarnations i
       JOIN decoupled.catalog_replicas r USING (replica_id)
+      CROSS JOIN LATERAL (SELECT i.status IN ('starting', 'running')
+                                 AND coalesce(i.heartbeat_at, i.started_at)
+                                     < clock_timestamp() - interval '30 seconds' AS silent) s
      WHERE i.retired_at IS NULL;
 
 -- An adapter stopped on purpose shows `stopped`, with the incarnation that
 -- still owns its holds.  Adapters of retired deployments are gone for good.
 CREATE VIEW decoupled.adapters AS
     SELECT a.name::text, a.deployment::text, i.incarnation, i.pid,
-           CASE WHEN s.adapter IS NOT NULL THEN 'stopped' ELSE i.status END AS status,
+           CASE WHEN s.adapter IS NOT NULL THEN 'stopped'
+                WHEN i.status IN ('starting', 'running')
+                     AND coalesce(i.heartbeat_at, i.started_at)
+                         < clock_timestamp() - interval '30 seconds' THEN 'stalled'
+                ELSE i.status END AS status,
            i.heartbeat_at, s.stopped_at
       FROM decoupled.catalog_adapters a
       LEFT JOIN decoupled.catalog_adapter_incarnations i
@@ -121,9 +146,15 @@ CREATE VIEW decoupled.session_holds AS
 CREATE VIEW decoupled.object_statuses AS
     SELECT o.name::text, o.kind, r.name::text AS replica,
            CASE WHEN r.replica_id IS NULL THEN 'paused'
+                WHEN q.silent THEN 'stalled'
                 ELSE coalesce(h.status, 'created') END AS status,
-           decoupled._visible_error(h.error, o.relation, o.name) AS error,
-           CASE WHEN r.replica_id IS NULL THEN 'no replica is running it' ELSE h.hint END
+           CASE WHEN q.silent
+                THEN format('replica "%s" has not reported for %s s', r.name, q.seconds)
+                ELSE decoupled._visible_error(h.error, o.relation, o.name) END AS error,
+           CASE WHEN r.replica_id IS NULL THEN 'no replica is running it'
+                WHEN q.silent THEN 'It is hung, gone, or busy in one long step; see '
+                                   'decoupled.replica_statuses.'
+                ELSE h.hint END
                AS hint,
            h.updated_at, h.transition_at, h.hydrated
       FROM decoupled.catalog_objects o
@@ -132,6 +163,16 @@ CREATE VIEW decoupled.object_statuses AS
              ON h.lifetime_id = o.lifetime_id AND h.replica_id = r.replica_id
             AND h.deployment = (SELECT d.name FROM decoupled.catalog_deployments d
                                  WHERE d.state = 'active')
+      -- What the replica last said of the object holds only while it still
+      -- reports (every second).
+      LEFT JOIN LATERAL (
+          SELECT coalesce(i.heartbeat_at, i.started_at)
+                     < clock_timestamp() - interval '30 seconds' AS silent,
+                 floor(extract(epoch FROM clock_timestamp()
+                                          - coalesce(i.heartbeat_at, i.started_at))) AS seconds
+            FROM decoupled.catalog_replica_incarnations i
+           WHERE i.incarnation = h.incarnation AND i.retired_at IS NULL
+             AND h.status IN ('starting', 'running')) q ON true
      WHERE o.dropped_at IS NULL AND o.kind <> 'table'
     UNION ALL
     SELECT o.name::text, o.kind, NULL,
