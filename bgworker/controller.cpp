@@ -322,6 +322,7 @@ int64 supervise(const std::vector<LaunchSpec>& desired) {
     LWLockAcquire(s->lock, LW_EXCLUSIVE);
     for (int i = 0; i < s->nspecs; ++i) s->specs[i].wanted = false;
     s->specs_truncated = false;
+    int left_out = 0;
     for (const LaunchSpec& spec : desired) {
         std::string key = spec.key();
         int found = -1, free_slot = -1;
@@ -335,6 +336,15 @@ int64 supervise(const std::vector<LaunchSpec>& desired) {
         if (found < 0) {
             if (free_slot < 0) {
                 s->specs_truncated = true;
+                if (left_out < decoupled::kLeftOutShown) {
+                    decoupled::LeftOutSpec& out = s->left_out[left_out];
+                    copy_text(out.kind, sizeof(out.kind), decoupled::worker_kind_name(spec.kind));
+                    copy_text(out.name, sizeof(out.name), spec.name);
+                    copy_text(out.cluster, sizeof(out.cluster), spec.cluster);
+                    copy_text(out.deployment, sizeof(out.deployment), spec.deployment);
+                    out.replica_id = spec.replica_id;
+                }
+                ++left_out;
                 continue;
             }
             found = free_slot;
@@ -343,6 +353,7 @@ int64 supervise(const std::vector<LaunchSpec>& desired) {
         }
         s->specs[found].wanted = true;
     }
+    s->specs_left_out = left_out;
     for (int i = 0; i < s->nspecs; ++i) {
         decoupled::SpecSlot& slot = s->specs[i];
         if (!slot.in_use) continue;
@@ -381,6 +392,20 @@ int64 supervise(const std::vector<LaunchSpec>& desired) {
         }
     }
     LWLockRelease(s->lock);
+
+    // Said once each time the number left out changes, not at every pass.
+    static int reported_left_out = 0;
+    if (left_out != reported_left_out) {
+        if (left_out > 0)
+            ereport(WARNING,
+                    (errmsg("pg_decoupled controller left %d declared processes unstarted: all "
+                            "%d slots of decoupled.max_workers are in use",
+                            left_out, decoupled::guc_max_workers),
+                     errdetail("decoupled.supervised lists them with action \"no slot\"."),
+                     errhint("Raise decoupled.max_workers (needs a restart), or declare fewer "
+                             "replicas and adapters.")));
+        reported_left_out = left_out;
+    }
 
     for (int i : to_start) {
         if (register_worker(i, s->specs[i])) continue;

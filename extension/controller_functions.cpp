@@ -11,6 +11,7 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+#include <algorithm>
 #include "shmem.hpp"
 
 extern "C" {
@@ -61,6 +62,9 @@ Datum decoupled_supervision(PG_FUNCTION_ARGS) {
     int nspecs = s->nspecs;
     auto* slots = static_cast<decoupled::SpecSlot*>(palloc(sizeof(decoupled::SpecSlot) * (nspecs + 1)));
     memcpy(slots, s->specs, sizeof(decoupled::SpecSlot) * nspecs);
+    int left_out = std::min(s->specs_left_out, decoupled::kLeftOutShown);
+    decoupled::LeftOutSpec shown[decoupled::kLeftOutShown];
+    memcpy(shown, s->left_out, sizeof(decoupled::LeftOutSpec) * left_out);
     LWLockRelease(s->lock);
     for (int i = 0; i < nspecs; ++i) {
         const decoupled::SpecSlot& spec = slots[i];
@@ -76,6 +80,21 @@ Datum decoupled_supervision(PG_FUNCTION_ARGS) {
         values[5] = CStringGetTextDatum(decoupled::slot_state_name(spec.state));
         values[6] = Int32GetDatum(spec.pid);
         values[7] = Int32GetDatum(spec.failures);
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+    for (int i = 0; i < left_out; ++i) {
+        const decoupled::LeftOutSpec& spec = shown[i];
+        Datum values[8];
+        bool nulls[8] = {false, false, spec.cluster[0] == '\0', spec.deployment[0] == '\0',
+                         spec.replica_id == 0, false, true, false};
+        values[0] = CStringGetTextDatum(spec.kind);
+        values[1] = CStringGetTextDatum(spec.name);
+        values[2] = CStringGetTextDatum(spec.cluster);
+        values[3] = CStringGetTextDatum(spec.deployment);
+        values[4] = Int64GetDatum(spec.replica_id);
+        values[5] = CStringGetTextDatum("no slot");
+        values[6] = Int32GetDatum(0);
+        values[7] = Int32GetDatum(0);
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }
     return (Datum)0;

@@ -54,6 +54,17 @@ enum class SlotState : int {
 
 const char* slot_state_name(SlotState state);
 
+// A process the catalog declares that got no slot (decoupled.max_workers
+// are all in use): never started, and said so.
+constexpr int kLeftOutShown = 16;
+struct LeftOutSpec {
+    char kind[16];
+    char name[NAMEDATALEN];
+    char cluster[NAMEDATALEN];
+    char deployment[NAMEDATALEN];
+    int64 replica_id;
+};
+
 // One supervised process.  Slots outlive the controller, which is how a new
 // controller adopts running replicas: their pids are still here.
 struct SpecSlot {
@@ -157,6 +168,10 @@ struct SharedState {
     // What it supervises: slots [0, nspecs) may be in use.
     int nspecs;
     bool specs_truncated;  // more were desired than decoupled.max_workers slots
+    // Those left without a slot at the last pass: how many, and the first
+    // few (listed by decoupled.supervised as `no slot`).
+    int specs_left_out;
+    LeftOutSpec left_out[kLeftOutShown];
     SpecSlot specs[FLEXIBLE_ARRAY_MEMBER];
 };
 

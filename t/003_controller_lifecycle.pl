@@ -82,6 +82,26 @@ $session->quit;
 is(DecoupledTest::postmaster_pid($node), $postmaster, 'the server never restarted');
 ok(!DecoupledTest::crashed_since($node, $log_start), 'no crash restart is in the log');
 
+# More processes declared than decoupled.max_workers has slots: those left
+# out are listed as `no slot` and the log says so once, with the way out.
+$node->append_conf('postgresql.conf', 'decoupled.max_workers = 4');
+$node->restart;
+DecoupledTest::wait_following($node);
+my $slots_log = -s $node->logfile;
+$node->safe_psql('postgres', q{SELECT decoupled.alter_cluster('default', 4)});
+$node->poll_query_until('postgres',
+    q{SELECT array_agg(name ORDER BY name) @> '{r2,r3,r4}'
+        FROM decoupled.supervised WHERE action = 'no slot' AND kind = 'replica'})
+  or die 'processes without a slot are not listed';
+is($node->safe_psql('postgres',
+        q{SELECT count(*) FROM decoupled.supervised WHERE action = 'no slot' AND pid IS NOT NULL}),
+   '0', 'processes without a slot have no pid');
+$node->poll_query_until('postgres',
+    qq{SELECT pg_read_file('@{[ $node->logfile ]}', $slots_log, 100000)
+              ~ 'left [0-9]+ declared processes unstarted: all 4 slots of decoupled.max_workers'})
+  or die 'the log does not say why';
+pass('the log says why they did not start');
+
 $node->stop;
 done_testing();
 
