@@ -444,6 +444,22 @@ void collect_from(Node* node, Query* q, List** inputs, decoupled::QueryShape* s)
 
 decoupled::QueryShape describe(Query* q, List** inputs);
 
+// A whole row of a FROM item used as a value (`w`, `to_jsonb(w)`, `w IS
+// NULL`): a step reads an input's changes through a relation with one more
+// column (mz_diff), so such a row would not be the input's row.
+bool whole_row_walker(Node* node, void* context) {
+    if (node == nullptr) return false;
+    if (IsA(node, Var)) return reinterpret_cast<Var*>(node)->varattno == 0;
+    if (IsA(node, Query))
+        return query_tree_walker(reinterpret_cast<Query*>(node),
+                                 reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(whole_row_walker)), context, 0);
+    return expression_tree_walker(node, reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(whole_row_walker)), context);
+}
+
+bool reads_whole_rows(Query* q) {
+    return query_tree_walker(q, reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(whole_row_walker)), nullptr, 0);
+}
+
 // The branches (Query*) of a set operation tree: with `union_all_only`,
 // NIL when `op` is anything but UNION ALL; NIL too when a branch is itself
 // not a query.
@@ -498,6 +514,7 @@ decoupled::QueryShape describe(Query* q, List** inputs) {
     s.grouping_sets = q->groupingSets != NIL;
     // The view rule's OLD and NEW entries are never in FROM.
     collect_from(reinterpret_cast<Node*>(q->jointree), q, inputs, &s);
+    s.whole_rows = reads_whole_rows(q);
 
     // Every GROUP BY key must be an output column with a built-in equality:
     // the view's rows of a group are found by it.

@@ -20,6 +20,7 @@ Strategy classify(const QueryShape& s) {
     // A recursive query reads its inputs through its CTE, never in FROM:
     // "it reads no collection" would hide why.
     if (s.recursive) return recompute("it uses WITH RECURSIVE");
+    if (s.whole_rows) return recompute("it reads a whole row of a FROM item as a value");
     if (s.set_operations && s.union_all_of_linear && !s.limit && !s.distinct)
         return {StrategyKind::Linear, ""};
     if (s.set_operations && s.setop_of_linear && !s.limit) {

@@ -50,6 +50,9 @@ struct QueryShape {
     // subquery, WITH query, LATERAL, VALUES, function); empty: the generic
     // reasons below stand.  Not owned (the walk's memory context).
     const char* from_problem = nullptr;
+    // A whole row of a FROM item used as a value (`w`, `to_jsonb(w)`): a
+    // step reads changes through relations with one more column (mz_diff).
+    bool whole_rows = false;
     bool sublinks = false;          // EXISTS / IN / scalar subqueries
     bool ctes = false;              // WITH
     bool recursive = false;         // a recursive CTE (WITH RECURSIVE)

@@ -49,6 +49,8 @@ TEST(Strategy, EachConstructOutsideFallsBackAndSaysWhy) {
         {[](QueryShape& s) { s.sublinks = true; }, "subquery"},
         {[](QueryShape& s) { s.ctes = true; }, "WITH"},
         {[](QueryShape& s) { s.ctes = s.recursive = true; }, "WITH RECURSIVE"},
+        {[](QueryShape& s) { s.whole_rows = true; }, "whole row"},
+        {[](QueryShape& s) { s.whole_rows = s.partitions = true; }, "whole row"},
         {[](QueryShape& s) { s.window_functions = true; }, "window"},
         {[](QueryShape& s) { s.limit = true; }, "LIMIT"},
         {[](QueryShape& s) { s.distinct = s.distinct_on = true; }, "DISTINCT ON"},
