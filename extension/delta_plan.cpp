@@ -1414,6 +1414,23 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
 // `replace`).
 // ---------------------------------------------------------------------------
 
+// Whether equal values of `type` compared under `collation` are always the
+// same value, byte for byte — what its btree operator class's equalimage
+// function says (deduplication asks it too).  A numeric 3.0 equals 3.00 and
+// a float 0 equals -0: a group or an extreme kept from one of them would
+// show its text where the recomputation shows the other's.  Such keys and
+// extremes are recomputed with their touched groups instead.  Asked at
+// every step (_merge_sums reads the view's sums): the operator class comes
+// from the type cache.
+bool decoupled::delta::equal_means_identical(Oid type, Oid collation) {
+    TypeCacheEntry* entry = lookup_type_cache(type, TYPECACHE_BTREE_OPFAMILY);
+    if (!OidIsValid(entry->btree_opf)) return false;
+    Oid proc = get_opfamily_proc(entry->btree_opf, entry->btree_opintype, entry->btree_opintype,
+                                 BTEQUALIMAGE_PROC);
+    return OidIsValid(proc) &&
+           DatumGetBool(OidFunctionCall1Coll(proc, collation, ObjectIdGetDatum(type)));
+}
+
 namespace {
 
 struct SumsContext {
@@ -1429,23 +1446,6 @@ struct SumsContext {
     Oid kept_sum_int8, kept_sum_numeric, kept_avg;
 };
 
-// Whether equal values of `type` compared under `collation` are always the
-// same value, byte for byte — what its btree operator class's equalimage
-// function says (deduplication asks it too).  A numeric 3.0 equals 3.00 and
-// a float 0 equals -0: a group or an extreme kept from one of them would
-// show its text where the recomputation shows the other's.  Such keys and
-// extremes are recomputed with their touched groups instead.  Asked at
-// every step (_merge_sums reads the view's sums): the operator class comes
-// from the type cache.
-bool equal_means_identical(Oid type, Oid collation) {
-    TypeCacheEntry* entry = lookup_type_cache(type, TYPECACHE_BTREE_OPFAMILY);
-    if (!OidIsValid(entry->btree_opf)) return false;
-    Oid proc = get_opfamily_proc(entry->btree_opf, entry->btree_opintype, entry->btree_opintype,
-                                 BTEQUALIMAGE_PROC);
-    return OidIsValid(proc) &&
-           DatumGetBool(OidFunctionCall1Coll(proc, collation, ObjectIdGetDatum(type)));
-}
-
 // min/max of `arg` can be kept: a built-in base type (no domain, no
 // user-defined comparison: _merge_sums compares as the extension) whose
 // ordering is the btree one min and max follow, aggregated with its own
@@ -1454,7 +1454,7 @@ bool keepable_extreme(Node* arg, Aggref* agg) {
     Oid type = exprType(arg);
     if (type >= FirstNormalObjectId || get_typtype(type) != TYPTYPE_BASE ||
         agg->aggtype != type || agg->inputcollid != exprCollation(arg) ||
-        !equal_means_identical(type, exprCollation(arg)))
+        !decoupled::delta::equal_means_identical(type, exprCollation(arg)))
         return false;
     TypeCacheEntry* entry =
         lookup_type_cache(type, TYPECACHE_LT_OPR | TYPECACHE_GT_OPR | TYPECACHE_CMP_PROC);
@@ -1595,7 +1595,7 @@ SumsContext sums_of(Query* q, bool mutate, bool allow_extremes = true) {
         Expr* key = get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc), q->targetList)->expr;
         c.keys = lappend(c.keys, key);
         // A group kept under one of several equal keys shows that one's text.
-        if (!equal_means_identical(exprType(reinterpret_cast<Node*>(key)),
+        if (!decoupled::delta::equal_means_identical(exprType(reinterpret_cast<Node*>(key)),
                                    exprCollation(reinterpret_cast<Node*>(key))))
             c.ok = false;
     }

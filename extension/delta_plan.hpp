@@ -119,6 +119,10 @@ constexpr int64 kCountedChanges = 10000;
 int64 input_changes(int64 input, int64 limit = kCountedChanges);
 // "WITH name AS (...), ... " for the statement whose terms read them, or "".
 char* with_shared_changes(const Partials* p);
+// Whether equal values of `type` under `collation` are always identical
+// (numeric 1 and 1.0, float 0 and -0, jsonb, a nondeterministic collation:
+// no).
+bool equal_means_identical(Oid type, Oid collation);
 // A SQL literal of `value` as a value of `type`.
 char* literal_type_name(Oid type);
 char* typed_literal(const char* value, const char* type_name);

@@ -658,6 +658,24 @@ bool star(Query* q, Partitioning* p, List* edges) {
 
 void decoupled::describe_partitions(Query* q, QueryShape* shape, List** arrangements) {
     Partitioning p = partitioning(q);
+    // A group or distinct row is added under the spelling its step computes
+    // and retracted under the one it computed before: where equal values
+    // may differ in text (numeric 1 and 1.0, jsonb, a nondeterministic
+    // collation), the two need not be the same row.
+    if (p.problem == nullptr) {
+        List* keys = list_concat(list_copy(q->groupClause), q->distinctClause);
+        ListCell* lc;
+        foreach (lc, keys) {
+            Expr* key =
+                get_sortgroupclause_tle(lfirst_node(SortGroupClause, lc), q->targetList)->expr;
+            Node* k = reinterpret_cast<Node*>(key);
+            if (!decoupled::delta::equal_means_identical(exprType(k), exprCollation(k))) {
+                p.problem = "a GROUP BY or DISTINCT key's equal values may differ in text (numeric, "
+                            "float, jsonb, a nondeterministic collation)";
+                break;
+            }
+        }
+    }
     shape->partitions = p.problem == nullptr;
     shape->partition_problem = p.problem;
     if (!shape->partitions || arrangements == nullptr) return;
