@@ -282,6 +282,8 @@ BEGIN
     END LOOP;
 END
 $$;
+-- (verify()'s scratch tables have columns of its row type.)
+DISCARD TEMP;
 DROP TABLE vm_wr;
 
 -- A view keyed by an expression gets no index on its input's storage: an
