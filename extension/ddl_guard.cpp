@@ -386,6 +386,55 @@ void check_reassign_owned(ReassignOwnedStmt* stmt) {
         1, &array_type, &array);
 }
 
+// DROP ROLE of a role that created live views or sinks: their computations
+// run as that role (definition->'owner', which no pg_shdepend row
+// records), so they would stall for good under a dangling role id — that
+// a dump carries, and a restore may find taken by another role.
+void check_role_drop(DropRoleStmt* stmt) {
+    int n = 0;
+    Datum* roles = static_cast<Datum*>(palloc(sizeof(Datum) * Max(list_length(stmt->roles), 1)));
+    ListCell* lc;
+    foreach (lc, stmt->roles) {
+        Oid role = get_rolespec_oid(lfirst_node(RoleSpec, lc), true);
+        if (OidIsValid(role)) roles[n++] = ObjectIdGetDatum(role);
+    }
+    if (n == 0) return;
+    Oid array_type = OIDARRAYOID;
+    Datum array = PointerGetDatum(construct_array(roles, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT));
+    MemoryContext caller = CurrentMemoryContext;
+    char* role_name = nullptr;
+    char* objects = nullptr;
+    decoupled::SavedUser saved = decoupled::become_catalog_reader();
+    SPI_connect();
+    if (SPI_execute_with_args(
+            "SELECT r.rolname::pg_catalog.text,"
+            "       pg_catalog.string_agg(pg_catalog.format('%s \"%s\"', o.kind, o.name), ', '"
+            "                             ORDER BY o.lifetime_id)"
+            "  FROM decoupled.catalog_objects o"
+            "  JOIN pg_catalog.pg_roles r"
+            "    ON r.oid OPERATOR(pg_catalog.=) (o.definition OPERATOR(pg_catalog.->>) 'owner')::pg_catalog.oid"
+            " WHERE o.dropped_at IS NULL AND r.oid OPERATOR(pg_catalog.=) ANY ($1)"
+            " GROUP BY r.rolname ORDER BY 1 LIMIT 1",
+            1, &array_type, &array, nullptr, true, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not check the statement against the pg_decoupled catalog");
+    if (SPI_processed > 0) {
+        role_name = MemoryContextStrdup(
+            caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+        objects = MemoryContextStrdup(
+            caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2));
+    }
+    SPI_finish();
+    decoupled::restore_user(saved);
+    if (role_name != nullptr)
+        ereport(ERROR,
+                (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+                 errmsg("role \"%s\" cannot be dropped because it created objects of the "
+                        "pg_decoupled catalog",
+                        role_name),
+                 errdetail("Created by it (they are computed as it): %s.", objects),
+                 errhint("Drop them with decoupled.drop() first.")));
+}
+
 // The checks above, then PostgreSQL (or the hook before ours).
 void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     Node* stmt = pstmt->utilityStmt;
@@ -425,6 +474,9 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
             break;
         case T_ReassignOwnedStmt:
             if (extension_installed()) check_reassign_owned(castNode(ReassignOwnedStmt, stmt));
+            break;
+        case T_DropRoleStmt:
+            if (extension_installed()) check_role_drop(castNode(DropRoleStmt, stmt));
             break;
         default:
             break;

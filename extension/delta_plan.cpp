@@ -1423,6 +1423,10 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
 // every step (_merge_sums reads the view's sums): the operator class comes
 // from the type cache.
 bool decoupled::delta::equal_means_identical(Oid type, Oid collation) {
+    // An array equals another only with the same bounds and equal elements
+    // (array_ops declares no equalimage function of its own).
+    Oid element = get_element_type(getBaseType(type));
+    if (OidIsValid(element)) return equal_means_identical(element, collation);
     TypeCacheEntry* entry = lookup_type_cache(type, TYPECACHE_BTREE_OPFAMILY);
     if (!OidIsValid(entry->btree_opf)) return false;
     Oid proc = get_opfamily_proc(entry->btree_opf, entry->btree_opintype, entry->btree_opintype,

@@ -3,8 +3,9 @@
 // A session attaches to the live incarnation of its adapter at its first
 // protected operation and stays attached to that incarnation: once it is
 // retired, the session's next protected operation fails instead of
-// silently moving to a successor.  The attachment is backend-local; one
-// made by a transaction that aborts is forgotten.
+// silently moving to a successor.  Attachments are backend-local, one per
+// adapter the session used; one made by a transaction that aborts is
+// forgotten.
 //
 // Holds live in shared memory, one slot per hold, tagged with the session
 // (pid and backend start) and the owner incarnation.  Each backend has its
@@ -61,9 +62,31 @@ namespace {
 // The session's attachment
 // ---------------------------------------------------------------------------
 
-char attached_adapter[NAMEDATALEN];
-int64 attached_incarnation = 0;
-bool attached_in_xact = false;  // made by the current transaction: undone if it aborts
+// One per adapter the session used: attaching to a second adapter (SET
+// decoupled.adapter) must not make it forget the first, whose retired
+// incarnation would then be replaced by its successor unnoticed.
+struct Attachment {
+    char adapter[NAMEDATALEN];
+    int64 incarnation;
+    bool in_xact;  // made by the current transaction: undone if it aborts
+};
+constexpr int kMaxAttachments = 16;
+Attachment attachments[kMaxAttachments];
+int nattachments = 0;
+
+Attachment* attachment_of(const char* adapter) {
+    for (int i = 0; i < nattachments; ++i)
+        if (strcmp(attachments[i].adapter, adapter) == 0) return &attachments[i];
+    return nullptr;
+}
+
+// An abort forgets the attachments its transaction made, and only those.
+void forget_attachments_of_xact() {
+    int kept = 0;
+    for (int i = 0; i < nattachments; ++i)
+        if (!attachments[i].in_xact) attachments[kept++] = attachments[i];
+    nattachments = kept;
+}
 
 // ---------------------------------------------------------------------------
 // Holds registered by the current transaction, with the subtransaction
@@ -128,13 +151,12 @@ void on_xact(XactEvent event, void*) {
         case XACT_EVENT_PARALLEL_COMMIT:
         case XACT_EVENT_PREPARE:
             npending = 0;
-            attached_in_xact = false;
+            for (int i = 0; i < nattachments; ++i) attachments[i].in_xact = false;
             break;
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
             drop_pending(InvalidSubTransactionId, true);
-            if (attached_in_xact) attached_incarnation = 0;
-            attached_in_xact = false;
+            forget_attachments_of_xact();
             break;
         default:
             break;
@@ -169,17 +191,26 @@ void release_session_holds(int, Datum) {
 // `adapter` this session is attached to, or NULL.
 Datum decoupled_session_attachment(PG_FUNCTION_ARGS) {
     char* adapter = text_to_cstring(PG_GETARG_TEXT_PP(0));
-    if (attached_incarnation == 0 || strcmp(adapter, attached_adapter) != 0) PG_RETURN_NULL();
-    PG_RETURN_INT64(attached_incarnation);
+    const Attachment* a = attachment_of(adapter);
+    if (a == nullptr) PG_RETURN_NULL();
+    PG_RETURN_INT64(a->incarnation);
 }
 
 // decoupled._session_attach(adapter text, incarnation bigint)
 Datum decoupled_session_attach(PG_FUNCTION_ARGS) {
     ensure_callbacks();
     char* adapter = text_to_cstring(PG_GETARG_TEXT_PP(0));
-    strlcpy(attached_adapter, adapter, sizeof(attached_adapter));
-    attached_incarnation = PG_GETARG_INT64(1);
-    attached_in_xact = true;
+    Attachment* a = attachment_of(adapter);
+    if (a == nullptr) {
+        if (nattachments == kMaxAttachments)
+            ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                            errmsg("a session attaches to at most %d adapters", kMaxAttachments),
+                            errhint("Use fewer values of decoupled.adapter in one session.")));
+        a = &attachments[nattachments++];
+        strlcpy(a->adapter, adapter, sizeof(a->adapter));
+    }
+    a->incarnation = PG_GETARG_INT64(1);
+    a->in_xact = true;
     PG_RETURN_VOID();
 }
 

@@ -402,6 +402,22 @@ COMMIT;
 SELECT to_regclass('ddl_fd2_user') IS NULL AS user_view_gone,
        (SELECT string_agg(attname, ',') FROM pg_attribute
          WHERE attrelid = 'ddl_fd2_mv'::regclass AND attnum > 0) AS new_columns;
+-- The creator of a live view cannot be dropped: the view is computed as
+-- it (REASSIGN OWNED moves the relation, not that).
+CREATE ROLE ddl_creator;
+GRANT decoupled_admin TO ddl_creator;
+GRANT SELECT ON ddl_fd2 TO ddl_creator;
+GRANT CREATE ON SCHEMA public TO ddl_creator;
+SET ROLE ddl_creator;
+SELECT decoupled.create_materialized_view('ddl_fd2_by', 'SELECT count(*) AS n FROM ddl_fd2') > 0
+    AS created;
+RESET ROLE;
+REASSIGN OWNED BY ddl_creator TO CURRENT_USER;
+SELECT regress_try('DROP ROLE ddl_creator');
+SELECT decoupled.drop('ddl_fd2_by');
+REVOKE CREATE ON SCHEMA public FROM ddl_creator;
+DROP OWNED BY ddl_creator;
+DROP ROLE ddl_creator;
 SELECT decoupled.drop('ddl_fd2', cascade => true);
 DROP TABLE ddl_fd2;
 SELECT * FROM disagreements();

@@ -152,6 +152,30 @@ SELECT regress_try(format($$SELECT * FROM decoupled.subscribe('items', up_to => 
                           (SELECT upper + 3600000 FROM decoupled.frontiers WHERE name = 'items')))
     AS stopped_adapter;
 SELECT decoupled.start_adapter('default');
+-- The session stays attached to the incarnation it first used, also after
+-- it used another adapter (C7.4): its next hold through 'default' fails
+-- instead of moving to the successor.
+SELECT decoupled.declare_adapter('sub_other');
+DO $$
+BEGIN
+    FOR i IN 1 .. 600 LOOP
+        EXIT WHEN (SELECT status = 'running' FROM decoupled.adapters WHERE name = 'sub_other');
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+$$;
+SET decoupled.adapter = 'sub_other';
+SELECT decoupled.acquire_hold('items') > 0 AS held_through_other;
+RESET decoupled.adapter;
+SELECT regexp_replace(regress_try($$SELECT decoupled.acquire_hold('items')$$), ' \(.*', '')
+    AS first_adapter_retired;
+BEGIN;
+SET LOCAL decoupled.adapter = 'sub_other';
+SELECT decoupled.acquire_hold('items') > 0 AS held_in_rolled_back;
+ROLLBACK;
+SELECT regexp_replace(regress_try($$SELECT decoupled.acquire_hold('items')$$), ' \(.*', '')
+    AS still_retired;
+SELECT decoupled.drop_adapter('sub_other');
 DROP ROLE sub_stranger;
 
 
