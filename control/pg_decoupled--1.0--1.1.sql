@@ -4995,6 +4995,16 @@ BEGIN
                   DETAIL = 'A collection''s history is written by its owner, its capture and '
                            'its replicas only.';
     END IF;
+    -- A maintained view is its query's result at every time, a source its
+    -- generator's output: rows appended by hand would stay wrong for good
+    -- (verify() false, a generator's values skipped).
+    IF o.kind IN ('materialized view', 'source') THEN
+        RAISE EXCEPTION 'cannot append to % "%"', o.kind, o.name
+            USING ERRCODE = 'wrong_object_type',
+                  DETAIL = 'Its replicas write its history.',
+                  HINT = CASE WHEN o.kind = 'source' THEN 'Register a table and write to it instead.'
+                              ELSE 'Write to the collections it reads.' END;
+    END IF;
     IF expected_upper IS NULL OR new_upper IS NULL THEN
         RAISE EXCEPTION 'expected_upper and new_upper must not be null'
             USING ERRCODE = 'null_value_not_allowed';

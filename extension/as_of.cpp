@@ -190,6 +190,12 @@ GateRow read_gate_row(int64 lifetime_id) {
 
 }  // namespace
 
+// Milliseconds since the Unix epoch, as the oracle counts.
+static int64 clock_ms() {
+    return GetCurrentTimestamp() / 1000 +
+           static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+}
+
 static bool history_gate(int64 lifetime_id, int64 t) {
     GateRow g = read_gate_row(lifetime_id);
     const char* name = g.name;
@@ -211,10 +217,11 @@ static bool history_gate(int64 lifetime_id, int64 t) {
         case decoupled::Readability::Readable:
             break;
         case decoupled::Readability::Compacted:
-            // No time is readable at all: its history has not begun (a
-            // source before its first tick, a view before its first
-            // computation), which no compaction took away.
-            if (since == upper)
+            // No time is readable at all and its first one is still to
+            // come (a source before its first tick): its history has not
+            // begun, which no compaction took away.  (Compaction never
+            // passes the clock: a since equal to an upper in the past is.)
+            if (since == upper && upper > clock_ms())
                 ereport(ERROR,
                         (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                          errmsg("%s \"%s\" is not yet readable at decoupled.as_of: its history "
