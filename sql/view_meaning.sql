@@ -364,6 +364,7 @@ DROP TABLE vm_sp;
 
 -- Clean up: the dropped views' storage that reads vm_big goes first (a
 -- round may be put off by a replica reading it: rounds until it went).
+SET client_min_messages = warning;
 DO $$
 BEGIN
     FOR i IN 1 .. 600 LOOP
@@ -375,6 +376,7 @@ BEGIN
     END LOOP;
 END
 $$;
+RESET client_min_messages;
 DROP VIEW vm_big, vm_other;
 SELECT decoupled.unregister_table('vm_t'), decoupled.unregister_table('vm_coded');
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
