@@ -1568,6 +1568,9 @@ BEGIN
     END IF;
     -- Tests stop here: checked early, not yet protected.
     PERFORM decoupled._wait_point('acquire_hold:checked');
+    IF as_of IS NULL THEN
+        RETURN (decoupled._protect_latest((r.o).lifetime_id, r.frontier, false)).hold_id;
+    END IF;
     RETURN decoupled._protect((r.o).lifetime_id, r.frontier, false);
 END
 $$;
@@ -5930,7 +5933,17 @@ BEGIN
                   HINT = 'Its transaction''s snapshot would never show them.';
     END IF;
     lifetime_id := (r.o).lifetime_id;
-    hold_id := decoupled._protect(lifetime_id, start_at, true);
+    IF as_of IS NULL THEN
+        SELECT p.hold_id, p.held_at INTO hold_id, start_at
+          FROM decoupled._protect_latest(lifetime_id, start_at, true) p;
+        IF up_to <= start_at THEN
+            RAISE EXCEPTION 'up_to must be beyond as_of'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('as_of is %s, up_to %s.', start_at, up_to);
+        END IF;
+    ELSE
+        hold_id := decoupled._protect(lifetime_id, start_at, true);
+    END IF;
 END
 $$;
 
@@ -6138,3 +6151,61 @@ CREATE OR REPLACE VIEW decoupled.replica_statuses AS
                                      < clock_timestamp() - interval '30 seconds' AS silent) s
      WHERE i.retired_at IS NULL;
 
+
+-- Holds and subscriptions at the latest time survive a bound published meanwhile.
+CREATE OR REPLACE FUNCTION decoupled._protection_request(collection text, as_of bigint, verb text,
+                                              OUT o decoupled.catalog_objects,
+                                              OUT frontier bigint, OUT since bigint,
+                                              OUT upper bigint, OUT bound bigint)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    o := decoupled._collection(collection);
+    IF o.kind = 'sink' THEN
+        RAISE EXCEPTION '"%" is a sink; only collections can be %', o.name, verb
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF o.relation IS NULL OR NOT decoupled._caller_can_select(o.relation) THEN
+        RAISE EXCEPTION 'permission denied for % "%"', o.kind, o.name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Protecting history needs the privilege to read it.';
+    END IF;
+    IF as_of < 0 THEN
+        RAISE EXCEPTION 'as_of must not be negative, got %', as_of
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- One statement, one snapshot: read apart, a bound published in
+    -- between could pass the latest time read before it.
+    SELECT f.since, f.upper, b.bound INTO since, upper, bound
+      FROM decoupled.catalog_frontiers f
+      LEFT JOIN decoupled.catalog_bounds b USING (lifetime_id)
+     WHERE f.lifetime_id = (o).lifetime_id;
+    frontier := coalesce(as_of, greatest(since, upper - 1));
+END
+$$;
+
+CREATE FUNCTION decoupled._protect_latest(lifetime_id bigint, frontier bigint, subscription boolean,
+                                          OUT hold_id bigint, OUT held_at bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    attempt integer := 1;
+BEGIN
+    held_at := frontier;
+    LOOP
+        BEGIN
+            hold_id := decoupled._protect(_protect_latest.lifetime_id, held_at, subscription);
+            RETURN;
+        EXCEPTION WHEN check_violation THEN
+            IF attempt >= 5 THEN
+                RAISE;
+            END IF;
+        END;
+        attempt := attempt + 1;
+        SELECT greatest(f.since, f.upper - 1) INTO held_at FROM decoupled.catalog_frontiers f
+         WHERE f.lifetime_id = _protect_latest.lifetime_id;
+    END LOOP;
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._protect_latest(bigint, bigint, boolean) FROM PUBLIC;

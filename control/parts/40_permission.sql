@@ -339,6 +339,36 @@ BEGIN
 END
 $$;
 
+-- A hold at the latest readable time (as_of NULL), first tried at
+-- `frontier`.  The compaction bound may pass that time before adapterd
+-- commits the hold (with little retained history it follows the upper
+-- closely): the caller asked for "the latest", not for that time, so the
+-- latest time is read again and held instead.  A transaction whose snapshot
+-- cannot see newer frontiers gets the refusal after a few tries.
+CREATE FUNCTION decoupled._protect_latest(lifetime_id bigint, frontier bigint, subscription boolean,
+                                          OUT hold_id bigint, OUT held_at bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    attempt integer := 1;
+BEGIN
+    held_at := frontier;
+    LOOP
+        BEGIN
+            hold_id := decoupled._protect(_protect_latest.lifetime_id, held_at, subscription);
+            RETURN;
+        EXCEPTION WHEN check_violation THEN
+            IF attempt >= 5 THEN
+                RAISE;
+            END IF;
+        END;
+        attempt := attempt + 1;
+        SELECT greatest(f.since, f.upper - 1) INTO held_at FROM decoupled.catalog_frontiers f
+         WHERE f.lifetime_id = _protect_latest.lifetime_id;
+    END LOOP;
+END
+$$;
+
 -- What a hold or a subscription (`verb`: "held", "subscribed to") starts
 -- from: the collection, checked and read with its frontiers, and the time
 -- asked for (NULL: the latest readable time, or since while nothing is).
@@ -363,9 +393,12 @@ BEGIN
         RAISE EXCEPTION 'as_of must not be negative, got %', as_of
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT f.since, f.upper INTO since, upper FROM decoupled.catalog_frontiers f
+    -- One statement, one snapshot: read apart, a bound published in
+    -- between could pass the latest time read before it.
+    SELECT f.since, f.upper, b.bound INTO since, upper, bound
+      FROM decoupled.catalog_frontiers f
+      LEFT JOIN decoupled.catalog_bounds b USING (lifetime_id)
      WHERE f.lifetime_id = (o).lifetime_id;
-    SELECT b.bound INTO bound FROM decoupled.catalog_bounds b WHERE b.lifetime_id = (o).lifetime_id;
     frontier := coalesce(as_of, greatest(since, upper - 1));
 END
 $$;
@@ -389,6 +422,9 @@ BEGIN
     END IF;
     -- Tests stop here: checked early, not yet protected.
     PERFORM decoupled._wait_point('acquire_hold:checked');
+    IF as_of IS NULL THEN
+        RETURN (decoupled._protect_latest((r.o).lifetime_id, r.frontier, false)).hold_id;
+    END IF;
     RETURN decoupled._protect((r.o).lifetime_id, r.frontier, false);
 END
 $$;

@@ -63,7 +63,17 @@ BEGIN
                   HINT = 'Its transaction''s snapshot would never show them.';
     END IF;
     lifetime_id := (r.o).lifetime_id;
-    hold_id := decoupled._protect(lifetime_id, start_at, true);
+    IF as_of IS NULL THEN
+        SELECT p.hold_id, p.held_at INTO hold_id, start_at
+          FROM decoupled._protect_latest(lifetime_id, start_at, true) p;
+        IF up_to <= start_at THEN
+            RAISE EXCEPTION 'up_to must be beyond as_of'
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = format('as_of is %s, up_to %s.', start_at, up_to);
+        END IF;
+    ELSE
+        hold_id := decoupled._protect(lifetime_id, start_at, true);
+    END IF;
 END
 $$;
 
