@@ -5048,6 +5048,9 @@ BEGIN
                                   'appended.', expected_upper, v_result.upper),
                   HINT = 'Read the upper again and append what is still missing from there.';
     END IF;
+    IF o.kind = 'table' AND jsonb_array_length(coalesce(o.definition->'key', '[]')) > 0 THEN
+        PERFORM decoupled._refuse_duplicate_key(o, expected_upper);
+    END IF;
     RETURN new_upper;
 END
 $$;
@@ -6209,3 +6212,35 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION decoupled._protect_latest(bigint, bigint, boolean) FROM PUBLIC;
+
+-- An append may not give a registered table's key a second current row.
+CREATE FUNCTION decoupled._refuse_duplicate_key(o decoupled.catalog_objects, expected_upper bigint)
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_names text;
+    v_c     text;
+    v_n     text;
+    v_dup   text;
+    v_cur   text := decoupled._storage(o.lifetime_id, 'cur');
+BEGIN
+    SELECT string_agg(format('%I', k), ', ' ORDER BY n), string_agg(format('c.%I', k), ', ' ORDER BY n),
+           string_agg(format('n.%I', k), ', ' ORDER BY n)
+      INTO v_names, v_c, v_n
+      FROM jsonb_array_elements_text(o.definition->'key') WITH ORDINALITY AS x(k, n);
+    EXECUTE format('SELECT ROW(%1$s)::text FROM %2$s c '
+                   ' WHERE (%1$s) IN (SELECT %3$s FROM %2$s n WHERE n.mz_ts >= $1) '
+                   ' GROUP BY %1$s HAVING count(*) > 1 LIMIT 1', v_c, v_cur, v_n)
+       INTO v_dup USING expected_upper;
+    IF v_dup IS NOT NULL THEN
+        RAISE EXCEPTION 'append would give registered table "%" two current rows with key (%)=%',
+                        o.name, v_names, v_dup
+            USING ERRCODE = 'unique_violation',
+                  DETAIL = 'Its captured updates and deletes find a row by its primary key, '
+                           'which must name at most one current row; nothing was appended.',
+                  HINT = 'Retract the current row with that key in the same append.';
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._refuse_duplicate_key(decoupled.catalog_objects, bigint) FROM PUBLIC;
