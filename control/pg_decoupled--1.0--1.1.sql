@@ -2598,7 +2598,9 @@ $$;
 -- returned takes its own step (replica_maintain): a lost race, its first
 -- computation, a change to compute, an owner who can no longer read an
 -- input (the step says so), an input that itself takes a step in this
--- pass, or a frontier row another transaction holds (never waited for).
+-- pass, or a frontier or catalog row another transaction holds (never
+-- waited for: a drop of a view in a transaction still open holds its
+-- catalog row and its requirements).
 CREATE FUNCTION decoupled.replica_advance_idle(incarnation bigint, lifetime_ids bigint[],
                                                expected_uppers bigint[])
 RETURNS TABLE (lifetime_id bigint, upper bigint)
@@ -2623,7 +2625,7 @@ BEGIN
                JOIN decoupled.catalog_objects c ON c.lifetime_id = e.id
               WHERE c.dropped_at IS NULL AND c.kind = 'materialized view'
               ORDER BY f.lifetime_id
-                FOR UPDATE OF f SKIP LOCKED
+                FOR UPDATE OF f SKIP LOCKED FOR SHARE OF c SKIP LOCKED
     LOOP
         SELECT coalesce(array_agg(x.id::bigint), '{}') INTO v_inputs
           FROM jsonb_array_elements_text(r.definition->'inputs') AS x(id);
@@ -5806,14 +5808,17 @@ BEGIN
     -- an upper the oracle handed out (a registered table's, a view's
     -- without inputs).  Not a source's, which runs ahead to its next tick
     -- (up to a day), nor a view's over one (extension/oracle.cpp).
+    -- Only when it moves: the row stays locked until the drop commits, and
+    -- every other drop would wait for it.
     UPDATE decoupled.catalog_oracle
-       SET high_water = greatest(high_water,
-                                 (SELECT f.upper FROM decoupled.catalog_frontiers f
-                                    JOIN decoupled.catalog_objects o USING (lifetime_id)
-                                   WHERE f.lifetime_id = id
-                                     AND (o.kind = 'table'
-                                          OR (o.kind = 'materialized view'
-                                              AND o.definition->'inputs' = '[]'::jsonb))));
+       SET high_water = x.upper
+      FROM (SELECT f.upper FROM decoupled.catalog_frontiers f
+              JOIN decoupled.catalog_objects o USING (lifetime_id)
+             WHERE f.lifetime_id = id
+               AND (o.kind = 'table'
+                    OR (o.kind = 'materialized view'
+                        AND o.definition->'inputs' = '[]'::jsonb))) x
+     WHERE high_water < x.upper;
     DELETE FROM decoupled.catalog_holds h WHERE h.lifetime_id = id;
     WITH released AS (
         DELETE FROM decoupled.catalog_requirements q
@@ -6244,3 +6249,39 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION decoupled._refuse_duplicate_key(decoupled.catalog_objects, bigint) FROM PUBLIC;
+
+-- A drop in an open transaction never holds up a replica's other objects.
+CREATE OR REPLACE FUNCTION decoupled._lock_output(incarnation bigint, lifetime_id bigint, kind text)
+RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    i       decoupled.catalog_replica_incarnations;
+    v_upper bigint;
+BEGIN
+    i := decoupled._live_incarnation(_lock_output.incarnation);
+    PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
+    -- The catalog row without waiting: a drop of this output in a
+    -- transaction still open holds it, and a replica waiting for that
+    -- transaction would hold up every other object it maintains.
+    SELECT f.upper INTO v_upper FROM decoupled.catalog_frontiers f
+      JOIN decoupled.catalog_objects c USING (lifetime_id)
+     WHERE f.lifetime_id = _lock_output.lifetime_id AND c.dropped_at IS NULL
+       AND c.kind = _lock_output.kind
+       FOR UPDATE OF f FOR SHARE OF c SKIP LOCKED;
+    IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_objects c
+                              WHERE c.lifetime_id = _lock_output.lifetime_id
+                                AND c.dropped_at IS NULL) THEN
+        RAISE EXCEPTION '% % is being changed by another transaction', kind, lifetime_id
+            USING ERRCODE = 'ZD004',  -- busy: tried again shortly (extension/write_locks.hpp)
+                  DETAIL = 'A transaction that drops or alters it has not ended yet.';
+    END IF;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '% % was dropped', kind, lifetime_id
+            USING ERRCODE = 'ZD002',  -- dropped meanwhile: the protocol's own class
+                  DETAIL = 'The catalog dropped it after the replica last read it.';
+    END IF;
+    RETURN v_upper;
+END
+$$;
+

@@ -25,14 +25,17 @@ BEGIN
     -- an upper the oracle handed out (a registered table's, a view's
     -- without inputs).  Not a source's, which runs ahead to its next tick
     -- (up to a day), nor a view's over one (extension/oracle.cpp).
+    -- Only when it moves: the row stays locked until the drop commits, and
+    -- every other drop would wait for it.
     UPDATE decoupled.catalog_oracle
-       SET high_water = greatest(high_water,
-                                 (SELECT f.upper FROM decoupled.catalog_frontiers f
-                                    JOIN decoupled.catalog_objects o USING (lifetime_id)
-                                   WHERE f.lifetime_id = id
-                                     AND (o.kind = 'table'
-                                          OR (o.kind = 'materialized view'
-                                              AND o.definition->'inputs' = '[]'::jsonb))));
+       SET high_water = x.upper
+      FROM (SELECT f.upper FROM decoupled.catalog_frontiers f
+              JOIN decoupled.catalog_objects o USING (lifetime_id)
+             WHERE f.lifetime_id = id
+               AND (o.kind = 'table'
+                    OR (o.kind = 'materialized view'
+                        AND o.definition->'inputs' = '[]'::jsonb))) x
+     WHERE high_water < x.upper;
     DELETE FROM decoupled.catalog_holds h WHERE h.lifetime_id = id;
     WITH released AS (
         DELETE FROM decoupled.catalog_requirements q

@@ -662,11 +662,21 @@ DECLARE
 BEGIN
     i := decoupled._live_incarnation(_lock_output.incarnation);
     PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
+    -- The catalog row without waiting: a drop of this output in a
+    -- transaction still open holds it, and a replica waiting for that
+    -- transaction would hold up every other object it maintains.
     SELECT f.upper INTO v_upper FROM decoupled.catalog_frontiers f
       JOIN decoupled.catalog_objects c USING (lifetime_id)
      WHERE f.lifetime_id = _lock_output.lifetime_id AND c.dropped_at IS NULL
        AND c.kind = _lock_output.kind
-       FOR UPDATE OF f;
+       FOR UPDATE OF f FOR SHARE OF c SKIP LOCKED;
+    IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_objects c
+                              WHERE c.lifetime_id = _lock_output.lifetime_id
+                                AND c.dropped_at IS NULL) THEN
+        RAISE EXCEPTION '% % is being changed by another transaction', kind, lifetime_id
+            USING ERRCODE = 'ZD004',  -- busy: tried again shortly (extension/write_locks.hpp)
+                  DETAIL = 'A transaction that drops or alters it has not ended yet.';
+    END IF;
     IF NOT FOUND THEN
         RAISE EXCEPTION '% % was dropped', kind, lifetime_id
             USING ERRCODE = 'ZD002',  -- dropped meanwhile: the protocol's own class
@@ -1032,7 +1042,9 @@ $$;
 -- returned takes its own step (replica_maintain): a lost race, its first
 -- computation, a change to compute, an owner who can no longer read an
 -- input (the step says so), an input that itself takes a step in this
--- pass, or a frontier row another transaction holds (never waited for).
+-- pass, or a frontier or catalog row another transaction holds (never
+-- waited for: a drop of a view in a transaction still open holds its
+-- catalog row and its requirements).
 CREATE FUNCTION decoupled.replica_advance_idle(incarnation bigint, lifetime_ids bigint[],
                                                expected_uppers bigint[])
 RETURNS TABLE (lifetime_id bigint, upper bigint)
@@ -1057,7 +1069,7 @@ BEGIN
                JOIN decoupled.catalog_objects c ON c.lifetime_id = e.id
               WHERE c.dropped_at IS NULL AND c.kind = 'materialized view'
               ORDER BY f.lifetime_id
-                FOR UPDATE OF f SKIP LOCKED
+                FOR UPDATE OF f SKIP LOCKED FOR SHARE OF c SKIP LOCKED
     LOOP
         SELECT coalesce(array_agg(x.id::bigint), '{}') INTO v_inputs
           FROM jsonb_array_elements_text(r.definition->'inputs') AS x(id);
