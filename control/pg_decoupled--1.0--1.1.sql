@@ -4162,6 +4162,7 @@ DECLARE
     v_version bigint;
     v_id      bigint;
     v_as_of   bigint;
+    v_before_history boolean;
     schema    text := decoupled._caller_schema();
 BEGIN
     PERFORM decoupled._check_name('sink', v_name);
@@ -4208,7 +4209,12 @@ BEGIN
     -- the bound lock keeps publication from passing it before commit (FOR
     -- UPDATE, as the commit-time permission check takes it).
     PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_input.lifetime_id FOR UPDATE;
-    SELECT greatest(b.bound, f.since, f.upper - 1) INTO v_as_of
+    -- Where nothing is readable yet (a source before its first tick:
+    -- since = upper), as_of is the first time the input will be read at,
+    -- and a sink without snapshot starts with the changes there: the state
+    -- at its creation was empty (before_history).
+    SELECT greatest(b.bound, f.since, f.upper - 1), greatest(b.bound, f.since, f.upper - 1) >= f.upper
+      INTO v_as_of, v_before_history
       FROM decoupled.catalog_frontiers f JOIN decoupled.catalog_bounds b USING (lifetime_id)
      WHERE f.lifetime_id = v_input.lifetime_id;
 
@@ -4222,7 +4228,7 @@ BEGIN
            (name, kind, cluster, relation, definition, created_in_version)
     VALUES (v_name, 'sink', _create_sink.cluster, format('%I.%I', v_schema, v_table)::regclass,
             jsonb_build_object('input', v_input.lifetime_id, 'snapshot', snapshot,
-                               'as_of', v_as_of, 'owner', v_owner, 'schema', v_schema,
+                               'as_of', v_as_of, 'before_history', v_before_history, 'owner', v_owner, 'schema', v_schema,
                                'table', v_table, 'columns', v_input.definition->'columns'),
             v_version)
     RETURNING lifetime_id INTO v_id;
@@ -6282,6 +6288,84 @@ BEGIN
                   DETAIL = 'The catalog dropped it after the replica last read it.';
     END IF;
     RETURN v_upper;
+END
+$$;
+
+
+-- A sink without snapshot over an input with no history yet writes its first changes.
+CREATE OR REPLACE FUNCTION decoupled.replica_sink(incarnation bigint, lifetime_id bigint,
+                                       expected_upper bigint,
+                                       OUT upper bigint, OUT caught_up boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
+SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
+SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+AS $$
+#variable_conflict use_column
+DECLARE
+    o        decoupled.catalog_objects;
+    id       bigint := replica_sink.lifetime_id;
+    v_input  bigint;
+    v_as_of  bigint;
+    v_target bigint;
+    v_from   bigint;
+    v_cols   text;
+    v_sql    text;
+BEGIN
+    upper := decoupled._lock_output(replica_sink.incarnation, id, 'sink');
+    caught_up := false;
+    IF upper <> expected_upper THEN
+        RETURN;
+    END IF;
+    SELECT * INTO o FROM decoupled.catalog_objects c WHERE c.lifetime_id = id;
+    v_input := (o.definition->>'input')::bigint;
+    v_as_of := (o.definition->>'as_of')::bigint;
+    SELECT f.upper INTO v_target FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = v_input;
+    -- The owner must still be allowed to read the input (a revoked
+    -- privilege stalls the sink), and the table must still be the sink's
+    -- own: the extension's, addressed by OID, so no trigger runs here.
+    IF NOT coalesce((SELECT has_table_privilege((o.definition->>'owner')::oid, i.relation, 'SELECT')
+                       FROM decoupled.catalog_objects i
+                      WHERE i.lifetime_id = v_input), false) THEN
+        RAISE EXCEPTION 'permission denied for the input of sink "%"', o.name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its owner can no longer read it.';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_class c JOIN pg_extension e ON e.extowner = c.relowner
+                    WHERE c.oid = o.relation AND e.extname = 'pg_decoupled') THEN
+        RAISE EXCEPTION 'the table of sink "%" is gone or no longer the extension''s', o.name
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    caught_up := true;
+    IF v_target <= upper THEN
+        RETURN;
+    END IF;
+
+    v_cols := decoupled._cols(v_input);
+    v_from := upper;
+    IF upper = v_as_of AND NOT ((o.definition->>'before_history')::boolean IS TRUE
+                                AND NOT (o.definition->>'snapshot')::boolean) THEN
+        v_from := v_as_of + 1;  -- later changes only: the state at as_of is the snapshot
+    END IF;
+    v_sql := decoupled._changes_sql(v_input,
+                                    upper = v_as_of AND (o.definition->>'snapshot')::boolean);
+    -- Consolidated per (time, row): a row's copies become one line.  The
+    -- mz_ names are reserved, so they cannot clash with the columns.
+    EXECUTE format(
+        'INSERT INTO %1$s (mz_timestamp, mz_diff, %3$s) '
+        'SELECT mz_ts, mz_net, %3$s FROM ( '
+        '  SELECT DISTINCT ON (mz_ts, mz_key) *, '
+        '         sum(mz_diff) OVER (PARTITION BY mz_ts, mz_key) AS mz_net '
+        '    FROM (SELECT c.*, ROW(%4$s)::text AS mz_key '
+        '            FROM (%5$s) c(mz_ts, mz_diff, %3$s)) x '
+        '   ORDER BY mz_ts, mz_key) y '
+        ' WHERE mz_net <> 0 ORDER BY mz_ts, mz_key',
+        o.relation::regclass, NULL, v_cols, decoupled._cols(v_input, 'c.'), v_sql)
+        USING v_from, v_target, v_as_of;
+    UPDATE decoupled.catalog_frontiers f SET upper = v_target, changed_at = now()
+     WHERE f.lifetime_id = id;
+    PERFORM decoupled._notify_upper_at_commit();
+    upper := v_target;
+    PERFORM decoupled._advance_requirements(id, decoupled._required_frontier(v_as_of, upper));
 END
 $$;
 

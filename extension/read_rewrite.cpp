@@ -643,13 +643,23 @@ void remove_plan_time_marker(Query* q) {
     if (list_length(all->args) == 1) q->jointree->quals = static_cast<Node*>(linitial(all->args));
 }
 
+// Whether the session refuses to read views: pg_dump (15.8 and later)
+// sets restrict_nonsystem_relation_kind so.  The gated union reads history
+// views, so there a cursor (pg_dump --inserts reads tables through one)
+// reads the latest state as a statement does, the table alone.
+bool views_restricted() {
+    const char* kinds = GetConfigOption("restrict_nonsystem_relation_kind", true, false);
+    return kinds != nullptr && strstr(kinds, "view") != nullptr;
+}
+
 // Whether the reads of `target` (`query` itself, or the query an EXPLAIN
 // of it carries) are left to plan time.
 bool defers_to_plan_time(Query* query, Query* target) {
     return utility_depth == 0 && planning_depth == 0 && OidIsValid(plan_time_marker) &&
            target->commandType == CMD_SELECT && target->setOperations == nullptr &&
            target->jointree != nullptr &&
-           (query == target || IsA(query->utilityStmt, ExplainStmt));
+           (query == target || IsA(query->utilityStmt, ExplainStmt) ||
+            (IsA(query->utilityStmt, DeclareCursorStmt) && views_restricted()));
 }
 
 void rewrite_with_cache(Query* query, Query* target) {
@@ -825,6 +835,11 @@ ExecutorRun_hook_type prev_executor_run_hook = nullptr;
 constexpr int kCursorOptions =
     CURSOR_OPT_FAST_PLAN | CURSOR_OPT_SCROLL | CURSOR_OPT_NO_SCROLL | CURSOR_OPT_HOLD;
 
+// Whether a plan is a cursor's that keeps the gated union.
+bool plans_cursor(int cursor_options) {
+    return (cursor_options & kCursorOptions) != 0 && !views_restricted();
+}
+
 enum Marker { kPlannedAsOf = 0, kPlannedLatest = 1 };
 const char* const kMarkerNames[] = {"_planned_as_of", "_planned_latest"};
 // marker_hash: declared with the trees, whose callback reads it.
@@ -925,7 +940,7 @@ PlanInvalItem* decide_deferred_reads(Query* parse, int cursor_options) {
         refresh_cache();
         if (has_plan_time_marker(parse)) {
             remove_plan_time_marker(parse);
-            if (!decoupled::as_of_set() && (cursor_options & kCursorOptions) == 0)
+            if (!decoupled::as_of_set() && !plans_cursor(cursor_options))
                 latest = marker_dependency(kPlannedLatest);
             if (latest == nullptr) {
                 RewriteContext context{ReadMode::kSubstitute, 0, 0};
@@ -944,7 +959,7 @@ PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_optio
     // Its dependency, when the statement's deferred reads stay the table's.
     PlanInvalItem* deferred_latest = decide_deferred_reads(parse, cursor_options);
     PlannedReads reads;
-    if ((cursor_options & kCursorOptions) == 0) find_planned_reads(parse, &reads);
+    if (!plans_cursor(cursor_options)) find_planned_reads(parse, &reads);
     PlanInvalItem* marker = nullptr;
     // A view's step plans its statements as the owner, in a
     // security-restricted operation, always AS OF its time; their plans are

@@ -25,10 +25,15 @@ extern "C" {
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/condition_variable.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+
+// From libpq/libpq.h, which needs GSSAPI's headers where PostgreSQL was
+// built with them.
+bool pq_check_connection(void);
 }
 
 #include "caller.hpp"
@@ -42,6 +47,21 @@ PG_FUNCTION_INFO_V1(decoupled_subscribe);
 namespace {
 
 constexpr long kWaitMs = 1000;  // re-check even without a wake-up
+
+// A client that went away while its subscription waited for changes: its
+// rows have no reader, and its hold keeps the collection from compaction.
+// PostgreSQL notices only when it next writes to the socket (or with
+// client_connection_check_interval, off by default), which a subscription
+// with nothing to send never does; so the wait asks the socket and ends the
+// session as PostgreSQL's own check does (FATAL "connection to client
+// lost": the holds go with the session).
+void end_if_client_gone() {
+    if (whereToSendOutput != DestRemote || MyProcPort == nullptr) return;
+    if (pq_check_connection()) return;
+    ClientConnectionLost = true;
+    InterruptPending = true;
+    CHECK_FOR_INTERRUPTS();
+}
 
 struct Subscription {
     int64 lifetime_id;
@@ -253,6 +273,7 @@ Datum decoupled_subscribe(PG_FUNCTION_ARGS) {
         (void)ConditionVariableTimedSleep(cv, kWaitMs, PG_WAIT_EXTENSION);
         ConditionVariableCancelSleep();
         CHECK_FOR_INTERRUPTS();
+        end_if_client_gone();
     }
     Datum values[3] = {Int64GetDatum(sub->ts[sub->pos]), Int64GetDatum(sub->diff[sub->pos]),
                        sub->data[sub->pos]};

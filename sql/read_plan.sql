@@ -324,6 +324,24 @@ SELECT pg_get_functiondef('rp_atomic_total'::regproc) LIKE '%decoupled.as_of() I
 DROP FUNCTION rp_atomic_total(), rp_return_total(), rp_atomic_rows(), rp_replaced();
 DROP PROCEDURE rp_atomic_proc(bigint);
 
+-- pg_dump --inserts reads a table through a cursor, with non-system views
+-- refused (restrict_nonsystem_relation_kind): there a cursor reads the
+-- latest state as a statement does, the table alone; AS OF it needs the
+-- history views and is refused as PostgreSQL refuses them.
+SET restrict_nonsystem_relation_kind = 'view, foreign-table';
+BEGIN;
+DECLARE rp_dump CURSOR FOR SELECT count(*), sum(v) FROM ONLY public.rp;
+FETCH ALL FROM rp_dump;
+COMMIT;
+SELECT upper - 1 AS rp_t FROM decoupled.frontiers WHERE name = 'rp' \gset
+SET decoupled.as_of = :rp_t;
+BEGIN;
+DECLARE rp_dump CURSOR FOR SELECT count(*), sum(v) FROM ONLY public.rp;
+FETCH ALL FROM rp_dump;
+ROLLBACK;
+RESET decoupled.as_of;
+RESET restrict_nonsystem_relation_kind;
+
 DEALLOCATE rp_p;
 DEALLOCATE rp_g;
 DROP FUNCTION rp_total(), rp_totals_at(bigint[]), rp_shapes(), rp_paths(), plan_shape(text),

@@ -91,3 +91,31 @@ DROP TABLE events, event_changes, event_tail;
 REVOKE CREATE ON SCHEMA public FROM sink_maker;
 DROP ROLE sink_reader, sink_maker;
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
+
+-- A sink without snapshot over a source that has not ticked yet: the
+-- state at its creation was empty, so the first tick's rows are changes it
+-- writes, as a snapshot sink writes them as its snapshot.
+BEGIN;
+SELECT decoupled.create_source('sink_counter', 'counter', options => '{"tick": "100ms"}') > 0
+    AS created;
+SELECT decoupled.create_sink('counter_tail', 'sink_counter', 'counter_tail', snapshot => false) > 0
+    AS created;
+SELECT decoupled.create_sink('counter_log', 'sink_counter', 'counter_log') > 0 AS created;
+COMMIT;
+SELECT upper AS first FROM decoupled.frontiers WHERE name = 'sink_counter' \gset
+SELECT decoupled.wait_for_upper('counter_tail', :first + 300, '60s') > 0 AS written,
+       decoupled.wait_for_upper('counter_log', :first + 300, '60s') > 0 AS written;
+SELECT least(t.upper, l.upper) AS done
+  FROM decoupled.frontiers t, decoupled.frontiers l
+ WHERE t.name = 'counter_tail' AND l.name = 'counter_log' \gset
+SELECT min(n) AS first_value, count(*) >= 3 AS ticks
+  FROM counter_tail WHERE mz_timestamp < :done;
+SELECT count(*) AS differences FROM (
+    (SELECT mz_timestamp, mz_diff, n FROM counter_tail WHERE mz_timestamp < :done
+     EXCEPT ALL SELECT mz_timestamp, mz_diff, n FROM counter_log WHERE mz_timestamp < :done)
+    UNION ALL
+    (SELECT mz_timestamp, mz_diff, n FROM counter_log WHERE mz_timestamp < :done
+     EXCEPT ALL SELECT mz_timestamp, mz_diff, n FROM counter_tail WHERE mz_timestamp < :done)) d;
+SELECT decoupled.drop('sink_counter', cascade => true);
+SELECT decoupled.finalize_dropped() >= 0 AS finalized;
+DROP TABLE counter_tail, counter_log;

@@ -15,6 +15,7 @@
 #   zero adapters    maintenance goes on; a new adapter serves queries
 use strict;
 use warnings;
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -223,6 +224,31 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM decoupled.subscriptions})
     'the other adapter\'s subscription is untouched');
 $sub->query(q{ROLLBACK});
 $sub->quit;
+
+# ---------------------------------------------------------------------------
+# A waiting subscription whose client dies ends with it
+# ---------------------------------------------------------------------------
+# Its FETCH has nothing to send, so PostgreSQL would not notice the closed
+# socket; the subscription's wait asks it, and its hold goes with it.
+my ($client_out, $client_err) = ('', '');
+my $client = IPC::Run::start(
+    [ 'psql', '-X', '-d', $node->connstr('postgres'),
+      '-c', q{SET decoupled.adapter = 'other'}, '-c', 'BEGIN',
+      '-c', q{DECLARE gone CURSOR FOR
+                  SELECT (s).mz_diff FROM (SELECT decoupled.subscribe('stock') AS s) x},
+      '-c', 'FETCH ALL FROM gone' ],
+    '>', \$client_out, '2>', \$client_err);
+DecoupledTest::wait_for($node, q{SELECT count(*) FROM decoupled.subscriptions}, '1');
+my $fetching = $node->safe_psql('postgres',
+    q{SELECT pid FROM pg_stat_activity WHERE query = 'FETCH ALL FROM gone'});
+ok($fetching, 'a client waits in a subscription');
+$client->kill_kill;
+DecoupledTest::wait_for($node,
+    q{SELECT count(*) FROM pg_stat_activity WHERE query = 'FETCH ALL FROM gone'}, '0');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM decoupled.subscriptions}), '0',
+    'its client killed, the waiting subscription ended');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM decoupled.session_holds}), '0',
+    'and its hold went with it');
 
 # ---------------------------------------------------------------------------
 # Zero adapters

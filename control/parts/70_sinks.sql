@@ -37,6 +37,7 @@ DECLARE
     v_version bigint;
     v_id      bigint;
     v_as_of   bigint;
+    v_before_history boolean;
     schema    text := decoupled._caller_schema();
 BEGIN
     PERFORM decoupled._check_name('sink', v_name);
@@ -83,7 +84,12 @@ BEGIN
     -- the bound lock keeps publication from passing it before commit (FOR
     -- UPDATE, as the commit-time permission check takes it).
     PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_input.lifetime_id FOR UPDATE;
-    SELECT greatest(b.bound, f.since, f.upper - 1) INTO v_as_of
+    -- Where nothing is readable yet (a source before its first tick:
+    -- since = upper), as_of is the first time the input will be read at,
+    -- and a sink without snapshot starts with the changes there: the state
+    -- at its creation was empty (before_history).
+    SELECT greatest(b.bound, f.since, f.upper - 1), greatest(b.bound, f.since, f.upper - 1) >= f.upper
+      INTO v_as_of, v_before_history
       FROM decoupled.catalog_frontiers f JOIN decoupled.catalog_bounds b USING (lifetime_id)
      WHERE f.lifetime_id = v_input.lifetime_id;
 
@@ -97,7 +103,7 @@ BEGIN
            (name, kind, cluster, relation, definition, created_in_version)
     VALUES (v_name, 'sink', _create_sink.cluster, format('%I.%I', v_schema, v_table)::regclass,
             jsonb_build_object('input', v_input.lifetime_id, 'snapshot', snapshot,
-                               'as_of', v_as_of, 'owner', v_owner, 'schema', v_schema,
+                               'as_of', v_as_of, 'before_history', v_before_history, 'owner', v_owner, 'schema', v_schema,
                                'table', v_table, 'columns', v_input.definition->'columns'),
             v_version)
     RETURNING lifetime_id INTO v_id;
@@ -162,7 +168,8 @@ BEGIN
 
     v_cols := decoupled._cols(v_input);
     v_from := upper;
-    IF upper = v_as_of THEN
+    IF upper = v_as_of AND NOT ((o.definition->>'before_history')::boolean IS TRUE
+                                AND NOT (o.definition->>'snapshot')::boolean) THEN
         v_from := v_as_of + 1;  -- later changes only: the state at as_of is the snapshot
     END IF;
     v_sql := decoupled._changes_sql(v_input,
