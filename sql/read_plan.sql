@@ -328,17 +328,19 @@ DROP PROCEDURE rp_atomic_proc(bigint);
 -- refused (restrict_nonsystem_relation_kind): there a cursor reads the
 -- latest state as a statement does, the table alone; AS OF it needs the
 -- history views and is refused as PostgreSQL refuses them.
+SELECT upper - 1 AS rp_t FROM decoupled.frontiers WHERE name = 'rp' \gset
+SELECT count(*), sum(v) FROM rp;
 SET restrict_nonsystem_relation_kind = 'view, foreign-table';
 BEGIN;
 DECLARE rp_dump CURSOR FOR SELECT count(*), sum(v) FROM ONLY public.rp;
 FETCH ALL FROM rp_dump;
 COMMIT;
-SELECT upper - 1 AS rp_t FROM decoupled.frontiers WHERE name = 'rp' \gset
 SET decoupled.as_of = :rp_t;
+\set VERBOSITY sqlstate
 BEGIN;
 DECLARE rp_dump CURSOR FOR SELECT count(*), sum(v) FROM ONLY public.rp;
-FETCH ALL FROM rp_dump;
 ROLLBACK;
+\set VERBOSITY default
 RESET decoupled.as_of;
 RESET restrict_nonsystem_relation_kind;
 
