@@ -3079,8 +3079,11 @@ UPDATE decoupled.catalog_meta SET schema_version = 2;
 CREATE OR REPLACE FUNCTION decoupled._arrange(view_id bigint, input bigint, keys text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
-    v_expr text := keys;
-    v_name text := 'c' || input || '_a' || substr(md5(v_expr), 1, 12);
+    v_expr  text := keys;
+    v_name  text := 'c' || input || '_a' || substr(md5(v_expr), 1, 12);
+    v_cur   regclass := decoupled._storage(input, 'cur')::regclass;
+    v_fixed text;
+    v_wide  text;
 BEGIN
     -- Columns only.  An index evaluates its expressions on every row the
     -- input's history gets — a row the view's WHERE leaves out too — so an
@@ -3090,13 +3093,36 @@ BEGIN
     IF v_expr !~ '^\(("([^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\)(, \(("([^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\))*$' THEN
         RETURN;
     END IF;
+    -- Likewise a btree entry holds at most about 2.7 kB: one wider value
+    -- (an incompressible text, a large array) of a variable-length key
+    -- column would stop the input's ticks.  So the btree takes the key's
+    -- fixed-length columns only, and a key without any gets a hash index on
+    -- its first column (a hash index keeps the value's hash, whatever its
+    -- width); the steps' probes are equalities, which both serve.
+    SELECT string_agg(k.col, ', ' ORDER BY k.n) FILTER (WHERE t.typlen > 0),
+           (array_agg(k.col ORDER BY k.n) FILTER (WHERE t.typlen < 0))[1]
+      INTO v_fixed, v_wide
+      FROM regexp_matches(v_expr, '\(("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\)', 'g')
+           WITH ORDINALITY AS m(g, n)
+     CROSS JOIN LATERAL (SELECT m.g[1] AS col, m.n) k
+      JOIN pg_attribute a ON a.attrelid = v_cur AND quote_ident(a.attname) = k.col
+      JOIN pg_type t ON t.oid = a.atttypid;
     BEGIN
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_cur',
-                       decoupled._storage(input, 'cur'), v_expr);
-        EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s, valid_to)', v_name || '_dead',
-                       decoupled._storage(input, 'dead'), v_expr);
+        IF v_fixed IS NOT NULL THEN
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_cur',
+                           v_cur, v_fixed);
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s, valid_to)', v_name || '_dead',
+                           decoupled._storage(input, 'dead'), v_fixed);
+        ELSIF v_wide IS NOT NULL THEN
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING hash (%s)', v_name || '_cur',
+                           v_cur, v_wide);
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING hash (%s)', v_name || '_dead',
+                           decoupled._storage(input, 'dead'), v_wide);
+        ELSE
+            RETURN;
+        END IF;
     EXCEPTION WHEN invalid_object_definition OR feature_not_supported
-                   OR undefined_function OR datatype_mismatch THEN
+                   OR undefined_function OR undefined_object OR datatype_mismatch THEN
         RETURN;
     END;
     INSERT INTO decoupled.catalog_arrangements (input, index_name, expression, view_id)
