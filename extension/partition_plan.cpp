@@ -429,6 +429,37 @@ bool sublink_in_joins(Node* node) {
 const char* one_key(Query* q, Partitioning* out, List* edges);
 bool star(Query* q, Partitioning* p, List* edges);
 
+// Whether computing `node` can raise an error on a row's values.  A step
+// computes a slot's key over every changed row of its input and compares
+// it over the input's rows — also rows the view's WHERE leaves out, on
+// which the plain query never computes it (ON y.id = x.s::int WHERE x.s ~
+// '^[0-9]+$').  Columns, constants and leakproof functions and operators
+// of them (PostgreSQL's mark for functions that raise no error depending
+// on their arguments) cannot; a cast through text, a domain's check or a
+// division may.
+bool may_fail(Node* node, void* context) {
+    if (node == nullptr) return false;
+    switch (nodeTag(node)) {
+        case T_CoerceViaIO:
+        case T_ArrayCoerceExpr:
+        case T_CoerceToDomain:
+            return true;
+        case T_FuncExpr:
+            if (!get_func_leakproof(reinterpret_cast<FuncExpr*>(node)->funcid)) return true;
+            break;
+        case T_OpExpr:
+        case T_DistinctExpr:
+        case T_NullIfExpr: {
+            auto* op = reinterpret_cast<OpExpr*>(node);
+            if (!get_func_leakproof(get_opcode(op->opno))) return true;
+            break;
+        }
+        default:
+            break;
+    }
+    return expression_tree_walker(node, as_walker(may_fail), context);
+}
+
 Partitioning partitioning(Query* q) {
     Partitioning p{NIL, nullptr, nullptr, -1, nullptr};
     if (q->cteList != NIL) {
@@ -483,6 +514,12 @@ Partitioning partitioning(Query* q) {
         if (storage_expression(p.keys[s], &in) == nullptr ||
             (p.root >= 0 && s != p.root && storage_expression(p.root_keys[s], &root_in) == nullptr)) {
             p.problem = "its join key calls a function that is not built in";
+            return p;
+        }
+        if (may_fail(p.keys[s], nullptr) ||
+            (p.root >= 0 && s != p.root && may_fail(p.root_keys[s], nullptr))) {
+            p.problem = "its join key is an expression that may raise an error (a cast from text, "
+                        "a division) on rows its WHERE leaves out";
             return p;
         }
     }

@@ -299,7 +299,10 @@ SELECT decoupled.create_materialized_view('vm_ex_cast', 'SELECT x.id FROM vm_ex 
            LEFT JOIN vm_ex y ON y.id = x.s::int WHERE x.s ~ ''^[0-9]+$''') > 0 AS created;
 SELECT count(*) AS expression_arrangements FROM decoupled.catalog_arrangements a
   JOIN decoupled.objects o ON o.lifetime_id = a.input WHERE o.name = 'vm_ex' AND a.expression ~ '::|/';
-SELECT decoupled.drop('vm_ex_cast');
+-- A step computes a partition's join key over every changed row, also
+-- those its WHERE leaves out, on which the plain query never casts: a key
+-- that may raise an error recomputes, saying why.
+SELECT strategy, reason FROM decoupled.view_maintenance WHERE name = 'vm_ex_cast';
 INSERT INTO vm_ex VALUES (1, 0, 'x'), (2, 5, '1'), (3, 50, 'y');
 SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT status FROM decoupled.object_statuses WHERE name = 'vm_ex';
