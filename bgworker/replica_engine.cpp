@@ -457,12 +457,21 @@ struct ReplicaEngine::Impl {
                 pqxx::work tx(conn);
                 do {
                     Outcome& o = sinks[next++];
+                    // A savepoint by hand: libpqxx 6.4's subtransaction
+                    // does not roll back to its savepoint when a statement
+                    // in it failed, and every later sink of the batch then
+                    // failed with "current transaction is aborted".
                     o.failure = attempt([&] {
-                        pqxx::subtransaction step(tx, "step");
-                        auto row = step.exec_prepared("sink", incarnation, o.m->id, o.m->upper)[0];
-                        step.commit();
-                        o.upper = row[0].as<int64_t>();
-                        o.caught_up = row[1].as<bool>();
+                        tx.exec0("SAVEPOINT step");
+                        try {
+                            auto row = tx.exec_prepared("sink", incarnation, o.m->id, o.m->upper)[0];
+                            tx.exec0("RELEASE SAVEPOINT step");
+                            o.upper = row[0].as<int64_t>();
+                            o.caught_up = row[1].as<bool>();
+                        } catch (const pqxx::sql_error&) {
+                            tx.exec0("ROLLBACK TO SAVEPOINT step");
+                            throw;
+                        }
                     });
                 } while (next < sinks.size() && steady_ms() - opened < kStepsCommitMs);
                 tx.commit();

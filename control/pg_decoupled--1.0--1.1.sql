@@ -4235,11 +4235,13 @@ BEGIN
     -- the bound lock keeps publication from passing it before commit (FOR
     -- UPDATE, as the commit-time permission check takes it).
     PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_input.lifetime_id FOR UPDATE;
-    -- Where nothing is readable yet (a source before its first tick:
-    -- since = upper), as_of is the first time the input will be read at,
-    -- and a sink without snapshot starts with the changes there: the state
-    -- at its creation was empty (before_history).
-    SELECT greatest(b.bound, f.since, f.upper - 1), greatest(b.bound, f.since, f.upper - 1) >= f.upper
+    -- Where a source has not ticked yet (since = upper), as_of is the
+    -- first time it will be read at, and a sink without snapshot starts
+    -- with the changes there: a source's state at its creation was empty
+    -- (before_history).  A view's state at its first time is computed from
+    -- what its inputs held before: that is its snapshot.
+    SELECT greatest(b.bound, f.since, f.upper - 1),
+           v_input.kind = 'source' AND greatest(b.bound, f.since, f.upper - 1) >= f.upper
       INTO v_as_of, v_before_history
       FROM decoupled.catalog_frontiers f JOIN decoupled.catalog_bounds b USING (lifetime_id)
      WHERE f.lifetime_id = v_input.lifetime_id;
@@ -5084,6 +5086,13 @@ BEGIN
     END IF;
     IF o.kind = 'table' AND jsonb_array_length(coalesce(o.definition->'key', '[]')) > 0 THEN
         PERFORM decoupled._refuse_duplicate_key(o, expected_upper);
+    END IF;
+    -- From now on the table's history differs from the table by what was
+    -- appended: its ticks take a captured retraction that finds no current
+    -- row (an append retracted it) as retracting nothing.
+    IF o.kind = 'table' AND NOT coalesce((o.definition->>'appended')::boolean, false) THEN
+        UPDATE decoupled.catalog_objects c SET definition = c.definition || '{"appended": true}'
+         WHERE c.lifetime_id = o.lifetime_id;
     END IF;
     RETURN new_upper;
 END
@@ -5955,6 +5964,11 @@ BEGIN
                   HINT = 'Subscribe to a materialized view that casts them to built-in types.';
     END IF;
     start_at := r.frontier;
+    -- The latest time, but not past the end asked for: up_to already
+    -- reached gives its state just before it, and no change.
+    IF as_of IS NULL AND up_to <= start_at THEN
+        start_at := up_to - 1;
+    END IF;
     IF start_at < greatest(r.since, r.bound) THEN
         RAISE EXCEPTION '% "%" cannot be subscribed to from %: its history there is compacted',
                         (r.o).kind, (r.o).name, start_at
@@ -6220,7 +6234,10 @@ BEGIN
       FROM decoupled.catalog_frontiers f
       LEFT JOIN decoupled.catalog_bounds b USING (lifetime_id)
      WHERE f.lifetime_id = (o).lifetime_id;
-    frontier := coalesce(as_of, greatest(since, upper - 1));
+    -- The latest readable time; with no retained history the bound may
+    -- have reached the upper, and the hold is at it (readable from the
+    -- next tick on).
+    frontier := coalesce(as_of, greatest(since, bound, upper - 1));
 END
 $$;
 
@@ -6237,12 +6254,20 @@ BEGIN
             hold_id := decoupled._protect(_protect_latest.lifetime_id, held_at, subscription);
             RETURN;
         EXCEPTION WHEN check_violation THEN
-            IF attempt >= 5 THEN
+            IF attempt >= 10 AND current_setting('transaction_isolation') <> 'read committed' THEN
+                RAISE EXCEPTION 'the latest time this transaction can read of its collection is compacted'
+                    USING ERRCODE = 'check_violation',
+                          DETAIL = format('Its snapshot sees the collection up to %s; compaction '
+                                          'has passed that time since.', held_at),
+                          HINT = 'Take the hold in a new transaction, or under READ COMMITTED.';
+            ELSIF attempt >= 10 THEN
                 RAISE;
             END IF;
         END;
         attempt := attempt + 1;
-        SELECT greatest(f.since, f.upper - 1) INTO held_at FROM decoupled.catalog_frontiers f
+        SELECT greatest(f.since, b.bound, f.upper - 1) INTO held_at
+          FROM decoupled.catalog_frontiers f
+          LEFT JOIN decoupled.catalog_bounds b USING (lifetime_id)
          WHERE f.lifetime_id = _protect_latest.lifetime_id;
     END LOOP;
 END
@@ -6258,13 +6283,23 @@ DECLARE
     v_names text;
     v_c     text;
     v_n     text;
+    v_null  text;
     v_dup   text;
     v_cur   text := decoupled._storage(o.lifetime_id, 'cur');
 BEGIN
     SELECT string_agg(format('%I', k), ', ' ORDER BY n), string_agg(format('c.%I', k), ', ' ORDER BY n),
-           string_agg(format('n.%I', k), ', ' ORDER BY n)
-      INTO v_names, v_c, v_n
+           string_agg(format('n.%I', k), ', ' ORDER BY n),
+           string_agg(format('n.%I IS NULL', k), ' OR ' ORDER BY n)
+      INTO v_names, v_c, v_n, v_null
       FROM jsonb_array_elements_text(o.definition->'key') WITH ORDINALITY AS x(k, n);
+    EXECUTE format('SELECT ROW(%1$s)::text FROM %2$s n WHERE n.mz_ts >= $1 AND (%3$s) LIMIT 1',
+                   v_n, v_cur, v_null)
+       INTO v_dup USING expected_upper;
+    IF v_dup IS NOT NULL THEN
+        RAISE EXCEPTION 'append would give registered table "%" a row without a key', o.name
+            USING ERRCODE = 'not_null_violation',
+                  DETAIL = format('Its primary key (%s) is %s; nothing was appended.', v_names, v_dup);
+    END IF;
     EXECUTE format('SELECT ROW(%1$s)::text FROM %2$s c '
                    ' WHERE (%1$s) IN (SELECT %3$s FROM %2$s n WHERE n.mz_ts >= $1) '
                    ' GROUP BY %1$s HAVING count(*) > 1 LIMIT 1', v_c, v_cur, v_n)

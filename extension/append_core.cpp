@@ -174,6 +174,7 @@ SPIPlanPtr tick_lock_skip_plan = nullptr;
 SPIPlanPtr wal_tables_plan = nullptr;
 SPIPlanPtr stalled_plan = nullptr;
 SPIPlanPtr table_health_plan = nullptr;
+SPIPlanPtr appended_plan = nullptr;
 
 void clear_pins(XactEvent event, void*) {
     if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
@@ -1064,14 +1065,28 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
     Collection* c = collection(id);
     Datum t = Int64GetDatum(ts);
     Oid dead = storage_relid(id, "dead");
+    // Whether its owner appended history the table does not hold: then a
+    // captured retraction may find no copy (an append retracted it) and
+    // retracts nothing — the two differ by what was appended.  Otherwise
+    // history is the table's own, and a retraction without a copy is a
+    // capture gone wrong: the tick fails.
+    run_for_id(&appended_plan,
+               "SELECT coalesce((o.definition->>'appended')::boolean, false) "
+               "  FROM decoupled.catalog_objects o WHERE o.lifetime_id = $1",
+               id);
+    bool isnull = true;
+    bool appended = SPI_processed == 1 &&
+                    DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+                                               &isnull)) &&
+                    !isnull;
     decoupled::not_decoded([&] {
         // A tick runs in C (index_tick.cpp), whatever its captured rows'
         // signs; the statements below are its fallback.
         int64 wanted = 0, moved = 0;
         decoupled::IndexedTick tick{c->name, storage_relid(id, "pending"), c->cur_relid, dead,
-                                    c->ncols, c->is_key, ts, snapshot};
+                                    c->ncols, c->is_key, ts, snapshot, appended};
         if (decoupled::tick_by_index(tick, &wanted, &moved)) {
-            check_paired(wanted, moved);
+            if (!appended) check_paired(wanted, moved);
             return;
         }
         run(plan(c, kPendingShape), nullptr, snapshot);
@@ -1081,7 +1096,7 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
             run(plan(c, kPendingToCur), &t, snapshot);
         } else if (shape.min_diff) {
             write_one_time(c, kTickProbe, kTickScan, shape.retractions, ts, snapshot);
-            check_retracted();
+            if (!appended) check_retracted();
         }
     });
     decoupled::replan_if_storage_grew(c->cur_relid, dead);

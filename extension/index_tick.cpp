@@ -258,12 +258,15 @@ void retract_copy(const Net* n, Copy* copy) {
 // key is unique at every commit), deformed into `values`/`nulls` (all of
 // cur's columns), in the current context.  False when cur holds none, or
 // more than one.
-bool copy_of_key(const Net* n, const Row* row, Copy* copy, Datum* values, bool* nulls) {
+// The current rows of `row`'s key older than the tick: how many, and the
+// newest of them in *copy (its values deformed) when there is one.
+int copy_of_key(const Net* n, const Row* row, Copy* copy, Datum* values, bool* nulls) {
     Copy* copies = nullptr;
-    if (find_copies(n, row, false, &copies) != 1) return false;
-    *copy = copies[0];
+    int found = find_copies(n, row, false, &copies);
+    if (found == 0) return 0;
+    *copy = copies[found - 1];
     heap_deform_tuple(copy->tuple, n->slot->tts_tupleDescriptor, values, nulls);
-    return true;
+    return found;
 }
 
 // A row's net change: retractions move its oldest copies to dead,
@@ -405,7 +408,13 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
                 end++;
             }
             Copy copy;
-            if (n != 1 || !copy_of_key(&probe, rows[i], &copy, copy_values, copy_nulls))
+            int found = n == 1 ? copy_of_key(&probe, rows[i], &copy, copy_values, copy_nulls) : 0;
+            // Where the owner appended history the table does not hold, a
+            // key may have no current row (retracted by an append) or two
+            // (one appended, one captured later): the retraction takes the
+            // newest, the table's, or nothing.
+            bool have_copy = found == 1 || (tick.appended && found > 1);
+            if (n != 1 || (!have_copy && !(tick.appended && found == 0)))
                 ereport(ERROR,
                         (errcode(ERRCODE_DATA_CORRUPTED),
                          errmsg("captured changes of registered table \"%s\" retract a key "
@@ -418,7 +427,8 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
                 int64 net = 0;
                 int j = g;
                 for (; j < end && row_cmp(&rows[g], &rows[j]) == 0; j++) net += rows[j]->diff;
-                if (!paired && decoupled::same_images(cols, copy_values + kHistoryPrefix,
+                if (have_copy && !paired &&
+                    decoupled::same_images(cols, copy_values + kHistoryPrefix,
                                                       copy_nulls + kHistoryPrefix, rows[g]->values,
                                                       rows[g]->nulls)) {
                     // The retraction by key nets with the rows of its
@@ -437,7 +447,7 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
                 write_net(&probe, rows[g], net);
                 g = j;
             }
-            if (!paired) {
+            if (have_copy && !paired) {
                 retract_copy(&probe, &copy);
                 *wanted += 1;
             }

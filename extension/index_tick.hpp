@@ -19,6 +19,10 @@ struct IndexedTick {
     const bool* is_key;   // which of them are its primary key's (none: no key)
     int64 ts;             // the tick's time
     Snapshot snapshot;    // which captured rows it moves
+    // Its owner appended history the table does not hold (append()): a
+    // captured retraction by key then takes the newest current row of its
+    // key, or none where history holds none.
+    bool appended;
 };
 
 // Moves the captured rows of `tick.pending` that `tick.snapshot` sees into

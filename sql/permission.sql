@@ -207,3 +207,21 @@ SELECT count(*) AS holds FROM decoupled.catalog_holds;
 SELECT regress_try($$SELECT decoupled.acquire_hold('events')$$);
 SELECT regress_finalize() AS finalized;
 DROP ROLE decoupled_stranger;
+
+-- With no history retained the bound reaches the upper: a hold at the
+-- latest time (no as_of) then holds the upper itself, readable from the
+-- next tick on, instead of refusing a time compaction passed.
+CREATE TABLE ev0 (id int PRIMARY KEY);
+INSERT INTO ev0 VALUES (1);
+SELECT decoupled.register_table('ev0', retain_history => '0') > 0 AS registered;
+INSERT INTO ev0 VALUES (2);
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT decoupled.publish_bounds() >= 0 AS published;
+SELECT compaction_bound = upper AS bound_at_upper FROM decoupled.frontiers WHERE name = 'ev0';
+SELECT decoupled.acquire_hold('ev0') AS h0 \gset
+SELECT h.frontier = f.upper AS held_at_upper
+  FROM decoupled.session_holds h, decoupled.frontiers f
+ WHERE h.hold_id = :h0 AND f.name = 'ev0';
+SELECT decoupled.release_hold(:h0);
+SELECT decoupled.unregister_table('ev0');
+DROP TABLE ev0;

@@ -195,6 +195,35 @@ SELECT upper - 1 AS t FROM decoupled.frontiers WHERE name = 'wk' \gset
 SET decoupled.as_of = :t;
 SELECT id, k, v FROM wk ORDER BY id;  -- the history: key 3 appended, not in the table
 RESET decoupled.as_of;
+-- A row without a key is refused too (a primary key is never NULL).
+SELECT upper AS u FROM decoupled.frontiers WHERE name = 'wk' \gset
+SELECT decoupled.append('wk', jsonb_build_array(jsonb_build_object(
+           'mz_timestamp', :u, 'mz_diff', 1, 'data', '{"id": 9, "v": "no k"}'::jsonb)),
+       :u, :u + 1);
+-- History and table differ by what was appended, and the table's own
+-- changes still tick: a key appended before the table got it (two current
+-- rows for it then: an update takes the table's, the newest), a row an
+-- append retracted while the table still holds it (its delete then
+-- retracts nothing).
+SELECT decoupled.append('wk', jsonb_build_array(
+           jsonb_build_object('mz_timestamp', :u, 'mz_diff', 1,
+                              'data', '{"id": 5, "k": "e", "v": "backfill"}'::jsonb),
+           jsonb_build_object('mz_timestamp', :u, 'mz_diff', -1,
+                              'data', '{"id": 1, "k": "a", "v": "q"}'::jsonb)),
+       :u, :u + 1) = :u + 1 AS appended;
+INSERT INTO wk VALUES (5, 'e', 'real');
+SELECT decoupled.wait_for_capture('60s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+UPDATE wk SET v = 'real2' WHERE id = 5;
+DELETE FROM wk WHERE id = 1;
+SELECT decoupled.wait_for_capture('60s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT status FROM decoupled.object_statuses WHERE name = 'wk';
+SELECT id, k, v FROM wk ORDER BY id;
+SELECT upper - 1 AS t FROM decoupled.frontiers WHERE name = 'wk' \gset
+SET decoupled.as_of = :t;
+SELECT id, k, v FROM wk ORDER BY id, v;
+RESET decoupled.as_of;
 DROP TABLE wk;
 
 -- JSON appends: inserts only, mixed signs at one time (probe and scan),

@@ -188,8 +188,9 @@ CREATE FUNCTION decoupled._compare_and_append(lifetime_id bigint, updates jsonb,
 LANGUAGE C SET search_path = pg_catalog, pg_temp SET work_mem = '64MB'
 AS 'MODULE_PATHNAME', 'decoupled_compare_and_append';
 
--- After an append to a registered table with a primary key: no key it
--- inserted may name two current rows.  Captured updates and deletes retract
+-- After an append to a registered table with a primary key: no row it
+-- inserted may lack a key, and no key it inserted may name two current
+-- rows.  Captured updates and deletes retract
 -- a row by its key alone, and a key with two current rows would stop the
 -- table's ticks for good; the caller's error undoes the append.  The rows
 -- the append inserted are those of cur at or after `expected_upper`: read
@@ -202,13 +203,23 @@ DECLARE
     v_names text;
     v_c     text;
     v_n     text;
+    v_null  text;
     v_dup   text;
     v_cur   text := decoupled._storage(o.lifetime_id, 'cur');
 BEGIN
     SELECT string_agg(format('%I', k), ', ' ORDER BY n), string_agg(format('c.%I', k), ', ' ORDER BY n),
-           string_agg(format('n.%I', k), ', ' ORDER BY n)
-      INTO v_names, v_c, v_n
+           string_agg(format('n.%I', k), ', ' ORDER BY n),
+           string_agg(format('n.%I IS NULL', k), ' OR ' ORDER BY n)
+      INTO v_names, v_c, v_n, v_null
       FROM jsonb_array_elements_text(o.definition->'key') WITH ORDINALITY AS x(k, n);
+    EXECUTE format('SELECT ROW(%1$s)::text FROM %2$s n WHERE n.mz_ts >= $1 AND (%3$s) LIMIT 1',
+                   v_n, v_cur, v_null)
+       INTO v_dup USING expected_upper;
+    IF v_dup IS NOT NULL THEN
+        RAISE EXCEPTION 'append would give registered table "%" a row without a key', o.name
+            USING ERRCODE = 'not_null_violation',
+                  DETAIL = format('Its primary key (%s) is %s; nothing was appended.', v_names, v_dup);
+    END IF;
     EXECUTE format('SELECT ROW(%1$s)::text FROM %2$s c '
                    ' WHERE (%1$s) IN (SELECT %3$s FROM %2$s n WHERE n.mz_ts >= $1) '
                    ' GROUP BY %1$s HAVING count(*) > 1 LIMIT 1', v_c, v_cur, v_n)
@@ -309,6 +320,13 @@ BEGIN
     END IF;
     IF o.kind = 'table' AND jsonb_array_length(coalesce(o.definition->'key', '[]')) > 0 THEN
         PERFORM decoupled._refuse_duplicate_key(o, expected_upper);
+    END IF;
+    -- From now on the table's history differs from the table by what was
+    -- appended: its ticks take a captured retraction that finds no current
+    -- row (an append retracted it) as retracting nothing.
+    IF o.kind = 'table' AND NOT coalesce((o.definition->>'appended')::boolean, false) THEN
+        UPDATE decoupled.catalog_objects c SET definition = c.definition || '{"appended": true}'
+         WHERE c.lifetime_id = o.lifetime_id;
     END IF;
     RETURN new_upper;
 END

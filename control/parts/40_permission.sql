@@ -344,7 +344,8 @@ $$;
 -- commits the hold (with little retained history it follows the upper
 -- closely): the caller asked for "the latest", not for that time, so the
 -- latest time is read again and held instead.  A transaction whose snapshot
--- cannot see newer frontiers gets the refusal after a few tries.
+-- cannot see newer frontiers gets the refusal after a few tries: the times
+-- it can read are compacted.
 CREATE FUNCTION decoupled._protect_latest(lifetime_id bigint, frontier bigint, subscription boolean,
                                           OUT hold_id bigint, OUT held_at bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -358,12 +359,20 @@ BEGIN
             hold_id := decoupled._protect(_protect_latest.lifetime_id, held_at, subscription);
             RETURN;
         EXCEPTION WHEN check_violation THEN
-            IF attempt >= 5 THEN
+            IF attempt >= 10 AND current_setting('transaction_isolation') <> 'read committed' THEN
+                RAISE EXCEPTION 'the latest time this transaction can read of its collection is compacted'
+                    USING ERRCODE = 'check_violation',
+                          DETAIL = format('Its snapshot sees the collection up to %s; compaction '
+                                          'has passed that time since.', held_at),
+                          HINT = 'Take the hold in a new transaction, or under READ COMMITTED.';
+            ELSIF attempt >= 10 THEN
                 RAISE;
             END IF;
         END;
         attempt := attempt + 1;
-        SELECT greatest(f.since, f.upper - 1) INTO held_at FROM decoupled.catalog_frontiers f
+        SELECT greatest(f.since, b.bound, f.upper - 1) INTO held_at
+          FROM decoupled.catalog_frontiers f
+          LEFT JOIN decoupled.catalog_bounds b USING (lifetime_id)
          WHERE f.lifetime_id = _protect_latest.lifetime_id;
     END LOOP;
 END
@@ -399,7 +408,10 @@ BEGIN
       FROM decoupled.catalog_frontiers f
       LEFT JOIN decoupled.catalog_bounds b USING (lifetime_id)
      WHERE f.lifetime_id = (o).lifetime_id;
-    frontier := coalesce(as_of, greatest(since, upper - 1));
+    -- The latest readable time; with no retained history the bound may
+    -- have reached the upper, and the hold is at it (readable from the
+    -- next tick on).
+    frontier := coalesce(as_of, greatest(since, bound, upper - 1));
 END
 $$;
 

@@ -84,11 +84,13 @@ BEGIN
     -- the bound lock keeps publication from passing it before commit (FOR
     -- UPDATE, as the commit-time permission check takes it).
     PERFORM FROM decoupled.catalog_bounds b WHERE b.lifetime_id = v_input.lifetime_id FOR UPDATE;
-    -- Where nothing is readable yet (a source before its first tick:
-    -- since = upper), as_of is the first time the input will be read at,
-    -- and a sink without snapshot starts with the changes there: the state
-    -- at its creation was empty (before_history).
-    SELECT greatest(b.bound, f.since, f.upper - 1), greatest(b.bound, f.since, f.upper - 1) >= f.upper
+    -- Where a source has not ticked yet (since = upper), as_of is the
+    -- first time it will be read at, and a sink without snapshot starts
+    -- with the changes there: a source's state at its creation was empty
+    -- (before_history).  A view's state at its first time is computed from
+    -- what its inputs held before: that is its snapshot.
+    SELECT greatest(b.bound, f.since, f.upper - 1),
+           v_input.kind = 'source' AND greatest(b.bound, f.since, f.upper - 1) >= f.upper
       INTO v_as_of, v_before_history
       FROM decoupled.catalog_frontiers f JOIN decoupled.catalog_bounds b USING (lifetime_id)
      WHERE f.lifetime_id = v_input.lifetime_id;

@@ -45,6 +45,11 @@ BEGIN
                   HINT = 'Subscribe to a materialized view that casts them to built-in types.';
     END IF;
     start_at := r.frontier;
+    -- The latest time, but not past the end asked for: up_to already
+    -- reached gives its state just before it, and no change.
+    IF as_of IS NULL AND up_to <= start_at THEN
+        start_at := up_to - 1;
+    END IF;
     IF start_at < greatest(r.since, r.bound) THEN
         RAISE EXCEPTION '% "%" cannot be subscribed to from %: its history there is compacted',
                         (r.o).kind, (r.o).name, start_at
