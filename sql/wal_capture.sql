@@ -480,3 +480,29 @@ SELECT (SELECT string_agg(id || v || tags::text, ',' ORDER BY id) FROM wc_tr_k) 
        (SELECT string_agg(a || b, ',' ORDER BY a) FROM wc_tr_n) AS n_table;
 SELECT decoupled.unregister_table('wc_tr_k'), decoupled.unregister_table('wc_tr_n');
 DROP TABLE wc_tr_k, wc_tr_n;
+
+-- A key too wide to stay in its row (TOASTed out of line): an UPDATE that
+-- leaves it alone logs the old key and leaves the new row's key out of the
+-- WAL, and two such changes of one key in one batch must pair by it.
+CREATE TABLE wc_wide (k text PRIMARY KEY, v int);
+SELECT decoupled.register_table('wc_wide') > 0 AS registered;
+INSERT INTO wc_wide SELECT string_agg(md5((g % 45)::text), ''), 0 FROM generate_series(1, 3000) g;
+INSERT INTO wc_wide VALUES ('short', 0);
+SELECT decoupled.wait_for_capture('60 s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+BEGIN;
+UPDATE wc_wide SET v = 1;
+UPDATE wc_wide SET v = 2;
+COMMIT;
+UPDATE wc_wide SET v = 3 WHERE k <> 'short';
+DELETE FROM wc_wide WHERE k = 'short';
+SELECT decoupled.wait_for_capture('60 s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT status FROM decoupled.capture;
+SELECT status FROM decoupled.object_statuses WHERE name = 'wc_wide';
+SELECT set_config('decoupled.as_of', (upper - 1)::text, false) IS NOT NULL AS reading
+  FROM decoupled.frontiers WHERE name = 'wc_wide';
+SELECT length(k), v FROM wc_wide ORDER BY 1;
+RESET decoupled.as_of;
+SELECT decoupled.unregister_table('wc_wide');
+DROP TABLE wc_wide;

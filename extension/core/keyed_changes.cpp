@@ -98,11 +98,42 @@ bool KeyedChanges::insert(std::string row, const std::vector<int>& masked) {
     last_retraction_.reset();
     if (entries_[source].kind == Kind::kRetractLookup) needs_row_[entries_[source].source] = true;
     std::string key;
-    if (!catch_up() || !key_of(row, &key)) return false;
+    if (!catch_up()) return false;
+    // A key left out of the WAL (an unchanged TOASTed key) is the old
+    // row's: the row's own fields there are empty.
+    if (masks_key(masked) ? !key_of_entry(source, &key) : !key_of(row, &key)) return false;
     entries_.push_back(Entry{Kind::kMaskedInsert, std::move(row), source, masked});
     keys_[key] = KeyState{true, entries_.size() - 1};
     indexed_ = entries_.size();
     return true;
+}
+
+bool KeyedChanges::masks_key(const std::vector<int>& masked) const {
+    for (int m : masked)
+        for (int f : key_fields_)
+            if (m == f) return true;
+    return false;
+}
+
+// The key of entries_[e]: its row's; an insertion's whose key was left out,
+// its old row's; a retraction's, the key it retracts.
+bool KeyedChanges::key_of_entry(std::size_t e, std::string* key) {
+    const Entry& entry = entries_[e];
+    switch (entry.kind) {
+        case Kind::kRow:
+            return key_of(entry.text, key);
+        case Kind::kMaskedInsert:
+            return masks_key(entry.masked) ? key_of_entry(entry.source, key)
+                                           : key_of(entry.text, key);
+        case Kind::kRetractLookup: {
+            const std::string& literal = key_literals_[entry.source];
+            *key = literal.substr(1, literal.size() - 2);
+            return true;
+        }
+        case Kind::kRetractEntry:
+            return key_of_entry(entry.source, key);
+    }
+    return fail("unknown captured entry");
 }
 
 bool KeyedChanges::catch_up() {

@@ -96,6 +96,8 @@ private:
     };
 
     bool key_of(const std::string& row, std::string* key);
+    bool key_of_entry(std::size_t e, std::string* key);
+    bool masks_key(const std::vector<int>& masked) const;
     bool catch_up();
     std::string marker(std::size_t i) const;
     bool fail(std::string message);

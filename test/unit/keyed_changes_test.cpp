@@ -101,6 +101,25 @@ TEST(KeyedChanges, AKeyChangeTakesTheOldKeysRow) {
                                                  "(-1,2,big)"}));
 }
 
+TEST(KeyedChanges, AnUnchangedToastedKeyIsTheOldRowsKey) {
+    // A key too wide to stay in the row: an UPDATE that leaves it alone
+    // logs the old key, and the new row's key field is not in the WAL.
+    KeyedChanges k({1});
+    ASSERT_TRUE(k.retract_key("(wide)"));
+    ASSERT_TRUE(k.insert("(1,,1)", {1}));     // UPDATE SET v = 1
+    ASSERT_TRUE(k.retract_key("(wide)"));     // UPDATE SET v = 2, in the same batch
+    ASSERT_TRUE(k.insert("(1,,2)", {1}));
+    ASSERT_EQ(k.lookups().size(), 1u);
+    ASSERT_TRUE(k.resolve(0, "(wide,0)"));
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(-1,wide,0)", "(1,wide,1)", "(-1,wide,1)",
+                                                 "(1,wide,2)"}));
+    k.clear();
+    EXPECT_EQ(k.known(), 1u);                 // known by its key, not by an empty field
+    ASSERT_TRUE(k.retract_key("(wide)"));     // a DELETE in the next batch
+    EXPECT_TRUE(k.lookups().empty());
+    EXPECT_EQ(rows(k), (std::vector<std::string>{"(-1,wide,2)"}));
+}
+
 TEST(KeyedChanges, FullRowRetractionsMixIn) {
     KeyedChanges k({1});
     ASSERT_TRUE(k.retract_row("(-1,4,a)"));
