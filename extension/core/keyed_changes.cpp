@@ -52,6 +52,17 @@ std::optional<std::string> record_field_value(std::string_view raw) {
 
 namespace {
 
+// A row or key as a message shows it: wide values (a key TOASTed out of
+// line runs to kilobytes) are cut, so that what the message says about it
+// still fits where health keeps errors.
+std::string shown(std::string_view text) {
+    constexpr std::size_t kShown = 64;
+    if (text.size() <= kShown) return std::string(text);
+    std::size_t cut = kShown;  // not inside a UTF-8 character
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    return std::string(text.substr(0, cut)) + "…(" + std::to_string(text.size()) + " bytes)";
+}
+
 // `row` ("(d,v1,...)") with its mz_diff replaced by `diff`.
 std::string with_diff(std::string_view row, const char* diff) {
     std::size_t end = row.find_first_of(",)");
@@ -71,12 +82,12 @@ bool KeyedChanges::fail(std::string message) {
 
 bool KeyedChanges::key_of(const std::string& row, std::string* key) {
     std::vector<std::string_view> fields;
-    if (!record_split(row, &fields)) return fail("malformed captured row: " + row);
+    if (!record_split(row, &fields)) return fail("malformed captured row: " + shown(row));
     key->clear();
     for (std::size_t i = 0; i < key_fields_.size(); ++i) {
         int f = key_fields_[i];
         if (f < 0 || static_cast<std::size_t>(f) >= fields.size())
-            return fail("captured row has no key field " + std::to_string(f) + ": " + row);
+            return fail("captured row has no key field " + std::to_string(f) + ": " + shown(row));
         if (i > 0) *key += ',';
         *key += fields[f];
     }
@@ -93,7 +104,7 @@ bool KeyedChanges::insert(std::string row, const std::vector<int>& masked) {
         return true;
     }
     if (!last_retraction_)
-        return fail("an update's unchanged values come without its old row: " + row);
+        return fail("an update's unchanged values come without its old row: " + shown(row));
     std::size_t source = *last_retraction_;
     last_retraction_.reset();
     if (entries_[source].kind == Kind::kRetractLookup) needs_row_[entries_[source].source] = true;
@@ -148,14 +159,14 @@ bool KeyedChanges::catch_up() {
 bool KeyedChanges::retract_key(const std::string& key_literal) {
     std::vector<std::string_view> fields;
     if (!record_split(key_literal, &fields) || fields.size() != key_fields_.size())
-        return fail("malformed captured key: " + key_literal);
+        return fail("malformed captured key: " + shown(key_literal));
     if (!catch_up()) return false;
     std::string key(key_literal.substr(1, key_literal.size() - 2));
     auto it = keys_.find(key);
     auto known = known_.find(key);
     if (it != keys_.end()) {
         if (!it->second.present)
-            return fail("a change retracts key " + key_literal + ", which is already gone");
+            return fail("a change retracts key " + shown(key_literal) + ", which is already gone");
         entries_.push_back(Entry{Kind::kRetractEntry, {}, it->second.entry, {}});
         it->second.present = false;
     } else if (known != known_.end()) {
@@ -165,7 +176,7 @@ bool KeyedChanges::retract_key(const std::string& key_literal) {
         std::vector<std::string> values;
         for (std::string_view f : fields) {
             std::optional<std::string> v = record_field_value(f);
-            if (!v) return fail("a captured key has a NULL: " + key_literal);
+            if (!v) return fail("a captured key has a NULL: " + shown(key_literal));
             values.push_back(std::move(*v));
         }
         lookups_.push_back(std::move(values));
@@ -193,7 +204,7 @@ bool KeyedChanges::retract_row(std::string row) {
 
 bool KeyedChanges::resolve(std::size_t i, const std::string& row) {
     if (i >= resolved_.size()) return fail("no lookup " + std::to_string(i));
-    if (resolved_[i] || marked_[i]) return fail("a key has more than one live row: " + row);
+    if (resolved_[i] || marked_[i]) return fail("a key has more than one live row: " + shown(row));
     resolved_[i] = row;
     return true;
 }
@@ -203,7 +214,7 @@ bool KeyedChanges::mark(std::size_t i) {
     bool fits = columns_ > 0;
     for (int f : key_fields_) fits = fits && f >= 1 && static_cast<std::size_t>(f) <= columns_;
     if (!fits || needs_row_[i] || resolved_[i] || marked_[i])
-        return fail("key " + key_literals_[i] + " cannot be retracted by its key");
+        return fail("key " + shown(key_literals_[i]) + " cannot be retracted by its key");
     marked_[i] = true;
     return true;
 }
@@ -242,7 +253,7 @@ bool KeyedChanges::rows(std::vector<std::string>* out) {
                     std::string key;
                     for (const std::string& v : lookups_[e.source])
                         key += (key.empty() ? "" : ", ") + v;
-                    return fail("the row with key (" + key + ") is not in the table's history");
+                    return fail("the row with key " + shown("(" + key + ")") + " is not in the table's history");
                 }
                 // "(v1,...)" -> "(-1,v1,...)"
                 out->push_back(row->size() > 2 ? "(-1," + row->substr(1) : "(-1)");
@@ -255,7 +266,7 @@ bool KeyedChanges::rows(std::vector<std::string>* out) {
                 const std::string& old = (*out)[e.source];
                 if (!record_split(old, &from) || !record_split(e.text, &into) ||
                     from.size() != into.size())
-                    return fail("an update's old and new rows do not match: " + e.text);
+                    return fail("an update's old and new rows do not match: " + shown(e.text));
                 std::string row = "(";
                 for (std::size_t f = 0; f < into.size(); ++f) {
                     bool take = false;

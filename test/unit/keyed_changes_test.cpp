@@ -120,6 +120,21 @@ TEST(KeyedChanges, AnUnchangedToastedKeyIsTheOldRowsKey) {
     EXPECT_EQ(rows(k), (std::vector<std::string>{"(-1,wide,2)"}));
 }
 
+TEST(KeyedChanges, ErrorsCutWideValues) {
+    // What goes wrong with a key of kilobytes still fits where health keeps
+    // errors, cut between characters.
+    KeyedChanges k({1});
+    std::string wide = "(1," + std::string(62, 'x') + "\u00e9" + std::string(5000, 'y') + ",v)";
+    std::string key = "(" + std::string(62, 'x') + "\u00e9" + std::string(5000, 'y') + ")";
+    ASSERT_TRUE(k.insert(wide));
+    ASSERT_TRUE(k.retract_key(key));
+    EXPECT_FALSE(k.retract_key(key));
+    EXPECT_LT(k.error().size(), 200u);
+    EXPECT_NE(k.error().find("which is already gone"), std::string::npos) << k.error();
+    EXPECT_NE(k.error().find("5066 bytes"), std::string::npos) << k.error();
+    EXPECT_EQ(k.error().find('\xC3'), std::string::npos) << k.error();  // é not cut in two
+}
+
 TEST(KeyedChanges, FullRowRetractionsMixIn) {
     KeyedChanges k({1});
     ASSERT_TRUE(k.retract_row("(-1,4,a)"));
