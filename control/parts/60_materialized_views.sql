@@ -484,6 +484,27 @@ $$;
 -- (IF NOT EXISTS) may be one whose users are all dropped: the storage lock
 -- its CREATE INDEX holds until commit keeps _drop_unused_arrangements off
 -- it until this view's row is there to see.
+-- The columns of an index on `rel` for equality look-ups by `keys` (its
+-- columns' quoted names, in any text that lists them): a btree entry holds
+-- at most about 2.7 kB, and one wider value — an incompressible text, a
+-- large array — would fail every later write of the relation, the ticks of
+-- an arranged input or the steps of a view.  So a btree takes the key's
+-- fixed-length columns (`fixed`), and a key without any gets a hash index
+-- on its first column (`wide`): a hash index keeps the value's hash,
+-- whatever its width.  Equalities are what the look-ups ask; both serve.
+CREATE FUNCTION decoupled._equality_index_columns(rel regclass, keys text,
+                                                  OUT fixed text, OUT wide text)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT string_agg(k.col, ', ' ORDER BY k.n) FILTER (WHERE t.typlen > 0),
+           (array_agg(k.col ORDER BY k.n) FILTER (WHERE t.typlen < 0))[1]
+      FROM regexp_matches(keys, '("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)', 'g')
+           WITH ORDINALITY AS m(g, n)
+     CROSS JOIN LATERAL (SELECT m.g[1] AS col, m.n) k
+      JOIN pg_attribute a ON a.attrelid = rel AND quote_ident(a.attname) = k.col
+                         AND a.attnum > 0 AND NOT a.attisdropped
+      JOIN pg_type t ON t.oid = a.atttypid
+$$;
+
 CREATE FUNCTION decoupled._arrange(view_id bigint, input bigint, keys text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
 DECLARE
@@ -501,20 +522,10 @@ BEGIN
     IF v_expr !~ '^\(("([^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\)(, \(("([^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\))*$' THEN
         RETURN;
     END IF;
-    -- Likewise a btree entry holds at most about 2.7 kB: one wider value
-    -- (an incompressible text, a large array) of a variable-length key
-    -- column would stop the input's ticks.  So the btree takes the key's
-    -- fixed-length columns only, and a key without any gets a hash index on
-    -- its first column (a hash index keeps the value's hash, whatever its
-    -- width); the steps' probes are equalities, which both serve.
-    SELECT string_agg(k.col, ', ' ORDER BY k.n) FILTER (WHERE t.typlen > 0),
-           (array_agg(k.col ORDER BY k.n) FILTER (WHERE t.typlen < 0))[1]
-      INTO v_fixed, v_wide
-      FROM regexp_matches(v_expr, '\(("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\)', 'g')
-           WITH ORDINALITY AS m(g, n)
-     CROSS JOIN LATERAL (SELECT m.g[1] AS col, m.n) k
-      JOIN pg_attribute a ON a.attrelid = v_cur AND quote_ident(a.attname) = k.col
-      JOIN pg_type t ON t.oid = a.atttypid;
+    -- Likewise one key value wider than a btree entry holds would stop
+    -- the input's ticks (_equality_index_columns).
+    SELECT e.fixed, e.wide INTO v_fixed, v_wide
+      FROM decoupled._equality_index_columns(v_cur, v_expr) e;
     BEGIN
         IF v_fixed IS NOT NULL THEN
             EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s (%s)', v_name || '_cur',
@@ -551,8 +562,17 @@ RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_kept  record := decoupled._mv_kept_state(plan);
     v_state text := decoupled._storage(id, 'state');
+    v_cur   text := decoupled._storage(id, 'cur');
+    v_fixed text;
+    v_wide  text;
 BEGIN
-    EXECUTE format('CREATE INDEX ON %s (%s)', decoupled._storage(id, 'cur'), v_kept.keys);
+    SELECT e.fixed, e.wide INTO v_fixed, v_wide
+      FROM decoupled._equality_index_columns(v_cur::regclass, v_kept.keys) e;
+    IF v_fixed IS NOT NULL THEN
+        EXECUTE format('CREATE INDEX ON %s (%s)', v_cur, v_fixed);
+    ELSIF v_wide IS NOT NULL THEN
+        EXECUTE format('CREATE INDEX ON %s USING hash (%s)', v_cur, v_wide);
+    END IF;
     IF NOT sums THEN
         RETURN;
     END IF;
