@@ -174,7 +174,6 @@ SPIPlanPtr tick_lock_skip_plan = nullptr;
 SPIPlanPtr wal_tables_plan = nullptr;
 SPIPlanPtr stalled_plan = nullptr;
 SPIPlanPtr table_health_plan = nullptr;
-SPIPlanPtr appended_plan = nullptr;
 
 void clear_pins(XactEvent event, void*) {
     if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
@@ -1061,24 +1060,15 @@ decoupled::WriteShape check_updates(Collection* c, Jsonb* updates, int64 expecte
 
 // One busy table's tick at `ts`: its captured rows visible to `snapshot`
 // go into history at ts (the caller advances the upper).
-void tick_busy(int64 id, int64 ts, Snapshot snapshot) {
+// `appended`: its owner appended history the table does not hold; then a
+// captured retraction may find no copy (an append retracted it) and
+// retracts nothing — the two differ by what was appended.  Otherwise
+// history is the table's own, and a retraction without a copy is a capture
+// gone wrong: the tick fails.
+void tick_busy(int64 id, int64 ts, Snapshot snapshot, bool appended) {
     Collection* c = collection(id);
     Datum t = Int64GetDatum(ts);
     Oid dead = storage_relid(id, "dead");
-    // Whether its owner appended history the table does not hold: then a
-    // captured retraction may find no copy (an append retracted it) and
-    // retracts nothing — the two differ by what was appended.  Otherwise
-    // history is the table's own, and a retraction without a copy is a
-    // capture gone wrong: the tick fails.
-    run_for_id(&appended_plan,
-               "SELECT coalesce((o.definition->>'appended')::boolean, false) "
-               "  FROM decoupled.catalog_objects o WHERE o.lifetime_id = $1",
-               id);
-    bool isnull = true;
-    bool appended = SPI_processed == 1 &&
-                    DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-                                               &isnull)) &&
-                    !isnull;
     decoupled::not_decoded([&] {
         // A tick runs in C (index_tick.cpp), whatever its captured rows'
         // signs; the statements below are its fallback.
@@ -1417,6 +1407,7 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     if (never_wait)
         run(global_plan(&tick_lock_skip_plan,
                         "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
+                        "       coalesce((o.definition->>'appended')::boolean, false), "
                         "       (SELECT count(*) FROM decoupled.catalog_objects t "
                         "         WHERE t.kind = 'table' AND t.dropped_at IS NULL "
                         "           AND ($1 OR NOT EXISTS ("
@@ -1432,7 +1423,8 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
             covered);
     else
         run(global_plan(&tick_lock_plan,
-                        "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid "
+                        "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
+                        "       coalesce((o.definition->>'appended')::boolean, false) "
                         "  FROM decoupled.catalog_frontiers f "
                         "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
                         " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
@@ -1450,7 +1442,7 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         PG_RETURN_INT32(0);
     }
     int64 live_tables = n;
-    if (never_wait && get_int8(0, 5, &live_tables) && live_tables > n) {
+    if (never_wait && get_int8(0, 6, &live_tables) && live_tables > n) {
         note_tick_skipped("a table's frontier");
         SPI_finish();
         PG_RETURN_INT32(0);
@@ -1458,6 +1450,7 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     int64* ids = (int64*)palloc(sizeof(int64) * n);
     char** names = (char**)palloc(sizeof(char*) * n);
     Oid* relations = (Oid*)palloc(sizeof(Oid) * n);
+    bool* appended = (bool*)palloc(sizeof(bool) * n);
     int64 max_upper = 0;
     for (int i = 0; i < n; i++) {
         int64 upper = 0;
@@ -1467,6 +1460,8 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         bool isnull = true;
         Datum rel = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull);
         relations[i] = isnull ? InvalidOid : DatumGetObjectId(rel);
+        appended[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 5,
+                                                 &isnull));
         max_upper = Max(max_upper, upper);
     }
     int64 ts = decoupled::next_timestamp(max_upper);
@@ -1533,7 +1528,9 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
             continue;
         }
         int64 id = ids[i];
-        ErrorData* failed = in_subtransaction([&] { tick_busy(id, ts, snapshot); });
+        bool owner_appended = appended[i];
+        ErrorData* failed =
+            in_subtransaction([&] { tick_busy(id, ts, snapshot, owner_appended); });
         if (!failed) {
             ticked[nticked++] = ids[i];
             if (decoupled::compacts_pending(relation_blocks(pending))) {

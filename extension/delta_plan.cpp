@@ -451,13 +451,13 @@ bool whole_row_walker(Node* node, void* context) {
     if (node == nullptr) return false;
     if (IsA(node, Var)) return reinterpret_cast<Var*>(node)->varattno == 0;
     if (IsA(node, Query))
-        return query_tree_walker(reinterpret_cast<Query*>(node),
-                                 reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(whole_row_walker)), context, 0);
-    return expression_tree_walker(node, reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(whole_row_walker)), context);
+        return query_tree_walker(reinterpret_cast<Query*>(node), as_walker(whole_row_walker),
+                                 context, 0);
+    return expression_tree_walker(node, as_walker(whole_row_walker), context);
 }
 
 bool reads_whole_rows(Query* q) {
-    return query_tree_walker(q, reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(whole_row_walker)), nullptr, 0);
+    return query_tree_walker(q, as_walker(whole_row_walker), nullptr, 0);
 }
 
 // The branches (Query*) of a set operation tree: with `union_all_only`,

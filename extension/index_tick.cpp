@@ -254,12 +254,10 @@ void retract_copy(const Net* n, Copy* copy) {
     *n->moved += 1;
 }
 
-// The copy cur holds for the key of a retraction by key (one: the table's
-// key is unique at every commit), deformed into `values`/`nulls` (all of
-// cur's columns), in the current context.  False when cur holds none, or
-// more than one.
-// The current rows of `row`'s key older than the tick: how many, and the
-// newest of them in *copy (its values deformed) when there is one.
+// The copies cur holds for the key of a retraction by key, older than the
+// tick: how many (one, as the table's key is unique at every commit,
+// unless its owner appended), and the newest of them in *copy, deformed
+// into `values`/`nulls` (all of cur's columns) in the current context.
 int copy_of_key(const Net* n, const Row* row, Copy* copy, Datum* values, bool* nulls) {
     Copy* copies = nullptr;
     int found = find_copies(n, row, false, &copies);
