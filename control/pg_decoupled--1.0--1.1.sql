@@ -5083,13 +5083,16 @@ BEGIN
                                   'appended.', expected_upper, v_result.upper),
                   HINT = 'Read the upper again and append what is still missing from there.';
     END IF;
-    IF o.kind = 'table' AND jsonb_array_length(coalesce(o.definition->'key', '[]')) > 0 THEN
+    IF o.kind <> 'table' OR jsonb_array_length(updates) = 0 THEN
+        RETURN new_upper;  -- (an append of nothing only moves the upper)
+    END IF;
+    IF jsonb_array_length(coalesce(o.definition->'key', '[]')) > 0 THEN
         PERFORM decoupled._refuse_duplicate_key(o, expected_upper);
     END IF;
     -- From now on the table's history differs from the table by what was
     -- appended: its ticks take a captured retraction that finds no current
     -- row (an append retracted it) as retracting nothing.
-    IF o.kind = 'table' AND NOT coalesce((o.definition->>'appended')::boolean, false) THEN
+    IF NOT coalesce((o.definition->>'appended')::boolean, false) THEN
         UPDATE decoupled.catalog_objects c SET definition = c.definition || '{"appended": true}'
          WHERE c.lifetime_id = o.lifetime_id;
     END IF;
