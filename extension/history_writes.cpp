@@ -4,8 +4,11 @@ extern "C" {
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/heaptoast.h"
 #include "access/htup_details.h"
 #include "access/tableam.h"
+#include "access/toast_compression.h"
+#include "access/toast_internals.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
@@ -209,12 +212,70 @@ bool history_laid_out(Relation cur, Relation dead, TupleDesc like, int like_from
 constexpr int kBufferedRows = 128;
 constexpr Size kBufferedBytes = 65535;
 
+namespace {
+
+// Which of `target`'s columns its (opened) indexes hold as variable-length
+// values an index tuple may compress; null when none.
+bool* indexed_wide_columns(ResultRelInfo* target) {
+    TupleDesc desc = RelationGetDescr(target->ri_RelationDesc);
+    bool* columns = nullptr;
+    for (int i = 0; i < target->ri_NumIndices; i++) {
+        IndexInfo* info = target->ri_IndexRelationInfo[i];
+        for (int c = 0; c < info->ii_NumIndexKeyAttrs; c++) {
+            AttrNumber a = info->ii_IndexAttrNumbers[c];
+            if (a <= 0 || a > desc->natts) continue;
+            Form_pg_attribute att = TupleDescAttr(desc, a - 1);
+            if (att->attlen != -1 ||
+                (att->attstorage != TYPSTORAGE_EXTENDED && att->attstorage != TYPSTORAGE_MAIN))
+                continue;
+            if (columns == nullptr) columns = static_cast<bool*>(palloc0(sizeof(bool) * desc->natts));
+            columns[a - 1] = true;
+        }
+    }
+    return columns;
+}
+
+// A wide value compressed as small as this server can.  Why: an index
+// compresses a wide value with the writing session's
+// default_toast_compression, and the registered table's own index took it
+// compressed by its writer's.  The worker writing history may have another
+// default that compresses it less (pglz gives up on a value whose first
+// kilobyte does not compress, where lz4 does not), and its index on the
+// key would then refuse a row the table holds.  Indexes and the heap keep
+// a value that comes compressed as it is.
+Datum smallest_compression(Datum value) {
+    Datum best = toast_compress_datum(value, TOAST_PGLZ_COMPRESSION);
+#ifdef USE_LZ4
+    Datum lz4 = toast_compress_datum(value, TOAST_LZ4_COMPRESSION);
+    if (DatumGetPointer(best) == nullptr ||
+        (DatumGetPointer(lz4) != nullptr &&
+         VARSIZE(DatumGetPointer(lz4)) < VARSIZE(DatumGetPointer(best))))
+        best = lz4;
+#endif
+    return DatumGetPointer(best) != nullptr ? best : value;
+}
+
+// The wide indexed values of a slot's row (its values filled, not yet
+// stored) compressed before an index would compress them its own way.
+void compress_indexed_wide(TupleTableSlot* slot, const bool* columns) {
+    if (columns == nullptr) return;
+    for (int a = 0; a < slot->tts_tupleDescriptor->natts; a++) {
+        if (!columns[a] || slot->tts_isnull[a]) continue;
+        struct varlena* v = reinterpret_cast<struct varlena*>(DatumGetPointer(slot->tts_values[a]));
+        if (!VARATT_IS_EXTENDED(v) && VARSIZE(v) > TOAST_INDEX_TARGET)
+            slot->tts_values[a] = smallest_compression(slot->tts_values[a]);
+    }
+}
+
+}  // namespace
+
 void init_insert_buffer(InsertBuffer* b, ResultRelInfo* target) {
     b->target = target;
     b->slots = static_cast<TupleTableSlot**>(palloc0(sizeof(TupleTableSlot*) * kBufferedRows));
     b->made = 0;
     b->used = 0;
     b->bytes = 0;
+    b->indexed_wide = indexed_wide_columns(target);
 }
 
 void flush_buffered(EState* estate, InsertBuffer* b) {
@@ -250,6 +311,7 @@ TupleTableSlot* buffered_slot(EState* estate, InsertBuffer* b) {
 }
 
 void add_buffered(EState* estate, InsertBuffer* b, TupleTableSlot* slot) {
+    compress_indexed_wide(slot, b->indexed_wide);
     ExecStoreVirtualTuple(slot);
     ExecMaterializeSlot(slot);
     Relation rel = b->target->ri_RelationDesc;
@@ -381,6 +443,7 @@ void replace_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, const D
     TupleTableSlot* slot = w->replacement;
     ExecClearTuple(slot);
     fill_current(w, slot, values, nulls, ts, mz_hash);
+    compress_indexed_wide(slot, w->cur_rows.indexed_wide);
     ExecStoreVirtualTuple(slot);
     if (w->cur_rel->rd_att->constr) ExecConstraints(w->cur, slot, w->estate);
     bool update_indexes = false;

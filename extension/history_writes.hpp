@@ -109,6 +109,9 @@ struct InsertBuffer {
     int made;
     int used;
     Size bytes;
+    // Which of the table's columns an index holds as a compressible
+    // variable-length value (by attribute number - 1); null when none.
+    bool* indexed_wide;
 };
 // For `target` (opened, its indexes too) of an EState that outlives it.
 void init_insert_buffer(InsertBuffer* b, ResultRelInfo* target);

@@ -506,3 +506,32 @@ SELECT length(k), v FROM wc_wide ORDER BY 1;
 RESET decoupled.as_of;
 SELECT decoupled.unregister_table('wc_wide');
 DROP TABLE wc_wide;
+
+-- A key that fits the table's index only compressed by lz4 (pglz gives up
+-- on a value whose first kilobyte does not compress): the worker, whose
+-- default is pglz, compresses it as small as it can for pending's index on
+-- the key, and capture goes on for every table.
+SELECT setseed(0.25);
+CREATE TEMP TABLE wc_lz4_key AS
+SELECT (SELECT string_agg(chr(33 + (random() * 90)::int), '') FROM generate_series(1, 1100))
+       || repeat('ab', 1500) AS k;
+CREATE TEMP TABLE wc_lz4_pglz (k text COMPRESSION pglz);
+INSERT INTO wc_lz4_pglz SELECT k FROM wc_lz4_key;
+SELECT pg_column_size(k) > 2704 AS too_wide_under_pglz FROM wc_lz4_pglz;
+CREATE TABLE wc_lz4 (k text PRIMARY KEY, v int);
+SELECT decoupled.register_table('wc_lz4') > 0 AS registered;
+SET default_toast_compression = lz4;
+INSERT INTO wc_lz4 SELECT k, 1 FROM wc_lz4_key;
+UPDATE wc_lz4 SET v = 2;
+RESET default_toast_compression;
+INSERT INTO wc_lz4 VALUES ('short', 0);
+SELECT decoupled.wait_for_capture('60 s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT status, last_error FROM decoupled.capture;
+SELECT status FROM decoupled.object_statuses WHERE name = 'wc_lz4';
+SELECT set_config('decoupled.as_of', (upper - 1)::text, false) IS NOT NULL AS reading
+  FROM decoupled.frontiers WHERE name = 'wc_lz4';
+SELECT length(k), v FROM wc_lz4 ORDER BY 1;
+RESET decoupled.as_of;
+SELECT decoupled.unregister_table('wc_lz4');
+DROP TABLE wc_lz4;
