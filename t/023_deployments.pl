@@ -43,6 +43,11 @@ $node->safe_psql('postgres', qq{
     SELECT decoupled.create_source('cold_feed', 'counter', cluster => 'cold',
                                    options => '{"tick": "${tick_ms}ms"}',
                                    retain_history => '1 hour');
+    -- A view over it on the default cluster: nothing readable until the
+    -- source ticks, which only the external replica of a deployment with
+    -- write authority makes it do.
+    SELECT decoupled.create_materialized_view('cold_mod',
+        'SELECT n % 10 AS k, count(*) AS c FROM cold_feed GROUP BY 1', retain_history => '1 hour');
 
     -- Load: writers insert, update and delete, one transaction each.
     CREATE PROCEDURE write_orders(seconds float8) LANGUAGE plpgsql AS \$\$
@@ -114,6 +119,10 @@ my $replicad = IPC::Run::start(
 DecoupledTest::wait_for($node,
     q{SELECT unhydrated FROM decoupled.deployments WHERE name = 'green'}, '0');
 pass('the deployment hydrates, on the external replica too');
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM decoupled.hydration
+     WHERE deployment = 'green' AND name = 'cold_mod' AND hydrated}), '1',
+    '... and a view over a source that has not ticked (nothing to compute yet)');
 my $external = $node->safe_psql('postgres', q{
     SELECT incarnation FROM decoupled.cluster_replicas
      WHERE cluster = 'cold' AND deployment = 'green'});
@@ -167,6 +176,9 @@ $node->safe_psql('postgres', 'SELECT decoupled.tick_tables()');
 my $orders_upper = DecoupledTest::upper_of($node, 'orders');
 DecoupledTest::wait_upper($node, $_, $orders_upper - 1) for qw(per_customer largest);
 DecoupledTest::wait_upper($node, $_, $end) for qw(feed_mod feed_ranked feed_out cold_feed);
+DecoupledTest::wait_upper($node, 'cold_mod', DecoupledTest::upper_of($node, 'cold_feed') - 1);
+is($node->safe_psql('postgres', q{SELECT decoupled.verify('cold_mod')}), 't',
+    'the view over it computes once the source ticks');
 pass('sources, views and the sink advance after promotion');
 my ($rows, $max, $expected) = split /\|/, DecoupledTest::counter_shape($node, 'cold_feed');
 is("$rows|$max", "$expected|$expected",
@@ -206,6 +218,7 @@ is($node->safe_psql('postgres', qq{
 # daemon anyway).
 $replicad->kill_kill;
 $node->safe_psql('postgres', q{
+    SELECT decoupled.drop('cold_mod');
     SELECT decoupled.drop('cold_feed');
     SELECT decoupled.drop_cluster('cold');
 });

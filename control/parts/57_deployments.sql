@@ -230,7 +230,8 @@ $$;
 
 -- A prewarming replica's step (C10.1): compute the object from the durable
 -- state into private storage, never appending.  Returns whether it is
--- hydrated: false while its inputs have no readable time yet.
+-- hydrated (a view whose inputs have no readable time yet is, once its
+-- owner may read them).
 CREATE FUNCTION decoupled.replica_prewarm(incarnation bigint, lifetime_id bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
@@ -266,7 +267,16 @@ BEGIN
               FROM decoupled.catalog_frontiers f WHERE f.lifetime_id = ANY (v_inputs);
         END IF;
         IF v_t < greatest(v_since, 0) THEN
-            RETURN false;  -- nothing readable yet: the active deployment waits too
+            -- Nothing readable yet, so nothing the active deployment could
+            -- have computed either — and its inputs may be on a cluster
+            -- only this deployment runs, which ticks once promoted: waiting
+            -- for them kept promotion waiting for ever.  Hydrated once the
+            -- owner may read the inputs; the first computation follows the
+            -- first readable time, as it does on the active deployment.
+            PERFORM FROM jsonb_array_elements_text(o.definition->'direct') AS x(rel)
+             WHERE NOT coalesce(has_table_privilege((o.definition->>'owner')::oid,
+                                                    x.rel::oid, 'SELECT'), true);
+            RETURN NOT FOUND;
         END IF;
         EXECUTE format('CREATE TEMP TABLE decoupled_prewarm (LIKE %s) ON COMMIT DROP',
                        decoupled._storage(id, 'stage'));
