@@ -214,12 +214,14 @@ constexpr Size kBufferedBytes = 65535;
 
 namespace {
 
-// Which of `target`'s columns its (opened) indexes hold as variable-length
-// values an index tuple may compress; null when none.
+// Which of `target`'s columns its (opened) btree indexes hold as
+// variable-length values an index tuple may compress; null when none (a
+// hash index keeps only the hash).
 bool* indexed_wide_columns(ResultRelInfo* target) {
     TupleDesc desc = RelationGetDescr(target->ri_RelationDesc);
     bool* columns = nullptr;
     for (int i = 0; i < target->ri_NumIndices; i++) {
+        if (target->ri_IndexRelationDescs[i]->rd_rel->relam != BTREE_AM_OID) continue;
         IndexInfo* info = target->ri_IndexRelationInfo[i];
         for (int c = 0; c < info->ii_NumIndexKeyAttrs; c++) {
             AttrNumber a = info->ii_IndexAttrNumbers[c];
