@@ -476,9 +476,31 @@ bool rewrite_walker(Node* node, void* context) {
 // replacement the analysis would have made, run through the rewriter as the
 // statement's own tree was (the history view expanded, the table's row
 // security applied inside), or nullptr when `rte` is no longer registered.
+bool views_restricted();
+
+// The union reads the table's history view, which a session that restricts
+// views (pg_dump does, 15.8 and later) refuses by that view's internal name:
+// say what the user can do instead.
+void refuse_where_views_restricted(Oid relid) {
+    if (!views_restricted()) return;
+    ereport(ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),  // as PostgreSQL's refusal
+             errmsg("cannot read registered table \"%s\" through its history while views are "
+                    "restricted",
+                    get_rel_name(relid)),
+             decoupled::as_of_set()
+                 ? errdetail("decoupled.as_of is set, and restrict_nonsystem_relation_kind (set "
+                             "by pg_dump) refuses the history view that reads AS OF it.")
+                 : errdetail("restrict_nonsystem_relation_kind (set by pg_dump) refuses the "
+                             "history view this read goes through."),
+             errhint("Read the latest state with decoupled.as_of unset; for pg_dump run by a role "
+                     "with decoupled.as_of set, run it with PGOPTIONS='-c decoupled.as_of='.")));
+}
+
 Query* substitute_replacement(RangeTblEntry* rte) {
     Query* sub = cached_replacement(rte->relid);
     if (sub == nullptr) return nullptr;
+    refuse_where_views_restricted(rte->relid);
     check_columns_as_read(sub, rte);
     List* rewritten = QueryRewrite(sub);
     if (list_length(rewritten) != 1) elog(ERROR, "rewriting a read of %u made no single query", rte->relid);
@@ -514,7 +536,10 @@ void rewrite_query(Query* q, RewriteContext* context) {
         Query* sub = context->mode == ReadMode::kSubstitute ? substitute_replacement(rte)
                                                             : cached_replacement(rte->relid);
         if (!sub) continue;
-        if (context->mode == ReadMode::kRewrite) check_columns_as_read(sub, rte);
+        if (context->mode == ReadMode::kRewrite) {
+            refuse_where_views_restricted(rte->relid);
+            check_columns_as_read(sub, rte);
+        }
         decoupled::read_entry_through(rte, sub);
         context->replaced++;
     }

@@ -327,7 +327,9 @@ DROP PROCEDURE rp_atomic_proc(bigint);
 -- pg_dump --inserts reads a table through a cursor, with non-system views
 -- refused (restrict_nonsystem_relation_kind): there a cursor reads the
 -- latest state as a statement does, the table alone; AS OF it needs the
--- history views and is refused as PostgreSQL refuses them.
+-- history views and is refused (55000, as PostgreSQL refuses them), saying
+-- how to dump the latest state (COPY too: pg_dump by a role whose settings
+-- set decoupled.as_of).
 SELECT upper - 1 AS rp_t FROM decoupled.frontiers WHERE name = 'rp' \gset
 SELECT count(*), sum(v) FROM rp;
 SET restrict_nonsystem_relation_kind = 'view, foreign-table';
@@ -336,11 +338,18 @@ DECLARE rp_dump CURSOR FOR SELECT count(*), sum(v) FROM ONLY public.rp;
 FETCH ALL FROM rp_dump;
 COMMIT;
 SET decoupled.as_of = :rp_t;
-\set VERBOSITY sqlstate
 BEGIN;
 DECLARE rp_dump CURSOR FOR SELECT count(*), sum(v) FROM ONLY public.rp;
 ROLLBACK;
+COPY public.rp (v) TO stdout;
+\set VERBOSITY sqlstate
+COPY public.rp (v) TO stdout;
 \set VERBOSITY default
+SET decoupled.as_of = '';  -- what the hint's PGOPTIONS does
+BEGIN;
+DECLARE rp_dump CURSOR FOR SELECT count(*), sum(v) FROM ONLY public.rp;
+FETCH ALL FROM rp_dump;
+COMMIT;
 RESET decoupled.as_of;
 RESET restrict_nonsystem_relation_kind;
 
