@@ -454,8 +454,11 @@ SELECT pg_catalog.pg_extension_config_dump('decoupled.catalog_arrangements', '')
 SELECT pg_catalog.pg_extension_config_dump('decoupled.capture_relations', '');
 
 -- Who created an object, by role: travels by name, where the definition's
--- OID would not.  Kept from the definition by _restore_row.
-ALTER TABLE decoupled.catalog_objects ADD COLUMN owner regrole;
+-- OID would not.  Kept from the definition by _restore_row.  Text, as
+-- regrole prints it, not regrole: a dump naming a role the restoring
+-- server lacks would fail the whole COPY of catalog_objects and lose every
+-- declaration; _rebind_object gives such an object to the restoring role.
+ALTER TABLE decoupled.catalog_objects ADD COLUMN owner text;
 
 -- A fresh catalog: what CREATE EXTENSION made, and nothing since.
 CREATE FUNCTION decoupled._fresh_catalog() RETURNS boolean
@@ -504,9 +507,21 @@ DECLARE
     v_plan    regclass := to_regclass(format('decoupled_storage.c%s_plan', o.lifetime_id));
     v_storage regclass := coalesce(to_regclass(format('decoupled_storage.c%s_cur', o.lifetime_id)),
                                    o.relation);
+    v_owner   regrole;
 BEGIN
     IF o.owner IS NOT NULL THEN
-        o.definition := o.definition || jsonb_build_object('owner', o.owner::oid);
+        v_owner := to_regrole(o.owner);
+        IF v_owner IS NULL THEN
+            -- As pg_restore leaves the object's relations (ALTER ... OWNER
+            -- TO that role fails): owned by the role restoring them.
+            v_owner := current_user::regrole;
+            RAISE WARNING 'role "%" does not exist: % "%" is now owned by "%"',
+                          o.owner, o.kind, o.name, current_user
+                USING DETAIL = 'pg_restore leaves its relations to the restoring role too; '
+                               'the object is computed and read with that role''s rights.',
+                      HINT = 'Create the roles before restoring (pg_dumpall --roles-only).';
+        END IF;
+        o.definition := o.definition || jsonb_build_object('owner', v_owner::oid);
     END IF;
     IF o.kind = 'materialized view' AND v_plan IS NOT NULL THEN
         o.definition := o.definition || jsonb_build_object(
@@ -574,7 +589,7 @@ BEGIN
         END CASE;
     END IF;
     IF TG_TABLE_NAME = 'catalog_objects' THEN
-        NEW.owner := (NEW.definition->>'owner')::oid::regrole;
+        NEW.owner := (NEW.definition->>'owner')::oid::regrole::text;
     END IF;
     RETURN NEW;
 END

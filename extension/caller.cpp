@@ -31,11 +31,13 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_proc.h"
+#include "commands/view.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/value.h"
 #include "parser/analyze.h"
 #include "parser/parse_func.h"
@@ -44,10 +46,13 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/ruleutils.h"
 #include "utils/syscache.h"
 }
 
 #include "caller.hpp"
+#include "read_rewrite.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_entry);
@@ -214,8 +219,16 @@ Datum decoupled_caller_schema(PG_FUNCTION_ARGS) {
 // decoupled._create_plan_view(plan text, query text): CREATE VIEW plan WITH
 // (security_invoker) AS query, the query analyzed in the caller's
 // search_path — the one place the caller's names are resolved — and every
-// setting as it was before once the view exists.  Parse analysis only:
-// nothing of the query runs here.
+// setting as it was before once the view exists.
+//
+// The query is analyzed once, as the caller in a security-restricted
+// operation, and that analysis is what the view stores.  Parse analysis
+// runs code: a literal of an array, composite or range of a domain is
+// converted at once, running the domain's CHECK — a function its author
+// wrote.  Analyzing the text again as the extension's owner (a CREATE VIEW
+// of it) ran that function as a superuser.  So the view is made with
+// typed NULLs of the query's columns (no literal of the caller's, nothing
+// converted) and its rule then replaced by the caller's analysis.
 Datum decoupled_create_plan_view(PG_FUNCTION_ARGS) {
     const decoupled::CallerFrame* frame = decoupled::current_caller_frame();
     if (frame == nullptr)
@@ -228,21 +241,52 @@ Datum decoupled_create_plan_view(PG_FUNCTION_ARGS) {
     int guc_level = NewGUCNestLevel();
     (void)set_config_option("search_path", frame->search_path, PGC_USERSET, PGC_S_SESSION,
                             GUC_ACTION_SAVE, true, 0, false);
-    // Analyzed once as the caller first: schemas named explicitly need the
-    // caller's USAGE, as for any query the caller writes.
+    // Analyzed as the caller: schemas named explicitly need the caller's
+    // USAGE, as for any query the caller writes, and whatever the analysis
+    // runs runs with the caller's rights.
     Oid saved_user;
     int saved_context;
     GetUserIdAndSecContext(&saved_user, &saved_context);
     SetUserIdAndSecContext(frame->user, saved_context | SECURITY_LOCAL_USERID_CHANGE |
                                             SECURITY_RESTRICTED_OPERATION);
     RawStmt* raw = linitial_node(RawStmt, raw_parser(query, RAW_PARSE_DEFAULT));
-    (void)parse_analyze_fixedparams(raw, query, nullptr, 0, nullptr);
+    Query* analyzed = decoupled::analyze_stored_query(raw, query);
     SetUserIdAndSecContext(saved_user, saved_context);
+    // What DefineView refuses of a query (_mv_check_sql refused them before).
+    if (analyzed->commandType != CMD_SELECT || analyzed->utilityStmt != nullptr)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("a materialized view's query must be a SELECT")));
+    if (analyzed->hasModifyingCTE)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("views must not contain data-modifying statements in WITH")));
 
+    // The view, of the query's columns, each a NULL of its type, typmod and
+    // collation, names qualified as the extension's path prints them.
+    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
+    StringInfoData columns;
+    initStringInfo(&columns);
+    ListCell* lc;
+    foreach (lc, analyzed->targetList) {
+        TargetEntry* te = lfirst_node(TargetEntry, lc);
+        if (te->resjunk) continue;
+        Node* expr = reinterpret_cast<Node*>(te->expr);
+        Oid collation = exprCollation(expr);
+        appendStringInfo(&columns, "%sNULL::%s", columns.len > 0 ? ", " : "",
+                         format_type_with_typemod(exprType(expr), exprTypmod(expr)));
+        if (OidIsValid(collation))
+            appendStringInfo(&columns, " COLLATE %s", generate_collation_name(collation));
+        appendStringInfo(&columns, " AS %s", quote_identifier(te->resname ? te->resname : "?column?"));
+    }
     SPI_connect();
-    char* sql = psprintf("CREATE VIEW %s WITH (security_invoker = true) AS %s", plan, query);
+    char* sql =
+        psprintf("CREATE VIEW %s WITH (security_invoker = true) AS SELECT %s", plan, columns.data);
     if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY) elog(ERROR, "could not create %s", plan);
     SPI_finish();
+    Oid view = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(plan)),
+                                AccessExclusiveLock, false);
+    StoreViewQuery(view, analyzed, true);
+    CommandCounterIncrement();
     AtEOXact_GUC(false, guc_level);
     PG_RETURN_VOID();
 }

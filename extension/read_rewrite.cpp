@@ -1076,6 +1076,19 @@ void install_read_rewrite() {
     CacheRegisterSyscacheCallback(PROCOID, forget_trees_of_function, (Datum)0);
 }
 
+Query* analyze_stored_query(RawStmt* raw, const char* text) {
+    Query* volatile analyzed = nullptr;
+    utility_depth++;  // as inside CREATE VIEW: the union now, not at plan time
+    PG_TRY();
+    {
+        analyzed = parse_analyze_fixedparams(raw, text, nullptr, 0, nullptr);
+    }
+    PG_FINALLY();
+    { utility_depth--; }
+    PG_END_TRY();
+    return analyzed;
+}
+
 void read_entry_through(RangeTblEntry* rte, Query* sub) {
     rte->rtekind = RTE_SUBQUERY;
     rte->subquery = sub;

@@ -4,6 +4,7 @@
 
 struct Query;
 struct RangeTblEntry;
+struct RawStmt;
 
 namespace decoupled {
 
@@ -19,6 +20,11 @@ void as_of_mode_changed(bool now_set);
 // committed version (a view created in the transaction that registers its
 // input must find that input a collection).
 void catalog_changed_in_xact();
+
+// Parse analysis of a query a relation will store (a view's), as inside
+// CREATE VIEW: its reads of registered tables hold the gated union, not
+// left to plan time.
+Query* analyze_stored_query(RawStmt* raw, const char* text);
 
 // Turns a relation's (or view's) range table entry into a read of `sub`,
 // keeping its alias and column names; permissions are `sub`'s own.

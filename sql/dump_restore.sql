@@ -27,7 +27,7 @@ SELECT attname, atttypid::regtype FROM pg_attribute
 CREATE TABLE dumped_table (id int PRIMARY KEY, v text) WITH (decoupled.registered);
 CREATE MATERIALIZED VIEW dumped_view WITH (decoupled.maintained) AS
     SELECT count(*) AS n FROM dumped_table;
-SELECT name, relation, owner = current_user::regrole AS owned_by_creator
+SELECT name, relation, owner = current_user::regrole::text AS owned_by_creator
   FROM decoupled.catalog_objects
  WHERE name IN ('dumped_table', 'dumped_view') AND dropped_at IS NULL ORDER BY 1;
 

@@ -28,7 +28,11 @@
 --  10. a schema's owner drops others' views and sinks there only with
 --      their history's rights (creator, admin, superuser);
 --  11. a view's steps and a replica's appends run no domain check with
---      the extension's rights.
+--      the extension's rights;
+--  12. a view's query is analyzed as its creator only: parse analysis
+--      converts a literal of an array, composite or range of a domain at
+--      once, running the domain's check, which must never run as the
+--      extension's owner.
 
 \set SHOW_CONTEXT never
 CREATE ROLE atk_user;
@@ -524,6 +528,34 @@ SELECT decoupled.replica_stop(:atk_incarnation);
 SELECT decoupled.drop('atk_coded_d'), decoupled.drop('atk_coded_e'),
        decoupled.unregister_table('atk.coded');
 SELECT decoupled.drop_cluster('atk_ext');
+
+-- 12. The check says who runs it (a notice: the call may fail after it).
+SET ROLE atk_admin;
+CREATE FUNCTION atk.atk_note(v int) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE NOTICE 'check run by %, superuser: %', current_user,
+        (SELECT rolsuper FROM pg_roles WHERE rolname = current_user);
+    RETURN true;
+END
+$$;
+CREATE DOMAIN atk.atk_noted AS int CHECK (atk.atk_note(VALUE));
+CREATE TYPE atk.atk_pair AS (x atk.atk_noted);
+SET search_path = atk;
+\set VERBOSITY terse
+SELECT decoupled.create_materialized_view('atk_literal',
+    $q$SELECT 1 AS x WHERE '{1}'::atk.atk_noted[] IS NOT NULL$q$) > 0 AS created;
+SELECT decoupled.create_materialized_view('atk_literal_row',
+    $q$SELECT 1 AS x WHERE '(1)'::atk.atk_pair IS NOT NULL$q$) > 0 AS created;
+CREATE MATERIALIZED VIEW atk.atk_literal_ddl WITH (decoupled.maintained) AS
+    SELECT 1 AS x WHERE '{2}'::atk.atk_noted[] IS NOT NULL;
+\set VERBOSITY default
+RESET search_path;
+RESET ROLE;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'atk_admin';
+SELECT name, strategy FROM decoupled.view_maintenance
+ WHERE name IN ('atk_literal', 'atk_literal_row', 'atk_literal_ddl') ORDER BY 1;
+SELECT decoupled.drop(name) FROM decoupled.objects
+ WHERE name IN ('atk_literal', 'atk_literal_row', 'atk_literal_ddl');
 
 -- Clean up.
 SELECT decoupled.unregister_table('atk.codes'), decoupled.unregister_table('atk.labelled'),

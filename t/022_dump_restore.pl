@@ -199,6 +199,54 @@ is($dst->safe_psql('postgres', q{SELECT decoupled.verify('note_count')}), 't',
     'and is maintained');
 
 # ---------------------------------------------------------------------------
+# A dump naming a role the restoring server lacks: that role's objects come
+# back owned by the restoring role (as pg_restore leaves their relations),
+# with a warning, and no other declaration is lost.
+# ---------------------------------------------------------------------------
+$dst->safe_psql('postgres', q{
+    CREATE ROLE gone_owner IN ROLE decoupled_admin;
+    GRANT CREATE ON SCHEMA public TO gone_owner;
+    SET ROLE gone_owner;
+    CREATE TABLE gone_t (id int PRIMARY KEY, v int NOT NULL)
+        WITH (decoupled.registered, decoupled.retain_history = '1 hour');
+    INSERT INTO gone_t SELECT i, i FROM generate_series(1, 10) i;
+    CREATE MATERIALIZED VIEW gone_v WITH (decoupled.maintained) AS
+        SELECT count(*) AS n, sum(v) AS s FROM gone_t;
+    RESET ROLE});
+$dst->safe_psql('postgres', 'SELECT decoupled.wait_for_capture()');
+DecoupledTest::wait_upper($dst, 'gone_v', $now->($dst));
+my $objects_sql = q{SELECT string_agg(name || ':' || lifetime_id, ',' ORDER BY lifetime_id)
+                      FROM decoupled.catalog_objects WHERE dropped_at IS NULL};
+my $objects_before = $dst->safe_psql('postgres', $objects_sql);
+my $dump2 = PostgreSQL::Test::Utils::tempdir() . '/with_role.dump';
+$dst->command_ok(['pg_dump', '-Fc', '-f', $dump2, '-d', $dst->connstr('postgres')],
+    'pg_dump of a database where a role owns a table and a view');
+my $norole = DecoupledTest::new_node('norole', %settings);
+$norole->start;
+my $norole_rc = $norole->run_log(['pg_restore', '-d', $norole->connstr('postgres'), $dump2]);
+ok(!$norole_rc, 'pg_restore without that role reports errors (its ALTER ... OWNER TO fail)');
+is($norole->safe_psql('postgres', $objects_sql), $objects_before,
+    'every declaration came back all the same, with its lifetime id');
+is($norole->safe_psql('postgres', q{
+    SELECT (SELECT owner = current_user::text FROM decoupled.catalog_objects
+             WHERE name = 'gone_v') || '|' || pg_get_userbyid(relowner)
+      FROM pg_class WHERE oid = 'gone_t'::regclass}),
+    'true|' . $norole->safe_psql('postgres', 'SELECT current_user'),
+    'the missing role\'s view and table are the restoring role\'s');
+like(slurp_file($norole->logfile),
+    qr/role "gone_owner" does not exist: materialized view "gone_v" is now owned by/,
+    '... with a warning naming the role and the object');
+DecoupledTest::wait_following($norole);
+$norole->safe_psql('postgres', q{
+    INSERT INTO gone_t VALUES (11, 11);
+    SELECT decoupled.wait_for_capture()});
+DecoupledTest::wait_upper($norole, 'gone_v', $now->($norole));
+is($norole->safe_psql('postgres', q{SELECT decoupled.verify('gone_v') || '|' || n || '|' || s
+                                       FROM gone_v}),
+    'true|11|66', 'the view is maintained from the restored table');
+$norole->stop;
+
+# ---------------------------------------------------------------------------
 # A catalog with declarations of its own is not restored into.
 # ---------------------------------------------------------------------------
 my $busy = DecoupledTest::new_node('busy', %settings);
