@@ -6458,12 +6458,16 @@ END
 $$;
 
 
--- Indexes for equality look-ups by wide keys.
+-- Indexes for equality look-ups by wide keys, of types whose values hash.
+CREATE FUNCTION decoupled._hashable(type oid) RETURNS boolean
+    LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_hashable';
+REVOKE ALL ON FUNCTION decoupled._hashable(oid) FROM PUBLIC;
 CREATE FUNCTION decoupled._equality_index_columns(rel regclass, keys text,
                                                   OUT fixed text, OUT wide text)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT string_agg(k.col, ', ' ORDER BY k.n) FILTER (WHERE t.typlen > 0),
-           (array_agg(k.col ORDER BY k.n) FILTER (WHERE t.typlen < 0))[1]
+           (array_agg(k.col ORDER BY k.n)
+              FILTER (WHERE t.typlen < 0 AND decoupled._hashable(t.oid)))[1]
       FROM regexp_matches(keys, '("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)', 'g')
            WITH ORDINALITY AS m(g, n)
      CROSS JOIN LATERAL (SELECT m.g[1] AS col, m.n) k

@@ -89,6 +89,7 @@ PG_FUNCTION_INFO_V1(decoupled_mv_strategy);
 PG_FUNCTION_INFO_V1(decoupled_stage_delta);
 PG_FUNCTION_INFO_V1(decoupled_touched_groups);
 PG_FUNCTION_INFO_V1(decoupled_recompute_in_full);
+PG_FUNCTION_INFO_V1(decoupled_hashable);
 PG_FUNCTION_INFO_V1(decoupled_estimated_rows);
 PG_FUNCTION_INFO_V1(decoupled_mv_kept_state);
 PG_FUNCTION_INFO_V1(decoupled_stage_sums);
@@ -2334,6 +2335,16 @@ Datum decoupled_estimated_rows(PG_FUNCTION_ARGS) {
 }
 
 // decoupled._recompute_in_full(touched bigint, view_rows float8) -> boolean
+// decoupled._hashable(type oid): whether values of `type` hash — for a
+// composite, array or range, every field's or element's type too, as the
+// type cache finds.  A hash index accepts a composite of a type without
+// hashing (money) and fails at its first write of such a value: on an
+// input's storage, the input's ticks.
+Datum decoupled_hashable(PG_FUNCTION_ARGS) {
+    TypeCacheEntry* entry = lookup_type_cache(PG_GETARG_OID(0), TYPECACHE_HASH_PROC);
+    PG_RETURN_BOOL(OidIsValid(entry->hash_proc));
+}
+
 Datum decoupled_recompute_in_full(PG_FUNCTION_ARGS) {
     PG_RETURN_BOOL(decoupled::recompute_touched_groups_in_full(PG_GETARG_INT64(0),
                                                                PG_GETARG_FLOAT8(1)));

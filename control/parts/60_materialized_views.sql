@@ -490,13 +490,19 @@ $$;
 -- large array — would fail every later write of the relation, the ticks of
 -- an arranged input or the steps of a view.  So a btree takes the key's
 -- fixed-length columns (`fixed`), and a key without any gets a hash index
--- on its first column (`wide`): a hash index keeps the value's hash,
--- whatever its width.  Equalities are what the look-ups ask; both serve.
+-- on its first column whose values all hash (`wide`): a hash index keeps
+-- the value's hash, whatever its width (a composite or array of a type
+-- without hashing — money — would fail the writes the same way: _hashable);
+-- without one, no index.  Equalities are what the look-ups ask;
+-- both serve.
+CREATE FUNCTION decoupled._hashable(type oid) RETURNS boolean
+    LANGUAGE C STABLE STRICT AS 'MODULE_PATHNAME', 'decoupled_hashable';
 CREATE FUNCTION decoupled._equality_index_columns(rel regclass, keys text,
                                                   OUT fixed text, OUT wide text)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT string_agg(k.col, ', ' ORDER BY k.n) FILTER (WHERE t.typlen > 0),
-           (array_agg(k.col ORDER BY k.n) FILTER (WHERE t.typlen < 0))[1]
+           (array_agg(k.col ORDER BY k.n)
+              FILTER (WHERE t.typlen < 0 AND decoupled._hashable(t.oid)))[1]
       FROM regexp_matches(keys, '("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)', 'g')
            WITH ORDINALITY AS m(g, n)
      CROSS JOIN LATERAL (SELECT m.g[1] AS col, m.n) k
