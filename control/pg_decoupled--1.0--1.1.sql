@@ -4756,6 +4756,31 @@ BEGIN
                            'extension''s rights when history is written.',
                   HINT = 'Use its base type, or a domain owned by a superuser.';
     END IF;
+    -- A registered table's captured rows travel as text (decoding prints
+    -- the WAL's values with the catalog of their time, the capture worker
+    -- reads them back with today's): a type whose text may not read back
+    -- — it names catalog objects, which may be gone or renamed by then, or
+    -- it has no input at all — would stop capture for every table.
+    IF what = 'table' THEN
+        SELECT t.oid::regtype INTO v_type
+          FROM decoupled._column_types(columns) x(oid) JOIN pg_type t ON t.oid = x.oid
+         WHERE t.typinput::oid IN (
+                   'regclassin'::regproc, 'regtypein'::regproc, 'regprocin'::regproc,
+                   'regprocedurein'::regproc, 'regoperin'::regproc, 'regoperatorin'::regproc,
+                   'regrolein'::regproc, 'regnamespacein'::regproc, 'regconfigin'::regproc,
+                   'regdictionaryin'::regproc, 'regcollationin'::regproc, 'aclitemin'::regproc,
+                   'pg_node_tree_in'::regproc, 'pg_ndistinct_in'::regproc,
+                   'pg_dependencies_in'::regproc, 'pg_mcv_list_in'::regproc,
+                   'brin_bloom_summary_in'::regproc, 'brin_minmax_multi_summary_in'::regproc)
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'cannot register table "%": a column holds type %', name, v_type
+                USING ERRCODE = 'feature_not_supported',
+                      DETAIL = 'Captured rows travel as text, and a value of this type may not '
+                               'read back from it (it names catalog objects, or has no input).',
+                      HINT = 'Store such a value as oid or text.';
+        END IF;
+    END IF;
 END
 $$;
 

@@ -535,3 +535,27 @@ SELECT length(k), v FROM wc_lz4 ORDER BY 1;
 RESET decoupled.as_of;
 SELECT decoupled.unregister_table('wc_lz4');
 DROP TABLE wc_lz4;
+
+-- Types whose text may not read back (captured rows travel as text) are
+-- refused at registration, inside arrays, composites and domains too: a
+-- value naming a relation dropped since, or an aclitem of a role that is
+-- gone, stopped capture for every table.
+CREATE TYPE wc_named AS (r regclass, n int);
+CREATE DOMAIN wc_roles AS aclitem[];
+CREATE TABLE wc_reg (id int PRIMARY KEY, r regclass);
+CREATE TABLE wc_acl (id int PRIMARY KEY, a wc_roles);
+CREATE TABLE wc_comp (id int PRIMARY KEY, c wc_named);
+CREATE TABLE wc_tree (id int PRIMARY KEY, t pg_node_tree);
+\set SHOW_CONTEXT never
+SELECT decoupled.register_table('wc_reg');
+SELECT decoupled.register_table('wc_acl');
+SELECT decoupled.register_table('wc_comp');
+\set VERBOSITY sqlstate
+SELECT decoupled.register_table('wc_tree');
+ALTER TABLE wc_reg SET (decoupled.registered = true);
+\set VERBOSITY default
+\set SHOW_CONTEXT errors
+SELECT count(*) AS registered FROM decoupled.objects WHERE name IN ('wc_reg', 'wc_acl', 'wc_comp', 'wc_tree');
+DROP TABLE wc_reg, wc_acl, wc_comp, wc_tree;
+DROP TYPE wc_named;
+DROP DOMAIN wc_roles;
