@@ -456,19 +456,31 @@ SET ROLE atk_user;
 DROP TABLE atk_hooks.t_copy;
 DROP SCHEMA atk_hooks CASCADE;
 RESET ROLE;
+-- Nor through a cascade the catalog makes: a sink on a table there (no
+-- relation of PostgreSQL's depends on a sink's input).
+SET ROLE atk_admin;
+CREATE TABLE atk_hooks.reg2 (id int PRIMARY KEY) WITH (decoupled.registered = true);
+SELECT decoupled.create_sink('atk_sink3', 'reg2', 'atk.s3_copy') > 0 AS created;
+RESET ROLE;
+SET ROLE atk_user;
+DROP TABLE atk_hooks.reg2 CASCADE;
+RESET ROLE;
 SELECT name, dropped_at IS NULL AS live FROM decoupled.catalog_objects
- WHERE name IN ('atk_sink2', 'atk_kept') ORDER BY name;
+ WHERE name IN ('atk_sink2', 'atk_kept', 'atk_sink3', 'reg2') ORDER BY name;
 -- Its creator (an admin here) may; so may a superuser, the schema's owner
 -- once the catalog's objects are gone.
 SET ROLE atk_admin;
 SELECT decoupled.drop('atk_sink2');
+SELECT decoupled.drop('atk_sink3');
 RESET ROLE;
 DROP MATERIALIZED VIEW atk_hooks.atk_kept;
 SELECT name, dropped_at IS NULL AS live FROM decoupled.catalog_objects
- WHERE name IN ('atk_sink2', 'atk_kept') ORDER BY name;
+ WHERE name IN ('atk_sink2', 'atk_kept', 'atk_sink3') ORDER BY name;
 SET ROLE atk_user;
 DROP SCHEMA atk_hooks CASCADE;
 RESET ROLE;
+SELECT name, dropped_at IS NULL AS live FROM decoupled.catalog_objects
+ WHERE name = 'reg2';
 
 ------------------------------------------------------------------------------
 -- 11. A view's steps and a replica's appends never run a domain's check

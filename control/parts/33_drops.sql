@@ -399,6 +399,39 @@ BEGIN
 END
 $$;
 
+-- A view's, source's or sink's relation goes by PostgreSQL's rules (a
+-- schema's owner drops what others made in it, a table's owner what
+-- depends on it): its history goes only by the catalog's — its creator,
+-- decoupled_admin, a superuser (_caller(): who issued the DROP, recorded
+-- by the DDL guard).  A registered table's history is its table's
+-- owner's, whoever that is.
+CREATE FUNCTION decoupled._refuse_drop_without_rights(ids bigint[]) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_denied text;
+BEGIN
+    SELECT format('%s "%s"', o.kind, o.name) INTO v_denied
+      FROM decoupled.catalog_objects o
+     WHERE o.lifetime_id = ANY (ids) AND o.kind <> 'table'
+       AND NOT decoupled._caller_is_admin()
+       AND NOT coalesce(EXISTS (SELECT FROM pg_roles r
+                                 WHERE r.oid = (o.definition->>'owner')::oid)
+                        AND pg_has_role(decoupled._caller(), (o.definition->>'owner')::oid,
+                                        'USAGE'),
+                        false)
+     ORDER BY o.lifetime_id
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied to drop %', v_denied
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its history is dropped with it: only its creator, members of '
+                           'decoupled_admin and superusers may, also through DROP SCHEMA, '
+                           'DROP OWNED or a cascade.',
+                  HINT = 'Ask one of them to drop it with decoupled.drop().';
+    END IF;
+END
+$$;
+
 -- Whatever a statement drops that the catalog knows goes through the
 -- catalog in the same transaction: a registered table, a sink's table, the
 -- public view of a source or materialized view, or a written plan (a
@@ -414,7 +447,7 @@ DECLARE
     v_victim  decoupled.catalog_objects;
     v_version bigint;
     v_column  record;
-    v_denied  text;
+    v_victims bigint[];
 BEGIN
     IF to_regclass('decoupled.catalog_objects') IS NULL THEN
         RETURN;  -- the extension itself is being dropped
@@ -467,30 +500,7 @@ BEGIN
     END LOOP;
     SELECT string_agg(format('%s "%s"', o.kind, o.name), ', ' ORDER BY o.lifetime_id) INTO v_what
       FROM decoupled.catalog_objects o WHERE o.lifetime_id = ANY (v_roots);
-    -- A view's, source's or sink's relation goes by PostgreSQL's rules too
-    -- (a schema's owner drops what others made in it): its history goes
-    -- only by the catalog's — its creator, decoupled_admin, a superuser
-    -- (_caller(): who issued the DROP, recorded by the DDL guard).
-    -- A registered table's history is its table's owner's, whoever that is.
-    SELECT format('%s "%s"', o.kind, o.name) INTO v_denied
-      FROM decoupled.catalog_objects o
-     WHERE o.lifetime_id = ANY (v_roots) AND o.kind <> 'table'
-       AND NOT decoupled._caller_is_admin()
-       AND NOT coalesce(EXISTS (SELECT FROM pg_roles r
-                                 WHERE r.oid = (o.definition->>'owner')::oid)
-                        AND pg_has_role(decoupled._caller(), (o.definition->>'owner')::oid,
-                                        'USAGE'),
-                        false)
-     ORDER BY o.lifetime_id
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'permission denied to drop %', v_denied
-            USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'Its history is dropped with it: only its creator, members of '
-                           'decoupled_admin and superusers may, also through DROP SCHEMA or '
-                           'DROP OWNED.',
-                  HINT = 'Ask one of them to drop it with decoupled.drop().';
-    END IF;
+    PERFORM decoupled._refuse_drop_without_rights(v_roots);
     v_roots := decoupled._with_subsources(v_roots);
     -- PostgreSQL cascaded only through relations.  A statement that is no
     -- DROP cascaded if it took a written plan away.
@@ -499,8 +509,12 @@ BEGIN
         PERFORM decoupled._refuse_dependents(v_what, v_roots);
         PERFORM decoupled._refuse_foreign_dependents(v_what, v_roots);
     END IF;
+    v_victims := v_roots || decoupled._dependents(v_roots);
+    -- What the catalog cascades to (a sink: no relation of PostgreSQL's
+    -- depends on its input) goes by the same rights.
+    PERFORM decoupled._refuse_drop_without_rights(v_victims);
     FOR v_victim IN SELECT * FROM decoupled.catalog_objects o
-                     WHERE o.lifetime_id = ANY (v_roots || decoupled._dependents(v_roots))
+                     WHERE o.lifetime_id = ANY (v_victims)
                      ORDER BY o.lifetime_id DESC
     LOOP
         PERFORM decoupled._drop_object(v_victim, v_version);
