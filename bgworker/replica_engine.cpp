@@ -187,6 +187,7 @@ struct ReplicaEngine::Impl {
         // another user can create objects in.
         pqxx::nontransaction tx(conn);
         tx.exec("SET search_path = pg_catalog, pg_temp");
+        apply_step_timeout(tx);
         // The statements of every pass and step, parsed and planned once
         // per connection: with ten views ticked ten times a second, planning
         // them again was a measurable share of the replica's time.
@@ -207,6 +208,7 @@ struct ReplicaEngine::Impl {
     ReplicaIdentity id;
     EngineHost& host;
     int64_t poll_ms;
+    int64_t step_timeout_ms = 0;  // decoupled.step_timeout, as last applied
 
     std::unique_ptr<RelayFollower> relay;  // hosts outside the server only
     int64_t incarnation = 0;
@@ -664,6 +666,27 @@ struct ReplicaEngine::Impl {
         return step_ended(o, what, now, attempt(step));
     }
 
+    // decoupled.step_timeout (the server's, followed at every heartbeat) as
+    // the session's statement_timeout: a step whose query never ends — a
+    // function of the view's creator that sleeps — is cancelled instead of
+    // holding up every other object of the replica (C5).
+    template <typename Tx>
+    void apply_step_timeout(Tx& tx) {
+        step_timeout_ms =
+            tx.exec("SELECT (extract(epoch FROM set_config('statement_timeout', "
+                    "coalesce(current_setting('decoupled.step_timeout', true), '0'), false)"
+                    "::interval) * 1000)::bigint")[0][0]
+                .template as<int64_t>();
+    }
+
+    // A step cancelled by decoupled.step_timeout is retried only after ten
+    // times that: a view that always runs out of time takes a tenth of its
+    // replica's time at most.
+    bool timed_out(const Failure& f) const {
+        return f.sqlstate == "57014" && f.text.find("statement timeout") != std::string::npos &&
+               step_timeout_ms > 0;
+    }
+
     // What a step's end `f` means for `o` (see guarded_step); false: it
     // leaves the replica's work.
     template <typename Object>
@@ -698,7 +721,7 @@ struct ReplicaEngine::Impl {
         }
         const std::string& error = f.text;
         o.failures++;
-        o.retry_at = now + retry_delay(o.failures);
+        o.retry_at = now + retry_delay(o.failures) + (timed_out(f) ? 11 * step_timeout_ms : 0);
         host.log("pg_decoupled replica: " + what + " stalled: " + error);
         try_report([&] { report(o, "stalled", error, false); });
         return true;
@@ -792,6 +815,7 @@ struct ReplicaEngine::Impl {
                 tx.exec_params("SELECT decoupled.replica_heartbeat($1, $2, $3)", incarnation,
                                replica_error.empty() ? "running" : "stalled",
                                replica_error.empty() ? nullptr : replica_error.c_str());
+                apply_step_timeout(tx);
                 // The setting as an interval ("1s", "500ms"): pg_settings
                 // would compute every setting of the server to show one.
                 publication_ms =

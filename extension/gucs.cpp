@@ -34,6 +34,7 @@ const struct config_enum_entry relay_options[] = {
 }  // namespace
 int guc_bound_publication_interval = 1000;
 int guc_step_work_mem = 64 * 1024;
+int guc_step_timeout = 5 * 60 * 1000;
 
 namespace {
 
@@ -68,6 +69,16 @@ void define_gucs() {
         "-1 uses work_mem.",
         &guc_step_work_mem, 64 * 1024, -1, MAX_KILOBYTES, PGC_SIGHUP, GUC_UNIT_KB,
         check_step_work_mem, nullptr, nullptr);
+
+    DefineCustomIntVariable(
+        "decoupled.step_timeout",
+        "Longest a replica's statement (a view's or sink's step) may run before it is "
+        "cancelled.",
+        "The replica's sessions run with it as statement_timeout: a view whose query never "
+        "ends (a function of its creator's, say) stalls, and is retried only after ten times "
+        "this, instead of holding up every view and sink of its cluster. 0 turns it off.",
+        &guc_step_timeout, 5 * 60 * 1000, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+        nullptr);
 
     DefineCustomIntVariable(
         "decoupled.max_workers", "Maximum number of processes the controller supervises.",

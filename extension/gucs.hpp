@@ -17,6 +17,7 @@ extern int guc_capture;                   // decoupled.capture: CaptureMode
 enum CaptureMode { kCaptureWal = 0, kCaptureTrigger = 1 };
 extern int guc_table_tick_interval;       // decoupled.table_tick_interval, ms (0: off)
 extern int guc_bound_publication_interval;  // decoupled.bound_publication_interval, ms (0: off)
+extern int guc_step_timeout;  // decoupled.step_timeout, ms (0: off): replicas' statement_timeout
 extern int guc_step_work_mem;                // decoupled.step_work_mem, kB (-1: work_mem)
 extern int guc_hold_publication_interval;   // decoupled.hold_publication_interval, ms
 extern int guc_max_holds_per_session;       // decoupled.max_holds_per_session: holds per backend

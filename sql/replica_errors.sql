@@ -115,3 +115,57 @@ ROLLBACK;
 SELECT status <> 'stalled' AS not_stalled
   FROM decoupled.object_statuses WHERE name = 'silent_src';
 SELECT decoupled.drop('silent_src');
+
+-- A step that never ends (a function of the view's creator sleeps) is
+-- cancelled after decoupled.step_timeout, the replicas' statement_timeout
+-- (applied at their heartbeats): the view stalls saying so, is retried only
+-- after ten times that, and the other views of its cluster go on.
+ALTER SYSTEM SET decoupled.step_timeout = '1s';
+SELECT pg_reload_conf();
+-- Waits for a heartbeat of every running replica of the default cluster
+-- committed after `t` (a bounded poll, as wait_status).
+CREATE FUNCTION pg_temp.heartbeat_after(t timestamptz) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR attempt IN 1 .. 1200 LOOP
+        IF (SELECT bool_and(r.heartbeat_at > t) FROM decoupled.cluster_replicas r
+             WHERE r.cluster = 'default' AND r.status = 'running') THEN
+            RETURN true;
+        END IF;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+    RETURN false;
+END
+$$;
+-- Two heartbeats: the first may have begun before the reload reached it.
+SELECT pg_temp.heartbeat_after(clock_timestamp()) AND pg_temp.heartbeat_after(clock_timestamp())
+       AS applied;
+CREATE FUNCTION re_sleepy(v int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$
+BEGIN
+    IF v = 666 THEN
+        PERFORM pg_sleep(3600);
+    END IF;
+    RETURN v;
+END
+$$;
+CREATE TABLE re_sl (id int PRIMARY KEY);
+SELECT decoupled.register_table('re_sl') > 0 AS registered;
+SELECT decoupled.create_materialized_view('re_sleepy_v', 'SELECT re_sleepy(id) AS s FROM re_sl')
+       > 0 AS created;
+SELECT decoupled.create_materialized_view('re_awake_v', 'SELECT count(*) AS n FROM re_sl')
+       > 0 AS created;
+INSERT INTO re_sl VALUES (1), (666);
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT decoupled.wait_for_upper('re_awake_v', (SELECT upper - 1 FROM decoupled.frontiers
+                                                WHERE name = 're_sl'), '120s') > 0
+       AS awake_view_follows;
+SELECT * FROM re_awake_v;
+SELECT pg_temp.wait_status('re_sleepy_v', 'stalled') AS stalled;
+SELECT error ~ 'statement timeout' AS says_why
+  FROM decoupled.object_statuses WHERE name = 're_sleepy_v';
+SELECT decoupled.drop('re_sleepy_v'), decoupled.drop('re_awake_v'),
+       decoupled.unregister_table('re_sl');
+DROP TABLE re_sl;
+DROP FUNCTION re_sleepy(int);
+ALTER SYSTEM RESET decoupled.step_timeout;
+SELECT pg_reload_conf();
