@@ -1180,7 +1180,7 @@ Datum decoupled_stage_delta(PG_FUNCTION_ARGS) {
 
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
-    decoupled::enter_owner(p.owner, p.ts, &scope);
+    decoupled::enter_owner(p.plan, p.owner, p.ts, &scope);
     decoupled::serial_only();
     // Derived and deparsed inside the owner's scope: names are printed for
     // the pinned search_path the query then runs with.
@@ -1368,7 +1368,7 @@ Datum decoupled_touched_groups(PG_FUNCTION_ARGS) {
     MemoryContext caller = CurrentMemoryContext;
 
     decoupled::OwnerScope scope;
-    decoupled::enter_owner(p.owner, p.ts, &scope);
+    decoupled::enter_owner(p.plan, p.owner, p.ts, &scope);
     decoupled::serial_only();
     Query* q = plan_query(p.plan);
     Keys keys = group_keys(q);
@@ -1942,7 +1942,7 @@ Datum decoupled_stage_sums(PG_FUNCTION_ARGS) {
     // What the last step's _merge_sums left there (its touched groups).
     if (decoupled::is_scratch(target_oid)) decoupled::clear_scratch(target_oid);
     decoupled::OwnerScope scope;
-    decoupled::enter_owner(p.owner, p.ts, &scope);
+    decoupled::enter_owner(p.plan, p.owner, p.ts, &scope);
     if (!initial || filter) decoupled::serial_only();
     // A step's changes, of a view over one input: the same text at every
     // step (step_texts.hpp).  Over several, the terms depend on which
@@ -2248,7 +2248,7 @@ Datum decoupled_stage_kept(PG_FUNCTION_ARGS) {
 
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
-    decoupled::enter_owner(owner, ts, &scope);
+    decoupled::enter_owner(plan, owner, ts, &scope);
     decoupled::serial_only();
     // The same text at every step (step_texts.hpp) but for the filter, which
     // names the touched groups by literals or through the view's dstate.

@@ -934,7 +934,7 @@ Datum decoupled_stage_partitions(PG_FUNCTION_ARGS) {
 
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
-    decoupled::enter_owner(p.owner, p.ts, &scope);
+    decoupled::enter_owner(p.plan, p.owner, p.ts, &scope);
     decoupled::serial_only();
     Query* q = plan_query(p.plan);
     Partitioning parts = partitioning(q);

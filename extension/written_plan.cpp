@@ -42,7 +42,9 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/regproc.h"
 }
@@ -51,6 +53,7 @@ extern "C" {
 
 #include "kept_statements.hpp"
 #include "scratch.hpp"
+#include "shmem.hpp"
 #include "written_plan.hpp"
 
 extern "C" {
@@ -268,13 +271,71 @@ void stage_shutdown(DestReceiver*) {}
 void stage_destroy(DestReceiver*) {}
 
 // Settings that change a row's text (its key) or a stable function's result:
-// every computation of a view uses the same ones.
+// every computation of a view uses the same ones.  TimeZone and DateStyle's
+// field order are the view's own (view_settings, below); DateStyle's output
+// style stays ISO.
 const char* const kPinnedSettings[][2] = {
-    {"search_path", "pg_catalog, pg_temp"}, {"TimeZone", "UTC"},
-    {"DateStyle", "ISO, YMD"},              {"IntervalStyle", "postgres"},
+    {"search_path", "pg_catalog, pg_temp"}, {"IntervalStyle", "postgres"},
     {"extra_float_digits", "1"},            {"bytea_output", "hex"},
     {"lc_monetary", "C"},
 };
+
+// A view's TimeZone and DateStyle: its creator's session's when it was
+// created (definition->'settings'), so that `at::date`, date_trunc() or
+// `s::date` of '03/04/2026' give what they gave the creator — as
+// everywhere in PostgreSQL, where a session's settings decide them — and
+// the same at every step, on every replica, and in verify().  A view made
+// before they were recorded keeps UTC and ISO, YMD.  Looked up once per
+// written plan and backend; a catalog change (a plan's OID reused after a
+// drop) empties the cache.
+struct ViewSettings {
+    Oid plan;  // the hash key
+    char timezone[NAMEDATALEN * 2];
+    char datestyle[32];
+};
+
+HTAB* view_settings_cache = nullptr;
+uint64 view_settings_epoch = 0;
+
+const ViewSettings* view_settings(Oid plan) {
+    uint64 epoch = pg_atomic_read_u64(&decoupled::shared_state()->catalog_epoch);
+    if (view_settings_cache == nullptr || epoch != view_settings_epoch) {
+        if (view_settings_cache != nullptr) hash_destroy(view_settings_cache);
+        HASHCTL ctl;
+        memset(&ctl, 0, sizeof(ctl));
+        ctl.keysize = sizeof(Oid);
+        ctl.entrysize = sizeof(ViewSettings);
+        ctl.hcxt = TopMemoryContext;
+        view_settings_cache =
+            hash_create("pg_decoupled view settings", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+        view_settings_epoch = epoch;
+    }
+    auto* found = static_cast<ViewSettings*>(hash_search(view_settings_cache, &plan, HASH_FIND, nullptr));
+    if (found != nullptr) return found;
+    ViewSettings looked{plan, "UTC", "ISO, YMD"};
+    static const Oid types[1] = {OIDOID};
+    Datum args[1] = {ObjectIdGetDatum(plan)};
+    SPI_connect();
+    if (SPI_execute_with_args(
+            "SELECT o.definition->'settings'->>'TimeZone', "
+            "       'ISO, ' || pg_catalog.split_part(o.definition->'settings'->>'DateStyle', ', ', 2) "
+            "  FROM decoupled.catalog_objects o "
+            " WHERE o.kind = 'materialized view' AND o.definition->>'plan' = $1::pg_catalog.text "
+            " ORDER BY o.lifetime_id DESC LIMIT 1",
+            1, const_cast<Oid*>(types), args, nullptr, true, 1) == SPI_OK_SELECT &&
+        SPI_processed == 1) {
+        char* timezone = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+        char* datestyle = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+        if (timezone != nullptr && datestyle != nullptr && strlen(datestyle) > strlen("ISO, ")) {
+            strlcpy(looked.timezone, timezone, sizeof(looked.timezone));
+            strlcpy(looked.datestyle, datestyle, sizeof(looked.datestyle));
+        }
+    }
+    SPI_finish();
+    auto* entry = static_cast<ViewSettings*>(hash_search(view_settings_cache, &plan, HASH_ENTER, nullptr));
+    *entry = looked;
+    return entry;
+}
 
 }  // namespace
 
@@ -312,12 +373,17 @@ Datum decoupled_mv_relations(PG_FUNCTION_ARGS) {
 
 // As REFRESH MATERIALIZED VIEW does: the owner's rights, no escape from
 // them, and settings that make every computation agree.
-void decoupled::enter_owner(Oid owner, int64 ts, OwnerScope* scope) {
+void decoupled::enter_owner(Oid plan, Oid owner, int64 ts, OwnerScope* scope) {
+    const ViewSettings* own = view_settings(plan);
     GetUserIdAndSecContext(&scope->saved_user, &scope->saved_context);
     scope->guc_level = NewGUCNestLevel();
     for (const auto& s : kPinnedSettings)
         (void)set_config_option(s[0], s[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                                 false);
+    (void)set_config_option("TimeZone", own->timezone, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+                            true, 0, false);
+    (void)set_config_option("DateStyle", own->datestyle, PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
     char ts_text[32];
     snprintf(ts_text, sizeof(ts_text), INT64_FORMAT, ts);
     (void)set_config_option("decoupled.as_of", ts_text, PGC_USERSET, PGC_S_SESSION,
@@ -438,7 +504,7 @@ Datum decoupled_stage_plan(PG_FUNCTION_ARGS) {
 
     Relation target = table_open(target_oid, RowExclusiveLock);
     decoupled::OwnerScope scope;
-    decoupled::enter_owner(owner, ts, &scope);
+    decoupled::enter_owner(plan, owner, ts, &scope);
     if (filter) decoupled::serial_only();
     // With a filter (this step's touched groups) the text is new each time.
     uint64 rows = decoupled::stage_rows(target, sql, ts, filter == nullptr);

@@ -19,11 +19,12 @@ struct OwnerScope {
 };
 
 // Switches to `owner` under SECURITY_RESTRICTED_OPERATION with the pinned
-// settings (search_path pg_catalog, TimeZone UTC, ...) and decoupled.as_of
-// = ts; leave_owner restores everything, settings the owner's code changed
-// included.  An error in between is cleaned up by the (sub)transaction's
-// abort.
-void enter_owner(Oid owner, int64 ts, OwnerScope* scope);
+// settings (search_path pg_catalog, ISO output, ...), the TimeZone and
+// DateStyle order of the view whose written plan is `plan` (its creator's),
+// and decoupled.as_of = ts; leave_owner restores everything, settings the
+// owner's code changed included.  An error in between is cleaned up by the
+// (sub)transaction's abort.
+void enter_owner(Oid plan, Oid owner, int64 ts, OwnerScope* scope);
 void leave_owner(const OwnerScope* scope);
 // Inside an owner scope: no parallel workers (a step that costs what
 // changed would pay more to start them than to run).

@@ -980,7 +980,6 @@ SELECT decoupled.verify('inc_pc_groups') AS verified, decoupled.verify('inc_pc_p
 SELECT * FROM inc_pc_groups ORDER BY n;
 SELECT decoupled.drop('inc_pc', cascade => true) IS NOT NULL AS dropped;
 DROP TABLE inc_pc;
-DROP TYPE inc_pricey;
 
 SELECT decoupled.unregister_table('inc_t'), decoupled.unregister_table('inc_u');
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;
@@ -989,6 +988,7 @@ DROP TABLE inc_t, inc_u, inc_failures;
 -- of this session still has a column of the type.
 SET client_min_messages = warning;
 DROP TYPE inc_level CASCADE;
+DROP TYPE inc_pricey CASCADE;
 DROP DOMAIN pa_label CASCADE;
 RESET client_min_messages;
 DROP PROCEDURE inc_workload(int);

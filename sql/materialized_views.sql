@@ -295,6 +295,56 @@ DROP VIEW big_orders CASCADE;
 RESET client_min_messages;
 SELECT decoupled.drop('orders');
 DROP TABLE orders, plain_o, plain_c;
+
+-- A view computes with the TimeZone and DateStyle order of the session
+-- that created it, on every replica and in verify(), whatever the
+-- reader's: a day of a timestamptz and a date written month first are the
+-- creator's, as the plain query gives them in that session.
+SET TimeZone = 'America/New_York';
+SET DateStyle = 'ISO, MDY';
+CREATE TABLE mv_ev (id int PRIMARY KEY, at timestamptz NOT NULL, s text NOT NULL);
+SELECT decoupled.register_table('mv_ev') > 0 AS registered;
+INSERT INTO mv_ev VALUES (1, '2026-01-01 23:30-05', '03/04/2026'),
+                         (2, '2026-01-02 10:00-05', '12/31/2026'),
+                         (3, '2026-01-01 02:00-05', '01/02/2026');
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT decoupled.create_materialized_view('mv_ev_daily',
+    'SELECT at::date AS day, date_trunc(''day'', at) AS d0, count(*) AS n FROM mv_ev GROUP BY 1, 2')
+    > 0 AS created;
+SELECT decoupled.create_materialized_view('mv_ev_dates', 'SELECT id, s::date AS d FROM mv_ev')
+    > 0 AS created;
+RESET TimeZone;
+RESET DateStyle;
+SELECT caught_up('mv_ev_daily') AND caught_up('mv_ev_dates') AS caught_up;
+SELECT decoupled.verify('mv_ev_daily') AS verified, decoupled.verify('mv_ev_dates') AS verified;
+SET TimeZone = 'America/New_York';
+SELECT * FROM mv_ev_daily ORDER BY day;
+SELECT count(*) AS differences FROM (
+    (SELECT * FROM mv_ev_daily EXCEPT ALL
+     SELECT at::date, date_trunc('day', at), count(*) FROM mv_ev GROUP BY 1, 2)
+    UNION ALL
+    (SELECT at::date, date_trunc('day', at), count(*) FROM mv_ev GROUP BY 1, 2 EXCEPT ALL
+     SELECT * FROM mv_ev_daily)) x;
+RESET TimeZone;
+SELECT * FROM mv_ev_dates ORDER BY id;
+SELECT decoupled.drop('mv_ev_daily'), decoupled.drop('mv_ev_dates'),
+       decoupled.unregister_table('mv_ev');
+DROP TABLE mv_ev;
+
+-- An ordinary view parsed before its table was registered reads the table
+-- itself, whatever time it is read at: a materialized view through it is
+-- refused until it is made again (registration warned about it).
+CREATE TABLE mv_ov (id int PRIMARY KEY, v int NOT NULL);
+CREATE VIEW mv_ov_plain AS SELECT id, v FROM mv_ov WHERE v > 5;
+CREATE VIEW mv_ov_outer AS SELECT count(*) AS n FROM mv_ov_plain;
+SELECT decoupled.register_table('mv_ov') > 0 AS registered;
+SELECT decoupled.create_materialized_view('mv_ov_mv', 'SELECT n FROM mv_ov_outer');
+CREATE OR REPLACE VIEW mv_ov_plain AS SELECT id, v FROM mv_ov WHERE v > 5;
+SELECT decoupled.create_materialized_view('mv_ov_mv', 'SELECT n FROM mv_ov_outer') > 0 AS created;
+SELECT decoupled.drop('mv_ov_mv');
+DROP VIEW mv_ov_outer, mv_ov_plain;
+SELECT decoupled.unregister_table('mv_ov');
+DROP TABLE mv_ov;
 DROP ROLE mv_reader;
 DROP FUNCTION caught_up(text);
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;

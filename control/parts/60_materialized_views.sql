@@ -276,12 +276,36 @@ COMMENT ON FUNCTION decoupled.create_materialized_view(text, text, text, interva
 CREATE FUNCTION decoupled._create_plan_view(plan text, query text) RETURNS void
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_create_plan_view';
 
+-- The ordinary views a written plan reads through (at any depth) that
+-- read one of its registered tables without its history: parsed before
+-- the table was registered (_readers_without_history).  NULL if none.
+CREATE FUNCTION decoupled._readers_without_history_of_plan(plan regclass) RETURNS text[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE reached(rel) AS (
+        SELECT plan::oid
+        UNION
+        SELECT d.refobjid
+          FROM reached r
+          JOIN pg_class c ON c.oid = r.rel AND c.relkind = 'v'
+          JOIN pg_rewrite w ON w.ev_class = c.oid AND w.rulename = '_RETURN'
+          JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid
+                          AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> c.oid)
+    SELECT array_agg(DISTINCT x.what ORDER BY x.what)
+      FROM reached t
+      JOIN decoupled.catalog_objects o
+        ON o.kind = 'table' AND o.dropped_at IS NULL AND o.relation = t.rel
+     CROSS JOIN LATERAL unnest(decoupled._readers_without_history(o.relation)) AS x(what)
+     WHERE x.what IN (SELECT format('view %s', v.rel::regclass)
+                        FROM reached v JOIN pg_class c ON c.oid = v.rel AND c.relkind = 'v')
+$$;
+
 CREATE FUNCTION decoupled._create_materialized_view(name text, query text, cluster text,
                                                     retain_history interval, as_of bigint)
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
+    v_stale    text[];
     v_name    text := _create_materialized_view.name;
     v_owner   oid := decoupled._caller();
     schema    text := decoupled._caller_schema();
@@ -322,7 +346,12 @@ BEGIN
     INSERT INTO decoupled.catalog_objects
            (name, kind, cluster, definition, written_plan, retain_history, created_in_version)
     VALUES (v_name, 'materialized view', _create_materialized_view.cluster,
-            jsonb_build_object('schema', schema, 'query', query, 'owner', v_owner),
+            -- The creator's TimeZone and DateStyle: every computation uses
+            -- them (extension/written_plan.cpp, view_settings).
+            jsonb_build_object('schema', schema, 'query', query, 'owner', v_owner,
+                               'settings', jsonb_build_object(
+                                   'TimeZone', current_setting('TimeZone'),
+                                   'DateStyle', current_setting('DateStyle'))),
             '', retain_history, v_version)
     RETURNING lifetime_id INTO v_id;
 
@@ -351,6 +380,19 @@ BEGIN
     v_plan := decoupled._storage(v_id, 'plan')::regclass;
 
     v_inputs := decoupled._plan_inputs(v_name, v_plan);
+    -- An ordinary view parsed before its table was registered reads the
+    -- table itself: computed AS OF a time, the view would read the
+    -- table's latest state instead (registration warned about it).
+    v_stale := decoupled._readers_without_history_of_plan(v_plan);
+    IF v_stale IS NOT NULL THEN
+        RAISE EXCEPTION 'materialized view "%" would read registered tables through %, made '
+                        'before they were registered', v_name, array_to_string(v_stale, ', ')
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'They read the table itself, its latest state, whatever time the '
+                           'view is computed at.',
+                  HINT = 'Create them again (CREATE OR REPLACE VIEW with the same definition) '
+                         'to read its history.';
+    END IF;
     v_direct := decoupled._plan_direct_relations(v_plan);
     SELECT r::regclass INTO v_bad FROM unnest(v_direct) r
      WHERE NOT has_table_privilege(v_owner, r, 'SELECT')
@@ -1266,6 +1308,11 @@ BEGIN
                   HINT = 'Drop the temporary relation, or call verify() in another session.';
     END IF;
     -- The view's own history at v_t first: it checks that v_t is readable.
+    -- Its rows' texts under the view's TimeZone and DateStyle, as its
+    -- computation below prints them (extension/written_plan.cpp).
+    PERFORM set_config('TimeZone', coalesce(o.definition->'settings'->>'TimeZone', 'UTC'), true);
+    PERFORM set_config('DateStyle', 'ISO, ' || coalesce(split_part(
+        o.definition->'settings'->>'DateStyle', ', ', 2), 'YMD'), true);
     PERFORM set_config('decoupled.as_of', v_t::text, true);
     EXECUTE format('INSERT INTO pg_temp.%1$I (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
                    'SELECT 0, 1, ROW(%2$s)::text, 0, %2$s FROM %3$s', v_view_t,
