@@ -195,6 +195,18 @@ SELECT upper - 1 AS t FROM decoupled.frontiers WHERE name = 'wk' \gset
 SET decoupled.as_of = :t;
 SELECT id, k, v FROM wk ORDER BY id;  -- the history: key 3 appended, not in the table
 RESET decoupled.as_of;
+-- A key the table got and capture took in, not ticked yet, counts as
+-- current: its tick would make it the key's second current row.
+INSERT INTO wk VALUES (7, 'g', 'table');
+SELECT decoupled.wait_for_capture('60s') AS captured;
+SELECT upper AS u FROM decoupled.frontiers WHERE name = 'wk' \gset
+SELECT decoupled.append('wk', jsonb_build_array(jsonb_build_object(
+           'mz_timestamp', :u, 'mz_diff', 1, 'data', '{"id": 7, "k": "g", "v": "appended"}'::jsonb)),
+       :u, :u + 1);
+DELETE FROM wk WHERE id = 7;
+SELECT decoupled.wait_for_capture('60s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT status FROM decoupled.object_statuses WHERE name = 'wk';
 -- A row without a key is refused too (a primary key is never NULL).
 SELECT upper AS u FROM decoupled.frontiers WHERE name = 'wk' \gset
 SELECT decoupled.append('wk', jsonb_build_array(jsonb_build_object(

@@ -204,13 +204,15 @@ DECLARE
     v_c     text;
     v_n     text;
     v_null  text;
+    v_p     text;
     v_dup   text;
     v_cur   text := decoupled._storage(o.lifetime_id, 'cur');
 BEGIN
     SELECT string_agg(format('%I', k), ', ' ORDER BY n), string_agg(format('c.%I', k), ', ' ORDER BY n),
            string_agg(format('n.%I', k), ', ' ORDER BY n),
-           string_agg(format('n.%I IS NULL', k), ' OR ' ORDER BY n)
-      INTO v_names, v_c, v_n, v_null
+           string_agg(format('n.%I IS NULL', k), ' OR ' ORDER BY n),
+           string_agg(format('p.%I', k), ', ' ORDER BY n)
+      INTO v_names, v_c, v_n, v_null, v_p
       FROM jsonb_array_elements_text(o.definition->'key') WITH ORDINALITY AS x(k, n);
     EXECUTE format('SELECT ROW(%1$s)::text FROM %2$s n WHERE n.mz_ts >= $1 AND (%3$s) LIMIT 1',
                    v_n, v_cur, v_null)
@@ -220,9 +222,16 @@ BEGIN
             USING ERRCODE = 'not_null_violation',
                   DETAIL = format('Its primary key (%s) is %s; nothing was appended.', v_names, v_dup);
     END IF;
-    EXECUTE format('SELECT ROW(%1$s)::text FROM %2$s c '
-                   ' WHERE (%1$s) IN (SELECT %3$s FROM %2$s n WHERE n.mz_ts >= $1) '
-                   ' GROUP BY %1$s HAVING count(*) > 1 LIMIT 1', v_c, v_cur, v_n)
+    -- Current rows, and the changes captured but not ticked yet (a row the
+    -- table got before the append, which its next tick makes current).
+    EXECUTE format('SELECT ROW(%1$s)::text FROM ('
+                   '  SELECT %2$s, 1::bigint AS mz_d FROM %3$s c '
+                   '   WHERE (%2$s) IN (SELECT %4$s FROM %3$s n WHERE n.mz_ts >= $1) '
+                   '  UNION ALL '
+                   '  SELECT %5$s, p.mz_diff FROM %6$s p '
+                   '   WHERE (%5$s) IN (SELECT %4$s FROM %3$s n WHERE n.mz_ts >= $1)) x '
+                   ' GROUP BY %1$s HAVING sum(mz_d) > 1 LIMIT 1',
+                   v_names, v_c, v_cur, v_n, v_p, decoupled._storage(o.lifetime_id, 'pending'))
        INTO v_dup USING expected_upper;
     IF v_dup IS NOT NULL THEN
         RAISE EXCEPTION 'append would give registered table "%" two current rows with key (%)=%',
