@@ -5004,6 +5004,41 @@ BEGIN
 END
 $$;
 
+-- An ALTER TABLE that keeps a registered table's shape, key and capture
+-- goes through (extension/ddl_guard.cpp, alter_keeps_shape).
+CREATE FUNCTION decoupled._alter_keeps_shape() RETURNS boolean
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_alter_keeps_shape';
+REVOKE ALL ON FUNCTION decoupled._alter_keeps_shape() FROM PUBLIC;
+CREATE OR REPLACE FUNCTION decoupled._check_relation_ddl(rel oid, command_tag text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    o decoupled.catalog_objects := decoupled._object_of_relation(rel);
+BEGIN
+    IF o.lifetime_id IS NULL OR (o.kind = 'table' AND command_tag = 'CREATE RULE')
+       OR (o.kind = 'table' AND command_tag = 'ALTER TABLE' AND decoupled._alter_keeps_shape()) THEN
+        RETURN;
+    ELSIF o.kind = 'table' THEN
+        RAISE EXCEPTION 'cannot alter registered table "%"', rel::regclass
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its history is kept in its shape and captured by its key: only '
+                           'defaults, statistics, storage and other options, CHECK, NOT NULL '
+                           'and foreign-key constraints, the owner, clustering and its '
+                           'owner''s own triggers may change.',
+                  HINT = 'Unregister it with decoupled.unregister_table() first.';
+    ELSIF o.relation IS DISTINCT FROM rel THEN
+        RAISE EXCEPTION 'cannot change the written plan of materialized view "%"', o.name
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Drop the view with decoupled.drop() and create it anew.';
+    END IF;
+    RAISE EXCEPTION 'cannot change the relation of % "%"', o.kind, o.name
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = format('%s is refused: the relation belongs to the extension while the '
+                              '%s lives.', command_tag, o.kind),
+              HINT = format('GRANT, REVOKE and COMMENT ON work on it; to change it otherwise, '
+                            'drop the %s with decoupled.drop() and create it anew.', o.kind);
+END
+$$;
+
 
 -- Bounds and NULLs (a docs probe): replica counts up to 64, an append's upper at
 -- most 10 s past the clock, a view's as_of not in the future, NULL arguments

@@ -37,6 +37,7 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -71,6 +72,7 @@ extern "C" {
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_drop_cascades);
+PG_FUNCTION_INFO_V1(decoupled_alter_keeps_shape);
 }
 
 namespace {
@@ -80,6 +82,80 @@ ProcessUtility_hook_type prev_process_utility = nullptr;
 // The DropBehavior of the innermost DROP / DROP OWNED statement being
 // executed, -1 while the innermost utility statement is something else.
 int current_drop_behavior = -1;
+
+// Whether the innermost utility statement is an ALTER TABLE that leaves a
+// registered table's shape, key and capture as they are
+// (alter_keeps_shape): _check_relation_ddl lets it through.
+bool current_alter_keeps_shape = false;
+
+// A named trigger that is no capture trigger of the extension.
+bool own_trigger(const AlterTableCmd* cmd) {
+    return cmd->name != nullptr && strncmp(cmd->name, "decoupled_capture_", 18) != 0;
+}
+
+// A constraint that neither is nor replaces the table's primary key.
+bool not_the_key(const AlterTableStmt* stmt, const AlterTableCmd* cmd) {
+    if (cmd->subtype == AT_AddConstraint) {
+        const auto* c = reinterpret_cast<const Constraint*>(cmd->def);
+        return c != nullptr && IsA(c, Constraint) &&
+               (c->contype == CONSTR_CHECK || c->contype == CONSTR_FOREIGN);
+    }
+    // AT_DropConstraint, AT_ValidateConstraint: by name.
+    Oid rel = RangeVarGetRelid(stmt->relation, NoLock, true);
+    if (!OidIsValid(rel) || cmd->name == nullptr) return false;
+    Oid con = get_relation_constraint_oid(rel, cmd->name, true);
+    if (!OidIsValid(con)) return false;
+    HeapTuple tuple = SearchSysCache1(CONSTROID, ObjectIdGetDatum(con));
+    if (!HeapTupleIsValid(tuple)) return false;
+    char type = reinterpret_cast<Form_pg_constraint>(GETSTRUCT(tuple))->contype;
+    ReleaseSysCache(tuple);
+    return type == CONSTRAINT_CHECK || type == CONSTRAINT_FOREIGN;
+}
+
+// ALTER TABLE subcommands that change neither a table's columns nor its
+// key nor how its writes are captured: defaults, statistics, storage,
+// options (decoupled.* options take another path: familiar_ddl.cpp),
+// CHECK and foreign-key constraints, NOT NULL, the owner, clustering, the
+// owner's own triggers.  Everything else on a registered table stays
+// refused: its history is kept in its shape, and read with the extension's
+// rights (row security, refused at registration, stays off).
+bool alter_keeps_shape(const AlterTableStmt* stmt) {
+    if (stmt->objtype != OBJECT_TABLE || stmt->cmds == NIL) return false;
+    ListCell* lc;
+    foreach (lc, stmt->cmds) {
+        const auto* cmd = lfirst_node(AlterTableCmd, lc);
+        switch (cmd->subtype) {
+            case AT_ColumnDefault:
+            case AT_SetStatistics:
+            case AT_SetOptions:
+            case AT_ResetOptions:
+            case AT_SetStorage:
+            case AT_SetCompression:
+            case AT_SetRelOptions:
+            case AT_ResetRelOptions:
+            case AT_SetNotNull:
+            case AT_DropNotNull:
+            case AT_ChangeOwner:
+            case AT_ClusterOn:
+            case AT_DropCluster:
+                break;
+            case AT_EnableTrig:
+            case AT_EnableAlwaysTrig:
+            case AT_EnableReplicaTrig:
+            case AT_DisableTrig:
+                if (!own_trigger(cmd)) return false;
+                break;
+            case AT_AddConstraint:
+            case AT_DropConstraint:
+            case AT_ValidateConstraint:
+                if (!not_the_key(stmt, cmd)) return false;
+                break;
+            default:
+                return false;
+        }
+    }
+    return true;
+}
 
 bool extension_installed() {
     return !creating_extension && OidIsValid(get_extension_oid("pg_decoupled", true));
@@ -487,6 +563,9 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     }
     int outer = current_drop_behavior;
     current_drop_behavior = behavior;
+    bool outer_keeps_shape = current_alter_keeps_shape;
+    current_alter_keeps_shape =
+        IsA(stmt, AlterTableStmt) && alter_keeps_shape(castNode(AlterTableStmt, stmt));
     // A drop records who issued it: the catalog's sql_drop trigger runs
     // with the extension's rights, and a schema's owner may drop what
     // others made there (DROP SCHEMA ... CASCADE) — not their views' and
@@ -509,6 +588,7 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     PG_FINALLY();
     {
         current_drop_behavior = outer;
+        current_alter_keeps_shape = outer_keeps_shape;
         if (frame != nullptr) decoupled::pop_caller_frame(frame);
     }
     PG_END_TRY();
@@ -590,6 +670,14 @@ void guard_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_
 
 // NULL unless the innermost utility statement running is a DROP or DROP
 // OWNED; then whether it cascades.
+// decoupled._alter_keeps_shape(): whether the ALTER TABLE being executed
+// changes nothing of a registered table that its history or capture
+// depends on (alter_keeps_shape above).
+Datum decoupled_alter_keeps_shape(PG_FUNCTION_ARGS) {
+    (void)fcinfo;
+    PG_RETURN_BOOL(current_alter_keeps_shape);
+}
+
 Datum decoupled_drop_cascades(PG_FUNCTION_ARGS) {
     (void)fcinfo;
     if (current_drop_behavior < 0) PG_RETURN_NULL();

@@ -87,6 +87,24 @@ CREATE TRIGGER audit BEFORE INSERT ON accounts FOR EACH ROW EXECUTE FUNCTION kee
 ALTER TRIGGER audit ON accounts RENAME TO audited;
 SELECT tgname FROM pg_trigger WHERE tgrelid = 'accounts'::regclass AND NOT tgisinternal
  ORDER BY tgname;
+-- An ALTER TABLE that keeps the table's shape, key and capture goes
+-- through, as on any table; one that would change them is refused.
+SELECT s AS statement, regress_try(s) AS outcome FROM (VALUES
+    ($$ALTER TABLE accounts ALTER COLUMN state SET DEFAULT 'new'$$),
+    ($$ALTER TABLE accounts ALTER COLUMN state SET STATISTICS 500$$),
+    ($$ALTER TABLE accounts SET (autovacuum_enabled = false, fillfactor = 90)$$),
+    ($$ALTER TABLE accounts ADD CONSTRAINT state_known CHECK (state <> 'bogus')$$),
+    ($$ALTER TABLE accounts ALTER COLUMN state SET NOT NULL$$),
+    ($$ALTER TABLE accounts DISABLE TRIGGER audited$$),
+    ($$ALTER TABLE accounts ENABLE TRIGGER audited$$),
+    ($$ALTER TABLE accounts DROP CONSTRAINT state_known, ALTER COLUMN state DROP NOT NULL$$),
+    ($$ALTER TABLE accounts ADD COLUMN note text$$),
+    ($$ALTER TABLE accounts ADD PRIMARY KEY (id)$$),
+    ($$ALTER TABLE accounts REPLICA IDENTITY FULL$$),
+    ($$ALTER TABLE accounts ALTER COLUMN state TYPE varchar(20)$$),
+    ($$ALTER TABLE accounts DISABLE TRIGGER USER$$),
+    ($$ALTER TABLE accounts ALTER COLUMN state SET DEFAULT 'x', ADD COLUMN other int$$)
+) AS t(s);
 SELECT catalog_version() = :version_before AS catalog_unchanged,
        NOT EXISTS (SELECT FROM pg_inherits i
                     WHERE 'accounts'::regclass IN (i.inhrelid, i.inhparent)) AS no_inheritance;

@@ -557,21 +557,31 @@ BEGIN
 END
 $$;
 
+-- The ALTER TABLE being executed keeps a registered table's shape, key
+-- and capture (extension/ddl_guard.cpp, alter_keeps_shape).
+CREATE FUNCTION decoupled._alter_keeps_shape() RETURNS boolean
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_alter_keeps_shape';
+
 -- ALTER, RENAME, SET SCHEMA, OWNER TO, CREATE OR REPLACE VIEW and CREATE
 -- RULE on an object's relation.  A registered table's shape is fixed: its
 -- history is stored in that shape (a rule on it changes nothing capture
--- sees).  The relations of sources, views and sinks belong to the
+-- sees; an ALTER TABLE that keeps shape, key and capture goes through).  The relations of sources, views and sinks belong to the
 -- extension while they live; GRANT, REVOKE and COMMENT ON stay allowed.
 CREATE FUNCTION decoupled._check_relation_ddl(rel oid, command_tag text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     o decoupled.catalog_objects := decoupled._object_of_relation(rel);
 BEGIN
-    IF o.lifetime_id IS NULL OR (o.kind = 'table' AND command_tag = 'CREATE RULE') THEN
+    IF o.lifetime_id IS NULL OR (o.kind = 'table' AND command_tag = 'CREATE RULE')
+       OR (o.kind = 'table' AND command_tag = 'ALTER TABLE' AND decoupled._alter_keeps_shape()) THEN
         RETURN;
     ELSIF o.kind = 'table' THEN
         RAISE EXCEPTION 'cannot alter registered table "%"', rel::regclass
             USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its history is kept in its shape and captured by its key: only '
+                           'defaults, statistics, storage and other options, CHECK, NOT NULL '
+                           'and foreign-key constraints, the owner, clustering and its '
+                           'owner''s own triggers may change.',
                   HINT = 'Unregister it with decoupled.unregister_table() first.';
     ELSIF o.relation IS DISTINCT FROM rel THEN
         RAISE EXCEPTION 'cannot change the written plan of materialized view "%"', o.name
