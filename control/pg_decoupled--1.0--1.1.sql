@@ -4405,12 +4405,18 @@ BEGIN
                                   (o.definition->>'owner')::oid, v_t,
                                   format('pg_temp.%I', v_plan_t)::regclass);
     -- Rows compare as their texts, but columns of a nondeterministic
-    -- collation as values under it: a group of 'b' and 'B' may keep either
-    -- spelling, in the view as in PostgreSQL's own GROUP BY or DISTINCT.
+    -- collation as values under it, and numeric and floating-point columns
+    -- as values: a group of 'b' and 'B' (of 5 and 5.00, of 0 and -0) may
+    -- keep either spelling, in the view as in PostgreSQL's own GROUP BY or
+    -- DISTINCT.
     SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
-               FILTER (WHERE c.collisdeterministic IS DISTINCT FROM false),
+               FILTER (WHERE c.collisdeterministic IS DISTINCT FROM false
+                         AND a.atttypid NOT IN ('numeric'::regtype, 'float4'::regtype,
+                                                'float8'::regtype)),
            string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
-               FILTER (WHERE NOT c.collisdeterministic)
+               FILTER (WHERE NOT c.collisdeterministic
+                          OR a.atttypid IN ('numeric'::regtype, 'float4'::regtype,
+                                            'float8'::regtype))
       INTO v_exact, v_collated
       FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation
      WHERE a.attrelid = (o.definition->>'plan')::oid AND a.attnum > 0 AND NOT a.attisdropped;
