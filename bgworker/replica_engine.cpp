@@ -833,6 +833,10 @@ struct ReplicaEngine::Impl {
             last_compaction = now;
             phase("compaction", failed, [&] {
                 pqxx::work tx(conn);
+                // decoupled.step_timeout bounds steps, not compaction: a
+                // round after a long outage deletes much history, and one
+                // cancelled each time would never free it.
+                tx.exec0("SET LOCAL statement_timeout = 0");
                 tx.exec_params("SELECT decoupled.replica_compact($1)", incarnation);
                 tx.commit();
             });
