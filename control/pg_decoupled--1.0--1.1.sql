@@ -6458,12 +6458,13 @@ BEGIN
     END IF;
     -- Current rows, and the changes captured but not ticked yet (a row the
     -- table got before the append, which its next tick makes current).
-    EXECUTE format('SELECT ROW(%1$s)::text FROM ('
+    EXECUTE format('WITH appended AS MATERIALIZED (SELECT %4$s FROM %3$s n WHERE n.mz_ts >= $1) '
+                   'SELECT ROW(%1$s)::text FROM ('
                    '  SELECT %2$s, 1::bigint AS mz_d FROM %3$s c '
-                   '   WHERE (%2$s) IN (SELECT %4$s FROM %3$s n WHERE n.mz_ts >= $1) '
+                   '   WHERE (%2$s) IN (SELECT * FROM appended) '
                    '  UNION ALL '
                    '  SELECT %5$s, p.mz_diff FROM %6$s p '
-                   '   WHERE (%5$s) IN (SELECT %4$s FROM %3$s n WHERE n.mz_ts >= $1)) x '
+                   '   WHERE (%5$s) IN (SELECT * FROM appended)) x '
                    ' GROUP BY %1$s HAVING sum(mz_d) > 1 LIMIT 1',
                    v_names, v_c, v_cur, v_n, v_p, decoupled._storage(o.lifetime_id, 'pending'))
        INTO v_dup USING expected_upper;
