@@ -97,6 +97,10 @@ struct Target {
     bool checked;       // in this capture transaction: liveness and owner known
     bool live;
     Oid owner;          // the table's owner
+    // Its changes in transactions that committed before this position are
+    // skipped: the table was taken again from its contents there
+    // (resync_failing_table).
+    XLogRecPtr resynced_before;
     char name[NAMEDATALEN];  // the collection's, for error context
     int nrows;
     Datum* rows;        // text, in the batch context
@@ -139,6 +143,18 @@ void publish_progress(XLogRecPtr through) {
 // there may quote its data (a domain's CHECK, say), so the error is shown
 // only to those who may read that table (decoupled.capture).
 int64 working_on = 0;
+
+// A change of one table that capture cannot write must not stop capture of
+// every table: after kResyncAfterFailures passes in a row failed writing
+// the same table's changes (a backoff of 1.4 s, past what is transient),
+// that table is taken again from its contents (resync_failing_table) and
+// the next pass skips what it had failed on.
+constexpr int kResyncAfterFailures = 3;
+bool writing_changes = false;  // the pass is writing decoded changes
+int64 failing_table = 0;       // whose changes the last passes failed to write
+int failures_of_table = 0;     // how many passes in a row
+int64 resync_wanted = 0;       // the table to take again before the next capture
+char resync_error[256];
 
 void publish_error(const char* message) {
     decoupled::SharedState* s = shared();
@@ -533,11 +549,13 @@ Target* target(int64 id) {
         const char* check =
             "SELECT c.relowner, "
             "       format_type(c2.reltype, NULL) || '[]', "
-            "       (format_type(c2.reltype, NULL) || '[]')::regtype::oid, o.name "
+            "       (format_type(c2.reltype, NULL) || '[]')::regtype::oid, o.name, "
+            "       coalesce(r.resynced_lsn, '0/0') "
             "  FROM decoupled.catalog_objects o "
             "  JOIN pg_catalog.pg_class c ON c.oid = o.relation "
             "  JOIN pg_catalog.pg_class c2 "
             "    ON c2.oid = ('decoupled_storage.c' || o.lifetime_id || '_pending')::regclass "
+            "  LEFT JOIN decoupled.capture_resyncs r ON r.lifetime_id = o.lifetime_id "
             " WHERE o.lifetime_id = $1 AND o.kind = 'table' AND o.dropped_at IS NULL "
             "   FOR SHARE OF o";
         int rc = SPI_execute_plan(decoupled::statement_plan(check, 1, &type), &arg, nullptr,
@@ -545,12 +563,15 @@ Target* target(int64 id) {
         if (rc != SPI_OK_SELECT) elog(ERROR, "could not check collection " INT64_FORMAT, id);
         t->live = SPI_processed == 1;
         t->checked = true;
+        t->resynced_before = InvalidXLogRecPtr;
         if (t->live) {
             bool isnull = false;
             t->owner = DatumGetObjectId(
                 SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
             strlcpy(t->name, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4),
                     sizeof(t->name));
+            t->resynced_before = DatumGetLSN(
+                SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull));
         }
         if (t->live && t->insert == nullptr) {
             char* array_type = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
@@ -992,14 +1013,16 @@ bool capture() {
     decode_through(upto);
     TupleTableSlot* slot = MakeSingleTupleTableSlot(line_desc, &TTSOpsMinimalTuple);
     bool skip = true;
+    XLogRecPtr commit_lsn = InvalidXLogRecPtr;
     int64 captured = 0;
+    writing_changes = true;
     while (tuplestore_gettupleslot(decoded_lines, true, false, slot)) {
         bool isnull = false;
         Datum value = slot_getattr(slot, 1, &isnull);
         if (isnull) continue;
         char* line = TextDatumGetCString(value);
         if (line[0] == 'B') {
-            XLogRecPtr commit_lsn = (XLogRecPtr)strtoull(line + 2, nullptr, 10);
+            commit_lsn = (XLogRecPtr)strtoull(line + 2, nullptr, 10);
             skip = commit_lsn < recorded;
         } else if (!skip) {
             char* rest = nullptr;
@@ -1007,12 +1030,15 @@ bool capture() {
             if (rest == nullptr || *rest != ' ') elog(ERROR, "unexpected decoded line: %s", line);
             working_on = id;
             Target* t = target(id);
-            if (rest[1] == 'T')
+            if (commit_lsn < t->resynced_before) {
+                // In the contents the table was taken again from.
+            } else if (rest[1] == 'T') {
                 truncated(t);
-            else if (t->keyed != nullptr || rest[1] == 'K' || rest[1] == 'U')
+            } else if (t->keyed != nullptr || rest[1] == 'K' || rest[1] == 'U') {
                 add_keyed_line(t, rest + 1);
-            else
+            } else {
                 add_row(t, rest + 1);
+            }
             ++captured;
         }
         pfree(line);
@@ -1026,6 +1052,7 @@ bool capture() {
         flush(t);
     }
     working_on = 0;
+    writing_changes = false;
     if (captured > 0) record_progress(upto);
     end_lines();
     commit();
@@ -1042,6 +1069,56 @@ bool capture() {
     keep_restart_point_close(captured > 0);
     note_capture(captured > 0);
     return more;
+}
+
+// Counts a failed pass against the table whose changes it was writing, and
+// asks for that table to be taken again from its contents once it failed
+// kResyncAfterFailures times in a row.
+void note_failed_pass(const char* message) {
+    int64 culprit = writing_changes ? working_on : 0;
+    writing_changes = false;
+    if (culprit == 0 || culprit != failing_table) {
+        failing_table = culprit;
+        failures_of_table = 0;
+    }
+    if (culprit == 0) return;
+    if (++failures_of_table >= kResyncAfterFailures) {
+        resync_wanted = culprit;
+        strlcpy(resync_error, message, sizeof(resync_error));
+    }
+}
+
+void resync_failing_table() {
+    int64 id = resync_wanted;
+    begin("pg_decoupled capture: taking a table again from its contents");
+    working_on = id;
+    Datum args[2] = {Int64GetDatum(id), CStringGetTextDatum(resync_error)};
+    Oid types[2] = {INT8OID, TEXTOID};
+    if (SPI_execute_with_args("SELECT decoupled._capture_resync_table($1, $2), "
+                              "       (SELECT o.name::text FROM decoupled.catalog_objects o "
+                              "         WHERE o.lifetime_id = $1)",
+                              2, types, args, nullptr, false, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not take registered table " INT64_FORMAT " again", id);
+    bool isnull = true;
+    Datum lsn = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    char* name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+    name = MemoryContextStrdup(pass_context, name ? name : "?");  // outlives SPI_finish
+    XLogRecPtr at = isnull ? InvalidXLogRecPtr : DatumGetLSN(lsn);
+    working_on = 0;
+    commit();
+    if (!isnull)
+        ereport(WARNING,
+                (errmsg("pg_decoupled capture took registered table \"%s\" again from its "
+                        "contents",
+                        name),
+                 errdetail("Capture could not write one of its changes: %s", resync_error),
+                 errhint("Its changes before %X/%X are in those contents; the other tables' "
+                         "capture went on.",
+                         (uint32)(at >> 32), (uint32)at)));
+    resync_wanted = 0;
+    failing_table = 0;
+    failures_of_table = 0;
+    changed_here();
 }
 
 // --- the slot and the switches ----------------------------------------------
@@ -1425,6 +1502,7 @@ bool pass_over(Situation now) {
             create_slot(false);
             now.slot = true;
         }
+        if (now.slot && resync_wanted != 0) resync_failing_table();
         if (now.slot) busy |= capture();
         if (now.trigger_tables > 0)
             busy |= switch_tables(
@@ -1537,6 +1615,8 @@ void decoupled_capture_main(Datum arg) {
             {
                 due = pass();
                 failures = 0;
+                failing_table = 0;
+                failures_of_table = 0;
             }
             PG_CATCH();
             {
@@ -1553,18 +1633,13 @@ void decoupled_capture_main(Datum arg) {
                 char* message = where ? psprintf("%s (%s)", error->message, where)
                                       : pstrdup(error->message);
                 publish_error(message);
+                note_failed_pass(message);
                 working_on = 0;
                 ereport(LOG, (errmsg("pg_decoupled capture pass failed: %s", message),
                               error->detail ? errdetail("%s", error->detail) : 0));
                 FreeErrorData(error);
                 // Plans of dropped collections may be what failed.
-                HASH_SEQ_STATUS seq;
-                hash_seq_init(&seq, targets);
-                while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) {
-                    if (t->parse) SPI_freeplan(t->parse);
-                    if (t->insert) SPI_freeplan(t->insert);
-                    hash_search(targets, &t->lifetime_id, HASH_REMOVE, nullptr);
-                }
+                forget_targets();
                 failures = Min(failures + 1, 7L);
                 sleep_ms = 100L << failures;
                 due = true;  // retried after the backoff

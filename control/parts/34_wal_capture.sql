@@ -43,6 +43,18 @@ CREATE TABLE decoupled.capture_progress (
     captured_at  timestamptz NOT NULL DEFAULT now()
 );
 
+-- Tables taken again from their contents because capture could not write
+-- one of their changes (_capture_resync_table): capture skips their changes
+-- in transactions that committed before resynced_lsn.  Runtime state, not
+-- dumped: a restore takes every table again anyway.
+CREATE TABLE decoupled.capture_resyncs (
+    lifetime_id  bigint PRIMARY KEY
+                 REFERENCES decoupled.capture_relations (lifetime_id) ON DELETE CASCADE,
+    resynced_lsn pg_lsn NOT NULL,
+    error        text NOT NULL,
+    resynced_at  timestamptz NOT NULL DEFAULT now()
+);
+
 -- The capture worker's shared-memory state (extension/capture_functions.cpp).
 CREATE FUNCTION decoupled._capture_state(
     OUT pid integer, OUT captured_through pg_lsn, OUT progress_at timestamptz,
@@ -444,6 +456,49 @@ BEGIN
     INSERT INTO decoupled.capture_progress AS p (slot_name, captured_lsn)
     VALUES ('pg_decoupled', v_lsn)
     ON CONFLICT (only_row) DO UPDATE SET captured_lsn = EXCLUDED.captured_lsn, captured_at = now();
+    RETURN v_lsn;
+END
+$$;
+
+-- One WAL-captured table whose change capture could not write, again and
+-- again (a row an append retracted that a later update needs, say): the
+-- worker takes it again from its contents instead of stopping capture for
+-- every table.  As _capture_resync does for all of them, with this one's
+-- writers excluded: its pending changes get the difference between its
+-- contents and its collection, and capture skips its changes in every
+-- transaction that committed before this point (capture_resyncs) — they
+-- are in those contents.  No tick time lies between the failed change and
+-- this point (ticks wait for capture), so its history at every tick is
+-- still the table as it was.  Its status history says why.  NULL: the
+-- table is no longer captured from the WAL.
+CREATE FUNCTION decoupled._capture_resync_table(id bigint, error text) RETURNS pg_lsn
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_rel oid;
+    v_lsn pg_lsn;
+BEGIN
+    SELECT c.relation INTO v_rel FROM decoupled.capture_relations c
+      JOIN decoupled.catalog_objects o USING (lifetime_id)
+     WHERE c.lifetime_id = id AND o.dropped_at IS NULL;
+    IF v_rel IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- Capture of every table waits meanwhile: a writer that keeps the
+    -- table makes this fail, and the worker tries again.
+    PERFORM set_config('lock_timeout', '1s', true);
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', v_rel::regclass);
+    v_lsn := pg_current_wal_insert_lsn();
+    EXECUTE format('INSERT INTO %1$s %2$s UNION ALL SELECT 1, %3$s FROM ONLY %4$s t',
+                   decoupled._storage(id, 'pending'), decoupled._capture_held_negated(id),
+                   decoupled._cols(id, 't.'), v_rel::regclass);
+    INSERT INTO decoupled.capture_resyncs AS r (lifetime_id, resynced_lsn, error)
+    VALUES (id, v_lsn, _capture_resync_table.error)
+    ON CONFLICT (lifetime_id) DO UPDATE
+       SET resynced_lsn = EXCLUDED.resynced_lsn, error = EXCLUDED.error, resynced_at = now();
+    INSERT INTO decoupled.status_events (lifetime_id, status, error)
+    VALUES (id, 'stalled', 'WAL capture could not take a change of this table ('
+                           || _capture_resync_table.error
+                           || '); the table was taken again from its contents');
     RETURN v_lsn;
 END
 $$;
