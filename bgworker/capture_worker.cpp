@@ -98,8 +98,8 @@ struct Target {
     bool live;
     Oid owner;          // the table's owner
     // Its changes in transactions that committed before this position are
-    // skipped: the table was taken again from its contents there
-    // (resync_failing_table).
+    // skipped: the table was taken again from its contents there, or is set
+    // aside until it is (all of them: kSetAside; capture_resyncs).
     XLogRecPtr resynced_before;
     char name[NAMEDATALEN];  // the collection's, for error context
     int nrows;
@@ -145,16 +145,21 @@ void publish_progress(XLogRecPtr through) {
 int64 working_on = 0;
 
 // A change of one table that capture cannot write must not stop capture of
-// every table: after kResyncAfterFailures passes in a row failed writing
+// every table: after kSetAsideAfterFailures passes in a row failed writing
 // the same table's changes (a backoff of 1.4 s, past what is transient),
-// that table is taken again from its contents (resync_failing_table) and
-// the next pass skips what it had failed on.
-constexpr int kResyncAfterFailures = 3;
+// the next pass sets that table aside — it skips all its changes, and
+// commits that with its progress (_capture_set_aside) — and the table is
+// taken again from its contents as soon as its writers let it
+// (resync_set_aside, before each pass's capture; capture_resyncs).
+constexpr int kSetAsideAfterFailures = 3;
 bool writing_changes = false;  // the pass is writing decoded changes
 int64 failing_table = 0;       // whose changes the last passes failed to write
 int failures_of_table = 0;     // how many passes in a row
-int64 resync_wanted = 0;       // the table to take again before the next capture
-char resync_error[256];
+int64 set_aside = 0;           // the table the next capture pass sets aside
+char set_aside_error[256];
+char set_aside_name[NAMEDATALEN];  // the table a pass set aside, to log after it
+bool resyncs_waiting = true;   // capture_resyncs may hold rows (read at start)
+TimestampTz last_resync_attempt = 0;
 
 void publish_error(const char* message) {
     decoupled::SharedState* s = shared();
@@ -550,7 +555,8 @@ Target* target(int64 id) {
             "SELECT c.relowner, "
             "       format_type(c2.reltype, NULL) || '[]', "
             "       (format_type(c2.reltype, NULL) || '[]')::regtype::oid, o.name, "
-            "       coalesce(r.resynced_lsn, '0/0') "
+            "       CASE WHEN r.lifetime_id IS NULL THEN '0/0' "
+            "            ELSE coalesce(r.resynced_lsn, 'FFFFFFFF/FFFFFFFF') END "
             "  FROM decoupled.catalog_objects o "
             "  JOIN pg_catalog.pg_class c ON c.oid = o.relation "
             "  JOIN pg_catalog.pg_class c2 "
@@ -1030,8 +1036,8 @@ bool capture() {
             if (rest == nullptr || *rest != ' ') elog(ERROR, "unexpected decoded line: %s", line);
             working_on = id;
             Target* t = target(id);
-            if (commit_lsn < t->resynced_before) {
-                // In the contents the table was taken again from.
+            if (id == set_aside || commit_lsn < t->resynced_before) {
+                // Set aside, or in the contents the table was taken again from.
             } else if (rest[1] == 'T') {
                 truncated(t);
             } else if (t->keyed != nullptr || rest[1] == 'K' || rest[1] == 'U') {
@@ -1053,7 +1059,22 @@ bool capture() {
     }
     working_on = 0;
     writing_changes = false;
+    char* aside_name = nullptr;
+    if (set_aside != 0) {
+        Datum args[2] = {Int64GetDatum(set_aside), CStringGetTextDatum(set_aside_error)};
+        Oid types[2] = {INT8OID, TEXTOID};
+        if (SPI_execute_with_args("SELECT decoupled._capture_set_aside($1, $2)", 2, types, args,
+                                  nullptr, false, 1) != SPI_OK_SELECT)
+            elog(ERROR, "could not set a registered table aside");
+        char* name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+        aside_name = MemoryContextStrdup(pass_context, name ? name : "?");
+    }
     if (captured > 0) record_progress(upto);
+    if (resyncs_waiting && captured > 0) {
+        // Rows of tables taken again before what capture passed are done.
+        run_with_lsn("DELETE FROM decoupled.capture_resyncs WHERE resynced_lsn <= $1", upto,
+                     SPI_OK_DELETE);
+    }
     end_lines();
     commit();
     replorigin_session_origin = InvalidRepOriginId;
@@ -1065,6 +1086,14 @@ bool capture() {
         LogicalConfirmReceivedLocation(upto);
         ReplicationSlotMarkDirty();
     }
+    if (aside_name != nullptr) {
+        // Said once the pass is over: decoding quiets the log until then.
+        strlcpy(set_aside_name, aside_name, sizeof(set_aside_name));
+        set_aside = 0;
+        failing_table = 0;
+        failures_of_table = 0;
+        resyncs_waiting = true;
+    }
     publish_progress(upto);
     keep_restart_point_close(captured > 0);
     note_capture(captured > 0);
@@ -1072,8 +1101,8 @@ bool capture() {
 }
 
 // Counts a failed pass against the table whose changes it was writing, and
-// asks for that table to be taken again from its contents once it failed
-// kResyncAfterFailures times in a row.
+// has the next pass set that table aside once it failed
+// kSetAsideAfterFailures times in a row.
 void note_failed_pass(const char* message) {
     int64 culprit = writing_changes ? working_on : 0;
     writing_changes = false;
@@ -1082,43 +1111,68 @@ void note_failed_pass(const char* message) {
         failures_of_table = 0;
     }
     if (culprit == 0) return;
-    if (++failures_of_table >= kResyncAfterFailures) {
-        resync_wanted = culprit;
-        strlcpy(resync_error, message, sizeof(resync_error));
+    if (++failures_of_table >= kSetAsideAfterFailures) {
+        set_aside = culprit;
+        strlcpy(set_aside_error, message, sizeof(set_aside_error));
     }
 }
 
-void resync_failing_table() {
-    int64 id = resync_wanted;
-    begin("pg_decoupled capture: taking a table again from its contents");
-    working_on = id;
-    Datum args[2] = {Int64GetDatum(id), CStringGetTextDatum(resync_error)};
-    Oid types[2] = {INT8OID, TEXTOID};
-    if (SPI_execute_with_args("SELECT decoupled._capture_resync_table($1, $2), "
-                              "       (SELECT o.name::text FROM decoupled.catalog_objects o "
-                              "         WHERE o.lifetime_id = $1)",
-                              2, types, args, nullptr, false, 1) != SPI_OK_SELECT)
-        elog(ERROR, "could not take registered table " INT64_FORMAT " again", id);
-    bool isnull = true;
-    Datum lsn = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-    char* name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-    name = MemoryContextStrdup(pass_context, name ? name : "?");  // outlives SPI_finish
-    XLogRecPtr at = isnull ? InvalidXLogRecPtr : DatumGetLSN(lsn);
-    working_on = 0;
+// Takes the tables set aside again from their contents (at most once a
+// second), each in a subtransaction: one that cannot be taken now (a
+// writer holds it) or fails stays aside, and this pass's capture goes on.
+void resync_set_aside() {
+    TimestampTz now = GetCurrentTimestamp();
+    if (!TimestampDifferenceExceeds(last_resync_attempt, now, 1000)) return;
+    last_resync_attempt = now;
+    begin("pg_decoupled capture: taking set-aside tables again");
+    int n = 0;
+    int64* ids = query_ids("SELECT lifetime_id FROM decoupled.capture_resyncs "
+                           " WHERE resynced_lsn IS NULL ORDER BY lifetime_id",
+                           &n);
+    if (n == 0 && query_int8("SELECT count(*) FROM decoupled.capture_resyncs") == 0)
+        resyncs_waiting = false;
+    bool any = false;
+    for (int i = 0; i < n; ++i) {
+        MemoryContext context = CurrentMemoryContext;
+        ResourceOwner owner = CurrentResourceOwner;
+        BeginInternalSubTransaction(nullptr);
+        PG_TRY();
+        {
+            Datum arg = Int64GetDatum(ids[i]);
+            Oid type = INT8OID;
+            if (SPI_execute_with_args("SELECT decoupled._capture_resync_table($1), "
+                                      "       (SELECT o.name::text FROM decoupled.catalog_objects o "
+                                      "         WHERE o.lifetime_id = $1)",
+                                      1, &type, &arg, nullptr, false, 1) != SPI_OK_SELECT)
+                elog(ERROR, "could not take registered table " INT64_FORMAT " again", ids[i]);
+            bool isnull = true;
+            SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+            if (!isnull) {
+                any = true;
+                ereport(LOG, (errmsg("pg_decoupled capture took registered table \"%s\" again "
+                                     "from its contents",
+                                     SPI_getvalue(SPI_tuptable->vals[0],
+                                                  SPI_tuptable->tupdesc, 2))));
+            }
+            ReleaseCurrentSubTransaction();
+        }
+        PG_CATCH();
+        {
+            MemoryContextSwitchTo(context);
+            ErrorData* error = CopyErrorData();
+            FlushErrorState();
+            RollbackAndReleaseCurrentSubTransaction();
+            ereport(WARNING, (errmsg("pg_decoupled capture could not take registered table "
+                                     INT64_FORMAT " again: %s",
+                                     ids[i], error->message)));
+            FreeErrorData(error);
+        }
+        PG_END_TRY();
+        MemoryContextSwitchTo(context);
+        CurrentResourceOwner = owner;
+    }
     commit();
-    if (!isnull)
-        ereport(WARNING,
-                (errmsg("pg_decoupled capture took registered table \"%s\" again from its "
-                        "contents",
-                        name),
-                 errdetail("Capture could not write one of its changes: %s", resync_error),
-                 errhint("Its changes before %X/%X are in those contents; the other tables' "
-                         "capture went on.",
-                         (uint32)(at >> 32), (uint32)at)));
-    resync_wanted = 0;
-    failing_table = 0;
-    failures_of_table = 0;
-    changed_here();
+    if (any) changed_here();
 }
 
 // --- the slot and the switches ----------------------------------------------
@@ -1313,7 +1367,13 @@ bool release_tables() {
     static SwitchAttempts attempts;
     int n = 0;
     int64* copy = tables_to_switch(
-        &attempts, "SELECT c.lifetime_id FROM decoupled.capture_relations c ORDER BY c.lifetime_id",
+        &attempts,
+        // A table set aside is released once it was taken again: until then
+        // its changes in the WAL are not in its pending changes.
+        "SELECT c.lifetime_id FROM decoupled.capture_relations c "
+        " WHERE NOT EXISTS (SELECT FROM decoupled.capture_resyncs r "
+        "                    WHERE r.lifetime_id = c.lifetime_id AND r.resynced_lsn IS NULL) "
+        " ORDER BY c.lifetime_id",
         &n);
     if (copy == nullptr) return false;
     bool any = false;
@@ -1502,7 +1562,7 @@ bool pass_over(Situation now) {
             create_slot(false);
             now.slot = true;
         }
-        if (now.slot && resync_wanted != 0) resync_failing_table();
+        if (now.slot && resyncs_waiting) resync_set_aside();
         if (now.slot) busy |= capture();
         if (now.trigger_tables > 0)
             busy |= switch_tables(
@@ -1646,6 +1706,16 @@ void decoupled_capture_main(Datum arg) {
             }
             PG_END_TRY();
             log_min_messages = saved_log_min_messages;
+            if (set_aside_name[0] != '\0') {
+                ereport(WARNING,
+                        (errmsg("pg_decoupled capture set registered table \"%s\" aside",
+                                set_aside_name),
+                         errdetail("Capture could not write one of its changes: %s",
+                                   set_aside_error),
+                         errhint("Capture of the other tables goes on; this one is taken again "
+                                 "from its contents as soon as its writers let it.")));
+                set_aside_name[0] = '\0';
+            }
             replorigin_session_origin = InvalidRepOriginId;
             MemoryContextSwitchTo(TopMemoryContext);
             MemoryContextReset(pass_context);

@@ -76,8 +76,12 @@
 --   * A stalled WAL capture is a transition in status history
 --     (_record_capture_health, from the controller's round).
 --   * A change WAL capture cannot write stops capture of that table only:
---     after three failed passes the worker takes the table again from its
---     contents (_capture_resync_table, capture_resyncs) and the others go on.
+--     after three failed passes the worker sets the table aside and takes it
+--     again from its contents (_capture_set_aside, _capture_resync_table,
+--     capture_resyncs) while the others go on; ticks leave a table set
+--     aside alone.  The worker reads a registered table only while it is an
+--     ordinary table (_assert_ordinary_table), and no ON SELECT rule makes
+--     a registered table a view (_check_relation_ddl).
 --
 -- Every change a part in control/parts/ makes between the two releases is
 -- repeated here: the fresh 1.1 install (built from the parts) and a 1.0
@@ -2251,7 +2255,10 @@ DECLARE
     v_wal      boolean := current_setting('decoupled.capture') = 'wal'
                           AND current_setting('wal_level') = 'logical';
 BEGIN
-    IF timeout IS NULL OR timeout < interval '0' THEN
+    IF timeout IS NULL THEN
+        RAISE EXCEPTION 'timeout must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF timeout < interval '0' THEN
         RAISE EXCEPTION 'timeout must be a non-negative interval'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -3067,16 +3074,15 @@ BEGIN
               ORDER BY c.lifetime_id LOOP
         EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', r.relation::regclass);
     END LOOP;
+    -- Read below as this worker (a superuser): each must still be an
+    -- ordinary table (its lock keeps it one), never a view running its
+    -- owner's query.
+    PERFORM decoupled._assert_ordinary_table(c.relation) FROM decoupled.capture_relations c;
     -- Every transaction that wrote them committed before this point; every
     -- later one commits after it.
     v_lsn := pg_current_wal_insert_lsn();
-    FOR r IN SELECT c.lifetime_id, c.relation FROM decoupled.capture_relations c
-              ORDER BY c.lifetime_id LOOP
-        EXECUTE format('INSERT INTO %1$s %2$s UNION ALL SELECT 1, %3$s FROM ONLY %4$s t',
-                       decoupled._storage(r.lifetime_id, 'pending'),
-                       decoupled._capture_held_negated(r.lifetime_id),
-                       decoupled._cols(r.lifetime_id, 't.'), r.relation::regclass);
-    END LOOP;
+    PERFORM decoupled._capture_take_contents(c.lifetime_id, c.relation)
+       FROM decoupled.capture_relations c ORDER BY c.lifetime_id;
     INSERT INTO decoupled.capture_progress AS p (slot_name, captured_lsn)
     VALUES ('pg_decoupled', v_lsn)
     ON CONFLICT (only_row) DO UPDATE SET captured_lsn = EXCLUDED.captured_lsn, captured_at = now();
@@ -5023,9 +5029,18 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     o decoupled.catalog_objects := decoupled._object_of_relation(rel);
 BEGIN
-    IF o.lifetime_id IS NULL OR (o.kind = 'table' AND command_tag = 'CREATE RULE')
+    IF o.lifetime_id IS NULL
+       OR (o.kind = 'table' AND command_tag = 'CREATE RULE'
+           AND EXISTS (SELECT FROM pg_class c WHERE c.oid = rel AND c.relkind = 'r'))
        OR (o.kind = 'table' AND command_tag = 'ALTER TABLE' AND decoupled._alter_keeps_shape()) THEN
         RETURN;
+    ELSIF o.kind = 'table' AND command_tag = 'CREATE RULE' THEN
+        -- An ON SELECT rule turns an empty table into a view: whatever
+        -- reads the table (capture taking it again, as a superuser) would
+        -- run its owner's query.
+        RAISE EXCEPTION 'cannot turn registered table "%" into a view', rel::regclass
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Unregister it with decoupled.unregister_table() first.';
     ELSIF o.kind = 'table' THEN
         RAISE EXCEPTION 'cannot alter registered table "%"', rel::regclass
             USING ERRCODE = 'feature_not_supported',
@@ -5898,6 +5913,9 @@ DECLARE
     v_detail   pg_catalog.text;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF sql IS NULL THEN
+        RAISE EXCEPTION 'sql must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     -- Keywords and unquoted names in any case, as PostgreSQL reads them.
     v_function := pg_catalog.lower((pg_catalog.regexp_match(
         sql, '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(', 'i'))[1]);
@@ -6245,7 +6263,9 @@ BEGIN
             USING ERRCODE = 'feature_not_supported', DETAIL = what,
                   HINT = 'Put a permanent schema first in search_path.';
     END IF;
-    IF NOT has_schema_privilege(decoupled._caller(), quote_ident(schema), 'CREATE') THEN
+    -- The name as it is (the text form takes no identifier: quotes would be
+    -- part of the name).
+    IF NOT has_schema_privilege(decoupled._caller(), schema, 'CREATE') THEN
         RAISE EXCEPTION 'permission denied for schema %', schema
             USING ERRCODE = 'insufficient_privilege', DETAIL = what;
     END IF;
@@ -6412,7 +6432,9 @@ BEGIN
             RETURN;
         EXCEPTION WHEN check_violation THEN
             IF attempt >= 10 AND current_setting('transaction_isolation') <> 'read committed' THEN
-                RAISE EXCEPTION 'the latest time this transaction can read of its collection is compacted'
+                RAISE EXCEPTION 'the latest time this transaction can read of collection "%" is compacted',
+                                (SELECT o.name FROM decoupled.catalog_objects o
+                                  WHERE o.lifetime_id = _protect_latest.lifetime_id)
                     USING ERRCODE = 'check_violation',
                           DETAIL = format('Its snapshot sees the collection up to %s; compaction '
                                           'has passed that time since.', held_at),
@@ -6618,61 +6640,133 @@ $$;
 
 REVOKE ALL ON FUNCTION decoupled._equality_index_columns(regclass, text) FROM PUBLIC;
 
--- Tables taken again from their contents because capture could not write
--- one of their changes (_capture_resync_table): capture skips their changes
--- in transactions that committed before resynced_lsn.  Runtime state, not
--- dumped: a restore takes every table again anyway.
+-- WAL-captured tables one of whose changes capture could not write, again
+-- and again (a row an append retracted that a later update needs, say; a
+-- domain's CHECK that now fails).  Such a table is set aside so that the
+-- others' capture goes on: from a pass that commits its row here with
+-- resynced_lsn NULL, capture skips every change of it and ticks leave it
+-- alone (its upper stays; decoupled.object_statuses shows it stalled), until
+-- the worker has taken it again from its contents (_capture_resync_table):
+-- then capture skips its changes in transactions that committed before
+-- resynced_lsn, which those contents hold.  A row goes once capture has
+-- passed resynced_lsn.  Runtime state, not dumped: a restore takes every
+-- table again anyway.
 CREATE TABLE decoupled.capture_resyncs (
     lifetime_id  bigint PRIMARY KEY
-                 REFERENCES decoupled.capture_relations (lifetime_id) ON DELETE CASCADE,
-    resynced_lsn pg_lsn NOT NULL,
+                 REFERENCES decoupled.catalog_objects (lifetime_id) ON DELETE CASCADE,
+    resynced_lsn pg_lsn,
     error        text NOT NULL,
-    resynced_at  timestamptz NOT NULL DEFAULT now()
+    failed_at    timestamptz NOT NULL DEFAULT now(),
+    resynced_at  timestamptz
 );
 
 REVOKE ALL ON decoupled.capture_resyncs FROM PUBLIC;
 
--- One WAL-captured table whose change capture could not write, again and
--- again (a row an append retracted that a later update needs, say): the
--- worker takes it again from its contents instead of stopping capture for
--- every table.  As _capture_resync does for all of them, with this one's
--- writers excluded: its pending changes get the difference between its
--- contents and its collection, and capture skips its changes in every
--- transaction that committed before this point (capture_resyncs) — they
--- are in those contents.  No tick time lies between the failed change and
--- this point (ticks wait for capture), so its history at every tick is
--- still the table as it was.  Its status history says why.  NULL: the
--- table is no longer captured from the WAL.
-CREATE FUNCTION decoupled._capture_resync_table(id bigint, error text) RETURNS pg_lsn
+-- Before the capture worker reads a registered table itself, under a lock
+-- that keeps it so: it is still an ordinary table (_check_relation_ddl
+-- refuses an ON SELECT rule on it, which would make it a view whose query,
+-- its owner's, would run with the worker's rights).
+CREATE FUNCTION decoupled._assert_ordinary_table(rel oid) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = rel AND c.relkind = 'r') THEN
+        RAISE EXCEPTION 'registered table % is no longer an ordinary table', rel::regclass
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._assert_ordinary_table(oid) FROM PUBLIC;
+
+-- Sets aside a WAL-captured table whose change capture could not write
+-- (capture_resyncs), in the capture pass that skips its changes; returns
+-- its name.
+CREATE FUNCTION decoupled._capture_set_aside(id bigint, error text) RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_rel oid;
-    v_lsn pg_lsn;
+    -- Not 'WAL capture …': that is how _record_capture_health tells a stall
+    -- of capture as a whole.
+    v_error text := 'capture could not take a change of this table (' || error
+                    || '); it is taken again from its contents';
+BEGIN
+    INSERT INTO decoupled.capture_resyncs AS r (lifetime_id, resynced_lsn, error)
+    VALUES (id, NULL, _capture_set_aside.error)
+    ON CONFLICT (lifetime_id) DO UPDATE
+       SET resynced_lsn = NULL, error = EXCLUDED.error, failed_at = now(), resynced_at = NULL;
+    PERFORM decoupled._table_health(id, 'stalled', v_error);
+    UPDATE decoupled.table_health h
+       SET hint = 'Capture of the other tables goes on; this one is taken again from its '
+                  'contents as soon as its writers let it (a lock for a moment).'
+     WHERE h.lifetime_id = id;
+    RETURN (SELECT o.name::text FROM decoupled.catalog_objects o WHERE o.lifetime_id = id);
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._capture_set_aside(bigint, text) FROM PUBLIC;
+
+-- Collection `id`'s pending changes get the difference between table
+-- `rel`'s contents and the collection (its current rows and what is
+-- pending): what taking the table again from its contents writes.
+CREATE FUNCTION decoupled._capture_take_contents(id bigint, rel oid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    EXECUTE format('INSERT INTO %1$s %2$s UNION ALL SELECT 1, %3$s FROM ONLY %4$s t',
+                   decoupled._storage(id, 'pending'), decoupled._capture_held_negated(id),
+                   decoupled._cols(id, 't.'), rel::regclass);
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._capture_take_contents(bigint, oid) FROM PUBLIC;
+
+-- Takes a table set aside (_capture_set_aside) again from its contents, as
+-- _capture_resync does for all after a lost slot: with its writers
+-- excluded, its pending changes get the difference between its contents
+-- and its collection, and capture skips its changes in every transaction
+-- that committed before this point.  No tick time lies between the change
+-- capture failed on and this point (ticks left the table alone), so its
+-- history at every tick is still the table as it was.  NULL when writers
+-- kept the table past 50 ms (the worker tries again a second later) or the
+-- table is no longer captured from the WAL (its row goes).
+CREATE FUNCTION decoupled._capture_resync_table(id bigint) RETURNS pg_lsn
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_rel  oid;
+    v_lsn  pg_lsn;
+    v_lock text := current_setting('lock_timeout');
 BEGIN
     SELECT c.relation INTO v_rel FROM decoupled.capture_relations c
       JOIN decoupled.catalog_objects o USING (lifetime_id)
      WHERE c.lifetime_id = id AND o.dropped_at IS NULL;
     IF v_rel IS NULL THEN
+        DELETE FROM decoupled.capture_resyncs r WHERE r.lifetime_id = id;
         RETURN NULL;
     END IF;
-    -- Capture of every table waits meanwhile: a writer that keeps the
-    -- table makes this fail, and the worker tries again.
-    PERFORM set_config('lock_timeout', '1s', true);
-    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', v_rel::regclass);
+    BEGIN
+        -- Each try holds up capture of every table and the table's new
+        -- writers while it waits: briefly (the worker tries once a second).
+        PERFORM set_config('lock_timeout', '50ms', true);
+        EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', v_rel::regclass);
+        PERFORM set_config('lock_timeout', v_lock, true);
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN NULL;
+    END;
+    PERFORM decoupled._assert_ordinary_table(v_rel);
     v_lsn := pg_current_wal_insert_lsn();
-    EXECUTE format('INSERT INTO %1$s %2$s UNION ALL SELECT 1, %3$s FROM ONLY %4$s t',
-                   decoupled._storage(id, 'pending'), decoupled._capture_held_negated(id),
-                   decoupled._cols(id, 't.'), v_rel::regclass);
-    INSERT INTO decoupled.capture_resyncs AS r (lifetime_id, resynced_lsn, error)
-    VALUES (id, v_lsn, _capture_resync_table.error)
-    ON CONFLICT (lifetime_id) DO UPDATE
-       SET resynced_lsn = EXCLUDED.resynced_lsn, error = EXCLUDED.error, resynced_at = now();
-    INSERT INTO decoupled.status_events (lifetime_id, status, error)
-    VALUES (id, 'stalled', 'WAL capture could not take a change of this table ('
-                           || _capture_resync_table.error
-                           || '); the table was taken again from its contents');
+    PERFORM decoupled._capture_take_contents(id, v_rel);
+    UPDATE decoupled.capture_resyncs r SET resynced_lsn = v_lsn, resynced_at = now()
+     WHERE r.lifetime_id = id;
+    PERFORM decoupled._table_health(id, 'running', NULL);
     RETURN v_lsn;
 END
 $$;
 
-REVOKE ALL ON FUNCTION decoupled._capture_resync_table(bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION decoupled._capture_resync_table(bigint) FROM PUBLIC;
+
+-- NULL arguments are refused (22004), not answered with NULL: the two
+-- waits are no longer STRICT.
+CREATE OR REPLACE FUNCTION decoupled.wait_for_controller(
+    catalog_version bigint, timeout interval DEFAULT '30s') RETURNS bigint
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_wait_for_controller';
+CREATE OR REPLACE FUNCTION decoupled.wait_for_upper(collection text, ts bigint,
+                                                    timeout interval DEFAULT '30s') RETURNS bigint
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_wait_for_upper';

@@ -1399,7 +1399,9 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     }
     Oid covered_type[1] = {BOOLOID};
     Datum covered[1] = {BoolGetDatum(wal_covered)};
-    // Every live table's frontier, locked in one fixed order.  The
+    // Every live table's frontier, locked in one fixed order.  A table WAL
+    // capture set aside (capture_resyncs) is left alone: its changes since
+    // are not in its pending changes until it is taken again.  The
     // controller's tick never waits for them (a session's tick holds them
     // while it waits for a view's creation, below): it skips those another
     // transaction holds and ticks nothing unless it got them all.
@@ -1412,12 +1414,18 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                         "         WHERE t.kind = 'table' AND t.dropped_at IS NULL "
                         "           AND ($1 OR NOT EXISTS ("
                         "                 SELECT FROM decoupled.capture_relations c "
-                        "                  WHERE c.lifetime_id = t.lifetime_id))) "
+                        "                  WHERE c.lifetime_id = t.lifetime_id)) "
+                        "           AND NOT EXISTS (SELECT FROM decoupled.capture_resyncs r "
+                        "                            WHERE r.lifetime_id = t.lifetime_id "
+                        "                              AND r.resynced_lsn IS NULL)) "
                         "  FROM decoupled.catalog_frontiers f "
                         "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
                         " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
                         "   AND ($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
                         "                           WHERE c.lifetime_id = o.lifetime_id)) "
+                        "   AND NOT EXISTS (SELECT FROM decoupled.capture_resyncs r "
+                        "                    WHERE r.lifetime_id = o.lifetime_id "
+                        "                      AND r.resynced_lsn IS NULL) "
                         " ORDER BY f.lifetime_id FOR UPDATE OF f SKIP LOCKED",
                         1, covered_type),
             covered);
@@ -1430,6 +1438,9 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                         " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
                         "   AND ($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
                         "                           WHERE c.lifetime_id = o.lifetime_id)) "
+                        "   AND NOT EXISTS (SELECT FROM decoupled.capture_resyncs r "
+                        "                    WHERE r.lifetime_id = o.lifetime_id "
+                        "                      AND r.resynced_lsn IS NULL) "
                         " ORDER BY f.lifetime_id FOR UPDATE OF f",
                         1, covered_type),
             covered);

@@ -12,6 +12,7 @@ extern "C" {
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/parallel.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -48,6 +49,14 @@ namespace decoupled {
 char* guc_as_of = nullptr;
 static bool as_of_is_set = false;
 static int64 as_of_value = 0;
+// The role that set the value in effect (InvalidOid: the server's
+// configuration).  Kept in the value's GUC "extra", so that a value
+// restored at the end of a function or transaction brings its own setter
+// back.
+struct AsOfExtra {
+    Oid setter;
+};
+static Oid as_of_setter = InvalidOid;
 
 static bool parse_timestamp(const char* text, int64* out) {
     if (text == nullptr || *text == '\0') return false;
@@ -59,25 +68,52 @@ static bool parse_timestamp(const char* text, int64* out) {
     return true;
 }
 
-static bool check_as_of(char** newval, void**, GucSource) {
+static bool check_as_of(char** newval, void** extra, GucSource) {
     int64 ignored;
-    if (*newval == nullptr || **newval == '\0' || parse_timestamp(*newval, &ignored)) return true;
-    GUC_check_errdetail("decoupled.as_of must be a timestamp in milliseconds since the Unix "
-                        "epoch (a non-negative integer), or empty for the latest state.");
-    return false;
+    if (*newval != nullptr && **newval != '\0' && !parse_timestamp(*newval, &ignored)) {
+        GUC_check_errdetail("decoupled.as_of must be a timestamp in milliseconds since the Unix "
+                            "epoch (a non-negative integer), or empty for the latest state.");
+        return false;
+    }
+    // GUC frees it with free().
+    auto* e = static_cast<AsOfExtra*>(malloc(sizeof(AsOfExtra)));
+    if (e == nullptr) {
+        GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+        GUC_check_errmsg("out of memory");
+        return false;
+    }
+    e->setter = OidIsValid(MyDatabaseId) ? GetUserId() : InvalidOid;
+    *extra = e;
+    return true;
 }
 
 // Plans of reads of registered tables depend on whether as_of is set
 // (read_rewrite.cpp): a change between set and unset invalidates those of
 // the other kind.  Called at SET, RESET, function SET clauses and the GUC
 // rollback at abort alike; the invalidation touches no catalog.
-static void assign_as_of(const char* newval, void*) {
+static void assign_as_of(const char* newval, void* extra) {
     bool was_set = as_of_is_set;
     as_of_is_set = parse_timestamp(newval, &as_of_value);
+    as_of_setter = extra ? static_cast<AsOfExtra*>(extra)->setter : InvalidOid;
     if (as_of_is_set != was_set) as_of_mode_changed(as_of_is_set);
 }
 
 bool as_of_set() { return as_of_is_set; }
+
+// Whether reads here see decoupled.as_of.  Inside a SECURITY DEFINER
+// function or another role's security-restricted operation, only a value
+// that role set itself counts (the function's SET clause, its own
+// set_config): a caller must not choose the time of what a function reads
+// with its owner's rights — say an access list as it was before the caller
+// was taken off it.  Reads there see the latest state.  A parallel worker
+// runs the leader's plan, which the leader makes parallel only where the
+// value counts (read_rewrite.cpp).
+bool as_of_applies() {
+    if (!as_of_is_set) return false;
+    if (!InLocalUserIdChange() && !InSecurityRestrictedOperation()) return true;
+    if (IsParallelWorker()) return true;
+    return as_of_setter == GetUserId();
+}
 
 void define_as_of_guc() {
     DefineCustomStringVariable(
@@ -90,7 +126,7 @@ void define_as_of_guc() {
 }  // namespace decoupled
 
 Datum decoupled_as_of(PG_FUNCTION_ARGS) {
-    if (!decoupled::as_of_is_set) PG_RETURN_NULL();
+    if (!decoupled::as_of_applies()) PG_RETURN_NULL();
     PG_RETURN_INT64(decoupled::as_of_value);
 }
 
@@ -98,7 +134,7 @@ Datum decoupled_as_of(PG_FUNCTION_ARGS) {
 static bool history_gate(int64 lifetime_id, int64 t);
 
 Datum decoupled_history_gate(PG_FUNCTION_ARGS) {
-    if (!decoupled::as_of_is_set) PG_RETURN_BOOL(false);
+    if (!decoupled::as_of_applies()) PG_RETURN_BOOL(false);
     PG_RETURN_BOOL(history_gate(PG_GETARG_INT64(0), decoupled::as_of_value));
 }
 
@@ -106,7 +142,7 @@ Datum decoupled_history_gate(PG_FUNCTION_ARGS) {
 // the state just before decoupled.as_of (an incremental join step reads the
 // inputs after the changed one there: c<id>_before).
 Datum decoupled_history_gate_before(PG_FUNCTION_ARGS) {
-    if (!decoupled::as_of_is_set || decoupled::as_of_value == 0) PG_RETURN_BOOL(false);
+    if (!decoupled::as_of_applies() || decoupled::as_of_value == 0) PG_RETURN_BOOL(false);
     PG_RETURN_BOOL(history_gate(PG_GETARG_INT64(0), decoupled::as_of_value - 1));
 }
 

@@ -103,6 +103,9 @@ Datum decoupled_supervision(PG_FUNCTION_ARGS) {
 // Wait until the controller has observed catalog version `version` (or a
 // later one); returns the version it observed.
 Datum decoupled_wait_for_controller(PG_FUNCTION_ARGS) {
+    if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                        errmsg("%s must not be null", PG_ARGISNULL(0) ? "catalog_version" : "timeout")));
     int64 version = PG_GETARG_INT64(0);
     Interval* timeout = PG_GETARG_INTERVAL_P(1);
     int64 timeout_ms = (timeout->time + (timeout->day * (int64)USECS_PER_DAY) +

@@ -377,8 +377,19 @@ void check_composite_change(AlterTableStmt* stmt) {
 // written before it that break it could no longer be read back as the
 // domain (capture, retractions), and capture would stall for every table.
 // A superuser's validated constraint is checked against the storage too.
+// SET NOT NULL is such a constraint: by a role that is not a superuser, a
+// NULL its writers committed just before, still in the WAL, could no
+// longer be read back as the domain.
 void check_domain_constraint(AlterDomainStmt* stmt) {
-    if (stmt->subtype != 'C' || !extension_installed()) return;
+    if (!extension_installed()) return;
+    if (stmt->subtype == 'O') {
+        if (superuser()) return;
+        check_type_change(
+            LookupTypeNameOid(nullptr, makeTypeNameFromNameList(stmt->typeName), true),
+            "set NOT NULL on");
+        return;
+    }
+    if (stmt->subtype != 'C') return;
     auto* constraint = castNode(Constraint, stmt->def);
     bool not_valid = constraint->skip_validation;
     if (superuser() && !not_valid) return;

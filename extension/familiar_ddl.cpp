@@ -203,6 +203,38 @@ MaintainedView maintained_view(Oid relid) {
 
 bool is_maintained_view(Oid relid) { return maintained_view(relid).found; }
 
+// The live view, source or sink whose relation (a view's or source's view,
+// a sink's table) is `relid`, for COMMENT ON: found and its creator.
+struct CommentedObject {
+    bool found = false;
+    Oid creator = InvalidOid;
+};
+
+CommentedObject commented_object(Oid relid) {
+    CommentedObject object;
+    char relkind = OidIsValid(relid) ? get_rel_relkind(relid) : '\0';
+    if (relkind != RELKIND_VIEW && relkind != RELKIND_RELATION) return object;
+    decoupled::SavedUser saved = decoupled::become_catalog_reader();
+    SPI_connect();
+    Oid types[1] = {OIDOID};
+    Datum args[1] = {ObjectIdGetDatum(relid)};
+    if (SPI_execute_with_args(
+            "SELECT coalesce((definition->>'owner')::oid, to_regrole(quote_ident(owner))::oid) "
+            "  FROM decoupled.catalog_objects WHERE relation = $1::regclass "
+            "   AND kind IN ('materialized view', 'source', 'sink') AND dropped_at IS NULL",
+            1, types, args, nullptr, true, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not read the pg_decoupled catalog");
+    if (SPI_processed > 0) {
+        bool isnull;
+        Datum creator = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+        object.found = true;
+        object.creator = isnull ? InvalidOid : DatumGetObjectId(creator);
+    }
+    SPI_finish();
+    decoupled::restore_user(saved);
+    return object;
+}
+
 bool is_registered_table(Oid relid) {
     if (!OidIsValid(relid) || get_rel_relkind(relid) != RELKIND_RELATION) return false;
     return catalog_has_row("SELECT FROM decoupled.catalog_objects WHERE relation = $1::regclass "
@@ -213,7 +245,19 @@ bool is_registered_table(Oid relid) {
 Oid relation_of(RangeVar* rv) { return RangeVarGetRelid(rv, NoLock, true); }
 
 // Runs a call of the public API as the session's user.
-void call_api(const char* sql, int nargs, Oid* types, Datum* args) {
+// `function` (its signature) is what the statement stands for, `action`
+// what the statement does, for the refusal of a role that may not call it:
+// PostgreSQL's own message would name a function the user never called.
+void call_api(const char* sql, int nargs, Oid* types, Datum* args, const char* function,
+              const char* action) {
+    Oid fn = DatumGetObjectId(
+        DirectFunctionCall1(to_regprocedure, CStringGetTextDatum(function)));
+    if (OidIsValid(fn) && pg_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+        ereport(ERROR,
+                (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("permission denied to %s", action),
+                 errdetail("The statement calls %s, which superusers and members of "
+                           "decoupled_admin may call.",
+                           function)));
     SPI_connect();
     int rc = SPI_execute_with_args(sql, nargs, types, args, nullptr, false, 0);
     if (rc != SPI_OK_SELECT) elog(ERROR, "could not run \"%s\": %s", sql, SPI_result_code_string(rc));
@@ -363,7 +407,9 @@ bool create_maintained_view(PlannedStmt*& pstmt, const char* query_string, Query
     decoupled::set_target_schema(schema);
     PG_TRY();
     {
-        call_api(sql.data, nargs, types, args);
+        call_api(sql.data, nargs, types, args,
+                 "decoupled.create_materialized_view(text,text,text,interval,bigint)",
+                 psprintf("create maintained materialized view \"%s\"", rel->relname));
     }
     PG_FINALLY();
     {
@@ -384,16 +430,22 @@ void register_relation(Oid relid, DefElem* retain_history) {
     Datum args[2] = {ObjectIdGetDatum(relid), 0};
     if (retain_history != nullptr) {
         args[1] = CStringGetTextDatum(option_text(retain_history));
-        call_api("SELECT decoupled.register_table($1::regclass, $2::interval)", 2, types, args);
+        call_api("SELECT decoupled.register_table($1::regclass, $2::interval)", 2, types, args,
+                 "decoupled.register_table(regclass,interval)",
+                 psprintf("register table \"%s\"", get_rel_name(relid)));
     } else {
-        call_api("SELECT decoupled.register_table($1::regclass)", 1, types, args);
+        call_api("SELECT decoupled.register_table($1::regclass)", 1, types, args,
+                 "decoupled.register_table(regclass,interval)",
+                 psprintf("register table \"%s\"", get_rel_name(relid)));
     }
 }
 
 void unregister_relation(Oid relid) {
     Oid types[1] = {OIDOID};
     Datum args[1] = {ObjectIdGetDatum(relid)};
-    call_api("SELECT decoupled.unregister_table($1::regclass)", 1, types, args);
+    call_api("SELECT decoupled.unregister_table($1::regclass)", 1, types, args,
+             "decoupled.unregister_table(regclass)",
+             psprintf("unregister table \"%s\"", get_rel_name(relid)));
 }
 
 // CREATE TABLE t (...) WITH (decoupled.registered = true, ...): the table
@@ -514,14 +566,20 @@ bool drop_maintained_views(PlannedStmt* pstmt, const decoupled::UtilityCall& cal
             others = lappend(others, name);
             continue;
         }
-        auto* copy = static_cast<MaintainedView*>(palloc(sizeof(MaintainedView)));
-        *copy = view;
+        // Named twice (by two spellings, say): dropped once, as PostgreSQL
+        // drops a relation named twice.
         ListCell* at;
         int position = 0;
+        bool named_before = false;
         foreach (at, views) {
-            if (static_cast<MaintainedView*>(lfirst(at))->lifetime_id < view.lifetime_id) break;
+            int64 id = static_cast<MaintainedView*>(lfirst(at))->lifetime_id;
+            named_before |= id == view.lifetime_id;
+            if (id < view.lifetime_id) break;
             position++;
         }
+        if (named_before) continue;
+        auto* copy = static_cast<MaintainedView*>(palloc(sizeof(MaintainedView)));
+        *copy = view;
         views = list_insert_nth(views, position, copy);
     }
     if (views == NIL) return false;
@@ -531,7 +589,8 @@ bool drop_maintained_views(PlannedStmt* pstmt, const decoupled::UtilityCall& cal
         auto* view = static_cast<MaintainedView*>(lfirst(lc));
         Oid types[2] = {TEXTOID, BOOLOID};
         Datum args[2] = {CStringGetTextDatum(view->name), BoolGetDatum(stmt->behavior == DROP_CASCADE)};
-        call_api("SELECT decoupled.drop($1, $2)", 2, types, args);
+        call_api("SELECT decoupled.drop($1, $2)", 2, types, args, "decoupled.drop(text,boolean)",
+                 psprintf("drop maintained materialized view \"%s\"", view->name));
         CommandCounterIncrement();
     }
     if (others != NIL) {
@@ -542,23 +601,30 @@ bool drop_maintained_views(PlannedStmt* pstmt, const decoupled::UtilityCall& cal
     return true;
 }
 
-// COMMENT ON [MATERIALIZED] VIEW of a maintained view.  Its relation
-// belongs to the extension, so PostgreSQL would let only a superuser
-// comment; whoever may manage the view in the catalog (its creator,
-// decoupled_admin) may comment too: only the comment's text is written.
+// COMMENT ON [MATERIALIZED] VIEW of a maintained view or a source, COMMENT
+// ON TABLE of a sink's table.  Their relations belong to the extension, so
+// PostgreSQL would let only a superuser comment; whoever may manage the
+// object in the catalog (its creator, decoupled_admin) may comment too:
+// only the comment's text is written.
 bool comment_on_maintained_view(PlannedStmt* pstmt, const decoupled::UtilityCall& call) {
     auto* c = castNode(CommentStmt, pstmt->utilityStmt);
-    if (c->objtype != OBJECT_MATVIEW && c->objtype != OBJECT_VIEW) return false;
+    if (c->objtype != OBJECT_MATVIEW && c->objtype != OBJECT_VIEW && c->objtype != OBJECT_TABLE)
+        return false;
     Oid relid = relation_of(makeRangeVarFromNameList(castNode(List, c->object)));
-    MaintainedView view = maintained_view(relid);
-    if (!view.found) return false;
+    // A maintained view named as a materialized view is commented as the
+    // view its relation is; anything else keeps PostgreSQL's own checks.
+    char relkind = OidIsValid(relid) ? get_rel_relkind(relid) : '\0';
+    if ((c->objtype == OBJECT_TABLE) != (relkind == RELKIND_RELATION)) return false;
+    CommentedObject object = commented_object(relid);
+    if (!object.found) return false;
     Oid admin = get_role_oid("decoupled_admin", true);
     bool manages = pg_class_ownercheck(relid, GetUserId()) ||
-                   (OidIsValid(view.owner) && has_privs_of_role(GetUserId(), view.owner)) ||
+                   (OidIsValid(object.creator) && has_privs_of_role(GetUserId(), object.creator)) ||
                    (OidIsValid(admin) && has_privs_of_role(GetUserId(), admin));
     if (!manages) {
         auto* copy = static_cast<CommentStmt*>(copyObjectImpl(c));
-        copy->objtype = OBJECT_VIEW;  // PostgreSQL's own "must be owner"
+        if (copy->objtype == OBJECT_MATVIEW)
+            copy->objtype = OBJECT_VIEW;  // PostgreSQL's own "must be owner"
         call.run(call, with_statement(pstmt, reinterpret_cast<Node*>(copy)));
         return true;
     }
@@ -704,7 +770,8 @@ bool decoupled::familiar_ddl_candidate(const Node* stmt) {
             return true;
         case T_CommentStmt:
             return castNode(CommentStmt, stmt)->objtype == OBJECT_MATVIEW ||
-                   castNode(CommentStmt, stmt)->objtype == OBJECT_VIEW;
+                   castNode(CommentStmt, stmt)->objtype == OBJECT_VIEW ||
+                   castNode(CommentStmt, stmt)->objtype == OBJECT_TABLE;  // a sink's
         case T_RenameStmt:
             return castNode(RenameStmt, stmt)->renameType == OBJECT_MATVIEW ||
                    castNode(RenameStmt, stmt)->relationType == OBJECT_MATVIEW;

@@ -30,6 +30,8 @@ void define_gucs();
 
 // decoupled.as_of (as_of.cpp): whether it holds a time.
 bool as_of_set();
+// Whether reads in the current security context see it (as_of.cpp).
+bool as_of_applies();
 
 // Turns off the planner settings `names` (nullptr-terminated) until
 // AtEOXact_GUC(true, level) with the level returned, or the transaction's

@@ -979,6 +979,16 @@ PlanInvalItem* decide_deferred_reads(Query* parse, int cursor_options) {
     return latest;
 }
 
+// decoupled.as_of set by a role that is not the one reading here (a
+// SECURITY DEFINER function's caller): the reads see the latest state,
+// which the gates decide at execution — in this backend only, since a
+// parallel worker cannot tell whose the value is (as_of_applies).
+int without_foreign_parallelism(int cursor_options) {
+    if (decoupled::as_of_set() && !decoupled::as_of_applies())
+        return cursor_options & ~CURSOR_OPT_PARALLEL_OK;
+    return cursor_options;
+}
+
 PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_options,
                         ParamListInfo bound_params) {
     // Its dependency, when the statement's deferred reads stay the table's.
@@ -1016,9 +1026,9 @@ PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_optio
     planning_depth++;
     PG_TRY();
     {
-        stmt = prev_planner_hook
-                   ? prev_planner_hook(parse, query_string, cursor_options, bound_params)
-                   : standard_planner(parse, query_string, cursor_options, bound_params);
+        int options = without_foreign_parallelism(cursor_options);
+        stmt = prev_planner_hook ? prev_planner_hook(parse, query_string, options, bound_params)
+                                 : standard_planner(parse, query_string, options, bound_params);
     }
     PG_FINALLY();
     { planning_depth--; }
@@ -1031,7 +1041,7 @@ PlannedStmt* plan_reads(Query* parse, const char* query_string, int cursor_optio
 // kept outside the plan cache across the change.
 void run_reads(QueryDesc* query_desc, ScanDirection direction, uint64 count, bool execute_once) {
     if (!query_desc->already_executed && marker_hash[kPlannedLatest] != 0 &&
-        decoupled::as_of_set() && !IsParallelWorker()) {
+        decoupled::as_of_applies() && !IsParallelWorker()) {
         ListCell* lc;
         foreach (lc, query_desc->plannedstmt->invalItems) {
             auto* item = lfirst_node(PlanInvalItem, lc);

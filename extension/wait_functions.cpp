@@ -110,6 +110,11 @@ Datum decoupled_notify_upper_at_commit(PG_FUNCTION_ARGS) {
 
 // decoupled.wait_for_upper(collection text, ts bigint, timeout interval)
 Datum decoupled_wait_for_upper(PG_FUNCTION_ARGS) {
+    static const char* const args[] = {"collection", "ts", "timeout"};
+    for (int i = 0; i < 3; ++i)
+        if (PG_ARGISNULL(i))
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("%s must not be null", args[i])));
     text* name = PG_GETARG_TEXT_PP(0);
     int64 ts = PG_GETARG_INT64(1);
     int64 timeout_ms = interval_ms(PG_GETARG_INTERVAL_P(2));

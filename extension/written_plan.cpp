@@ -376,6 +376,9 @@ Datum decoupled_mv_relations(PG_FUNCTION_ARGS) {
 void decoupled::enter_owner(Oid plan, Oid owner, int64 ts, OwnerScope* scope) {
     const ViewSettings* own = view_settings(plan);
     GetUserIdAndSecContext(&scope->saved_user, &scope->saved_context);
+    // The owner first: the time below is then the owner's own, which reads
+    // in its security-restricted operation see (as_of_applies).
+    SetUserIdAndSecContext(owner, scope->saved_context | SECURITY_RESTRICTED_OPERATION);
     scope->guc_level = NewGUCNestLevel();
     for (const auto& s : kPinnedSettings)
         (void)set_config_option(s[0], s[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
@@ -395,7 +398,6 @@ void decoupled::enter_owner(Oid plan, Oid owner, int64 ts, OwnerScope* scope) {
     // query that ran in 400 ms (a LEFT JOIN of 1,000,000 rows recomputed).
     (void)set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                             false);
-    SetUserIdAndSecContext(owner, scope->saved_context | SECURITY_RESTRICTED_OPERATION);
 }
 
 // Every setting the computation changed goes back, set_config(..., false)

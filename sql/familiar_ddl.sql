@@ -160,6 +160,27 @@ COMMENT ON MATERIALIZED VIEW per_region IS 'mine now';
 DROP MATERIALIZED VIEW per_region;
 RESET ROLE;
 SELECT count(*) AS nothing_created FROM pg_class WHERE relname IN ('user_table', 'user_view');
+-- A member of decoupled_admin comments on the source and the sink it made
+-- (their relations are the extension's), not on another's.
+GRANT decoupled_admin TO ddl_user;
+GRANT SELECT ON regions TO ddl_user;
+SET ROLE ddl_user;
+SELECT decoupled.create_source('ddl_counter', 'counter') > 0 AS created;
+SELECT decoupled.create_sink('ddl_sink', 'regions', 'ddl_sink_out') > 0 AS created;
+COMMENT ON VIEW ddl_counter IS 'counts';
+COMMENT ON TABLE ddl_sink_out IS 'regions, exported';
+RESET ROLE;
+SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c
+ WHERE c.relname IN ('ddl_counter', 'ddl_sink_out') ORDER BY 1;
+REVOKE decoupled_admin FROM ddl_user;
+REVOKE SELECT ON regions FROM ddl_user;
+CREATE ROLE ddl_other;
+SET ROLE ddl_other;
+COMMENT ON VIEW ddl_counter IS 'not mine';
+COMMENT ON TABLE ddl_sink_out IS 'not mine';
+RESET ROLE;
+DROP ROLE ddl_other;
+SELECT decoupled.drop('ddl_sink'), decoupled.drop('ddl_counter');
 
 -- DROP: through the catalog, with its dependency rules.
 CREATE MATERIALIZED VIEW top_region WITH (decoupled.maintained) AS
@@ -183,6 +204,17 @@ SELECT name FROM decoupled.objects WHERE kind = 'materialized view' ORDER BY nam
 -- DROP VIEW works the same way.
 DROP VIEW reports.big_sales;
 SELECT count(*) AS views_left FROM decoupled.objects WHERE kind = 'materialized view';
+-- A schema whose name needs quoting, and a view named twice in one DROP
+-- (dropped once, as PostgreSQL does).
+CREATE SCHEMA "Sales Reports";
+CREATE MATERIALIZED VIEW "Sales Reports"."By Region" WITH (decoupled.maintained) AS
+    SELECT region, count(*) AS n FROM sales GROUP BY region;
+SELECT c.relnamespace::regnamespace AS schema, c.relname FROM pg_class c
+  JOIN decoupled.catalog_objects o ON o.relation = c.oid
+ WHERE o.name = 'By Region' AND o.dropped_at IS NULL;
+DROP MATERIALIZED VIEW "Sales Reports"."By Region", "Sales Reports"."By Region";
+SELECT count(*) AS views_left FROM decoupled.objects WHERE kind = 'materialized view';
+DROP SCHEMA "Sales Reports";
 
 -- Clean up.
 ALTER TABLE sales RESET (decoupled.registered);
@@ -190,7 +222,7 @@ ALTER TABLE regions RESET (decoupled.registered);
 SELECT decoupled.drop_cluster('reporting');
 -- Written plans read the tables until the drops are finalized.
 SELECT regress_finalize() >= 0 AS finalized;
-DROP TABLE sales, regions, notes;
+DROP TABLE sales, regions, notes, ddl_sink_out;
 DROP SCHEMA reports;
 REVOKE CREATE ON SCHEMA public FROM ddl_user;
 DROP ROLE ddl_user;

@@ -241,7 +241,12 @@ SELECT case_name, pg_temp.attempt(s) AS outcome FROM (VALUES
      $$SELECT decoupled.create_source('lim_rn', 'counter', retain_history => NULL)$$),
     ('cluster NULL',
      $$SELECT decoupled.create_materialized_view('lim_nc', 'SELECT id FROM lim_t', cluster => NULL)$$),
-    ('incarnation NULL', $$SELECT decoupled.retire_incarnation('default', NULL)$$)
+    ('incarnation NULL', $$SELECT decoupled.retire_incarnation('default', NULL)$$),
+    ('wait for an upper NULL', $$SELECT decoupled.wait_for_upper('lim_t', NULL)$$),
+    ('wait timeout NULL', $$SELECT decoupled.wait_for_upper('lim_t', 1, NULL)$$),
+    ('wait for the controller NULL', $$SELECT decoupled.wait_for_controller(NULL)$$),
+    ('wait for capture NULL', $$SELECT decoupled.wait_for_capture(NULL)$$),
+    ('dry run NULL', $$SELECT * FROM decoupled.dry_run(NULL)$$)
 ) AS t(case_name, s);
 -- Within the bound, appends go on.
 SELECT pg_temp.attempt(format($$SELECT decoupled.append('lim_t', '[]', %1$s, %1$s + 1000)$$,

@@ -33,6 +33,13 @@
 --      converts a literal of an array, composite or range of a domain at
 --      once, running the domain's check, which must never run as the
 --      extension's owner.
+--  13. a registered table stays an ordinary table (an ON SELECT rule would
+--      make it a view, whose query capture would run as a superuser when
+--      it takes the table again), and a domain in use gets SET NOT NULL
+--      only from a superuser;
+--  14. decoupled.as_of does not cross into another role's SECURITY
+--      DEFINER function: its caller must not choose the time of what it
+--      reads with its owner's rights.
 
 \set SHOW_CONTEXT never
 CREATE ROLE atk_user;
@@ -568,6 +575,62 @@ SELECT name, strategy FROM decoupled.view_maintenance
  WHERE name IN ('atk_literal', 'atk_literal_row', 'atk_literal_ddl') ORDER BY 1;
 SELECT decoupled.drop(name) FROM decoupled.objects
  WHERE name IN ('atk_literal', 'atk_literal_row', 'atk_literal_ddl');
+
+-- 13. A registered table never becomes a view; a domain in use gets no NOT
+-- NULL from a role that is not a superuser.
+SET ROLE atk_admin;
+CREATE TABLE atk.vt (v text);
+SELECT decoupled.register_table('atk.vt') > 0 AS registered;
+RESET ROLE;
+SELECT decoupled.wait_for_capture('60 s') AS captured;  -- adopted: no capture trigger left
+VACUUM atk.vt;  -- and none recorded
+SET ROLE atk_admin;
+CREATE FUNCTION atk.atk_as_view() RETURNS SETOF text LANGUAGE sql AS 'SELECT current_user::text';
+CREATE RULE "_RETURN" AS ON SELECT TO atk.vt DO INSTEAD SELECT atk.atk_as_view() AS v;
+SELECT relkind FROM pg_class WHERE oid = 'atk.vt'::regclass;
+CREATE DOMAIN atk.atk_loose AS text;
+CREATE TABLE atk.lt (id int PRIMARY KEY, v atk.atk_loose);
+SELECT decoupled.register_table('atk.lt') > 0 AS registered;
+ALTER DOMAIN atk.atk_loose SET NOT NULL;
+ALTER DOMAIN atk.atk_loose DROP NOT NULL;  -- loosening changes no value's text
+RESET ROLE;
+SELECT decoupled.unregister_table('atk.vt'), decoupled.unregister_table('atk.lt');
+
+-- 14. decoupled.as_of and SECURITY DEFINER functions.  atk_admin's function
+-- shows its documents while its access list is open; atk_user, who may
+-- call it but not read the list, sets a time when it was open.
+SET ROLE atk_admin;
+CREATE TABLE atk.acl (flag text PRIMARY KEY);
+CREATE TABLE atk.docs (d text);
+INSERT INTO atk.acl VALUES ('open');
+INSERT INTO atk.docs VALUES ('doc 1');
+SELECT decoupled.register_table('atk.acl') > 0 AS registered;
+CREATE FUNCTION atk.read_docs() RETURNS SETOF text LANGUAGE sql SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$SELECT d FROM atk.docs WHERE EXISTS (SELECT FROM atk.acl WHERE flag = 'open')$$;
+GRANT EXECUTE ON FUNCTION atk.read_docs() TO atk_user;
+RESET ROLE;
+SELECT decoupled.wait_for_capture('60 s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT upper - 1 AS atk_open_at FROM decoupled.frontiers WHERE name = 'acl' \gset
+DELETE FROM atk.acl;
+INSERT INTO atk.docs VALUES ('doc 2, written after the list closed');
+SELECT decoupled.wait_for_capture('60 s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SET ROLE atk_user;
+SELECT atk.read_docs();
+SET decoupled.as_of = :atk_open_at;
+SELECT atk.read_docs();  -- the latest list: nothing
+SELECT count(*) FROM atk.acl;  -- and the list itself is not atk_user's to read
+RESET decoupled.as_of;
+RESET ROLE;
+-- Its owner's own time counts, set by the owner or in its SET clause.
+SET ROLE atk_admin;
+SET decoupled.as_of = :atk_open_at;
+SELECT atk.read_docs();
+RESET decoupled.as_of;
+RESET ROLE;
+SELECT decoupled.unregister_table('atk.acl');
 
 -- Clean up.
 SELECT decoupled.unregister_table('atk.codes'), decoupled.unregister_table('atk.labelled'),

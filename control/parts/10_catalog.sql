@@ -505,7 +505,9 @@ BEGIN
             USING ERRCODE = 'feature_not_supported', DETAIL = what,
                   HINT = 'Put a permanent schema first in search_path.';
     END IF;
-    IF NOT has_schema_privilege(decoupled._caller(), quote_ident(schema), 'CREATE') THEN
+    -- The name as it is (the text form takes no identifier: quotes would be
+    -- part of the name).
+    IF NOT has_schema_privilege(decoupled._caller(), schema, 'CREATE') THEN
         RAISE EXCEPTION 'permission denied for schema %', schema
             USING ERRCODE = 'insufficient_privilege', DETAIL = what;
     END IF;

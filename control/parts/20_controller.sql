@@ -32,7 +32,7 @@ CREATE FUNCTION decoupled._relay_state(
 
 CREATE FUNCTION decoupled.wait_for_controller(
     catalog_version bigint, timeout interval DEFAULT '30s') RETURNS bigint
-    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_for_controller';
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_wait_for_controller';
 COMMENT ON FUNCTION decoupled.wait_for_controller(bigint, interval) IS
     'Wait until the controller follows the given catalog version; returns the version it observed.';
 

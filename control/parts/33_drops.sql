@@ -565,16 +565,26 @@ CREATE FUNCTION decoupled._alter_keeps_shape() RETURNS boolean
 -- ALTER, RENAME, SET SCHEMA, OWNER TO, CREATE OR REPLACE VIEW and CREATE
 -- RULE on an object's relation.  A registered table's shape is fixed: its
 -- history is stored in that shape (a rule on it changes nothing capture
--- sees; an ALTER TABLE that keeps shape, key and capture goes through).  The relations of sources, views and sinks belong to the
+-- sees, unless it makes the table a view; an ALTER TABLE that keeps shape,
+-- key and capture goes through).  The relations of sources, views and sinks belong to the
 -- extension while they live; GRANT, REVOKE and COMMENT ON stay allowed.
 CREATE FUNCTION decoupled._check_relation_ddl(rel oid, command_tag text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     o decoupled.catalog_objects := decoupled._object_of_relation(rel);
 BEGIN
-    IF o.lifetime_id IS NULL OR (o.kind = 'table' AND command_tag = 'CREATE RULE')
+    IF o.lifetime_id IS NULL
+       OR (o.kind = 'table' AND command_tag = 'CREATE RULE'
+           AND EXISTS (SELECT FROM pg_class c WHERE c.oid = rel AND c.relkind = 'r'))
        OR (o.kind = 'table' AND command_tag = 'ALTER TABLE' AND decoupled._alter_keeps_shape()) THEN
         RETURN;
+    ELSIF o.kind = 'table' AND command_tag = 'CREATE RULE' THEN
+        -- An ON SELECT rule turns an empty table into a view: whatever
+        -- reads the table (capture taking it again, as a superuser) would
+        -- run its owner's query.
+        RAISE EXCEPTION 'cannot turn registered table "%" into a view', rel::regclass
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Unregister it with decoupled.unregister_table() first.';
     ELSIF o.kind = 'table' THEN
         RAISE EXCEPTION 'cannot alter registered table "%"', rel::regclass
             USING ERRCODE = 'feature_not_supported',

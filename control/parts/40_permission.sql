@@ -360,7 +360,9 @@ BEGIN
             RETURN;
         EXCEPTION WHEN check_violation THEN
             IF attempt >= 10 AND current_setting('transaction_isolation') <> 'read committed' THEN
-                RAISE EXCEPTION 'the latest time this transaction can read of its collection is compacted'
+                RAISE EXCEPTION 'the latest time this transaction can read of collection "%" is compacted',
+                                (SELECT o.name FROM decoupled.catalog_objects o
+                                  WHERE o.lifetime_id = _protect_latest.lifetime_id)
                     USING ERRCODE = 'check_violation',
                           DETAIL = format('Its snapshot sees the collection up to %s; compaction '
                                           'has passed that time since.', held_at),
@@ -593,6 +595,9 @@ DECLARE
     v_detail   pg_catalog.text;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    IF sql IS NULL THEN
+        RAISE EXCEPTION 'sql must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     -- Keywords and unquoted names in any case, as PostgreSQL reads them.
     v_function := pg_catalog.lower((pg_catalog.regexp_match(
         sql, '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(', 'i'))[1]);

@@ -589,6 +589,6 @@ CREATE FUNCTION decoupled._notify_upper_at_commit() RETURNS void
 
 CREATE FUNCTION decoupled.wait_for_upper(collection text, ts bigint,
                                          timeout interval DEFAULT '30s') RETURNS bigint
-    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_wait_for_upper';
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_wait_for_upper';
 COMMENT ON FUNCTION decoupled.wait_for_upper(text, bigint, interval) IS
     'Wait until the collection''s (or sink''s) upper exceeds ts; returns that upper.';
