@@ -42,7 +42,7 @@ else
     RUN_USER=$(id -un)
 fi
 WORK=$(mktemp -d /tmp/pg_decoupled-check.XXXXXX)
-cp -r sql expected specs t test/decoupled.conf "$WORK"/
+cp -r sql expected specs t test/decoupled.conf README.md "$WORK"/
 chown -R "$RUN_USER" "$WORK"
 as_runner() { (cd "$WORK" && "${RUN_AS[@]}" env PATH="$BINDIR:$PATH" "$@"); }
 
