@@ -25,6 +25,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/condition_variable.h"
+#include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -237,6 +238,16 @@ Datum decoupled_subscribe(PG_FUNCTION_ARGS) {
                      errhint("DECLARE c CURSOR FOR SELECT (s).* FROM (SELECT "
                              "decoupled.subscribe(...) AS s) x; then FETCH from c. Or give "
                              "up_to.")));
+        // A WITH HOLD cursor is run to its end at commit: COMMIT would never
+        // return (nor could it be cancelled but by ending the backend).
+        if (PG_ARGISNULL(2) && ActivePortal != nullptr &&
+            (ActivePortal->cursorOptions & CURSOR_OPT_HOLD))
+            ereport(ERROR,
+                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                     errmsg("an unbounded subscription cannot be read from a WITH HOLD cursor"),
+                     errdetail("At commit such a cursor collects every row it has left, and an "
+                               "unbounded subscription never ends."),
+                     errhint("Declare the cursor without WITH HOLD, or give up_to.")));
         funcctx = SRF_FIRSTCALL_INIT();
         MemoryContext old = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
         TupleDesc desc;

@@ -40,6 +40,20 @@ CLOSE feed;
 SELECT count(*) AS subscriptions_after_close FROM decoupled.subscriptions;
 COMMIT;
 
+-- Not from a WITH HOLD cursor, which commit would run to an end an
+-- unbounded subscription never reaches; a bounded one is fine.
+BEGIN;
+DECLARE held CURSOR WITH HOLD FOR
+    SELECT (s).mz_diff FROM (SELECT decoupled.subscribe('items', :t0) AS s) x;
+FETCH 1 FROM held;
+ROLLBACK;
+BEGIN;
+DECLARE held CURSOR WITH HOLD FOR
+    SELECT (s).mz_diff FROM (SELECT decoupled.subscribe('items', :t0, :t0 + 1) AS s) x;
+COMMIT;
+FETCH ALL FROM held;
+CLOSE held;
+
 -- A dropped collection ends a running subscription.
 BEGIN;
 DECLARE feed CURSOR FOR
