@@ -250,6 +250,7 @@ void fill_slot(decoupled::SpecSlot& slot, const LaunchSpec& spec, int64 now) {
     slot.failures = 0;
     slot.started_ms = 0;
     slot.next_start_ms = now;
+    slot.no_process_reported = false;
     slot.state = decoupled::SlotState::Pending;
     copy_text(slot.kind, sizeof(slot.kind), decoupled::worker_kind_name(spec.kind));
     copy_text(slot.name, sizeof(slot.name), spec.name);
@@ -381,7 +382,8 @@ int64 supervise(const std::vector<LaunchSpec>& desired) {
             slot.failures = backoff.failures();
             slot.state = SlotState::Backoff;
         }
-        if ((slot.state == SlotState::Pending || slot.state == SlotState::Backoff)) {
+        if (slot.state == SlotState::Pending || slot.state == SlotState::Backoff ||
+            slot.state == SlotState::NoProcess) {
             if (now >= slot.next_start_ms) {
                 slot.state = SlotState::Starting;
                 slot.started_ms = now;
@@ -408,12 +410,21 @@ int64 supervise(const std::vector<LaunchSpec>& desired) {
     }
 
     for (int i : to_start) {
-        if (register_worker(i, s->specs[i])) continue;
-        ereport(WARNING, (errmsg("pg_decoupled controller could not start %s %s",
-                                 s->specs[i].kind, s->specs[i].name),
-                          errhint("Raise max_worker_processes.")));
+        if (register_worker(i, s->specs[i])) {
+            s->specs[i].no_process_reported = false;
+            continue;
+        }
+        // Said once until it starts (decoupled.supervised shows it meanwhile).
+        if (!s->specs[i].no_process_reported)
+            ereport(WARNING, (errmsg("pg_decoupled controller could not start %s %s",
+                                     s->specs[i].kind, s->specs[i].name),
+                              errdetail("The postmaster has no background worker slot left; "
+                                        "decoupled.supervised shows \"no worker process\" "
+                                        "while it retries every second."),
+                              errhint("Raise max_worker_processes (needs a restart).")));
         LWLockAcquire(s->lock, LW_EXCLUSIVE);
-        s->specs[i].state = SlotState::Backoff;
+        s->specs[i].state = SlotState::NoProcess;
+        s->specs[i].no_process_reported = true;
         s->specs[i].next_start_ms = now + 1000;
         LWLockRelease(s->lock);
     }

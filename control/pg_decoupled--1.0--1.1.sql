@@ -2112,6 +2112,7 @@ DECLARE
     v_version bigint;
     v_roots   bigint[];
     v_victim  decoupled.catalog_objects;
+    v_cascaded text[];
 BEGIN
     IF _drop.cascade IS NULL THEN
         RAISE EXCEPTION 'cascade must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -2134,6 +2135,18 @@ BEGIN
     IF NOT _drop.cascade THEN
         PERFORM decoupled._refuse_dependents(format('%s "%s"', o.kind, o.name), v_roots);
         PERFORM decoupled._refuse_foreign_dependents(format('%s "%s"', o.kind, o.name), v_roots);
+    END IF;
+    -- Said as PostgreSQL says what a DROP ... CASCADE takes with it.
+    SELECT array_agg(format('drop cascades to %s "%s"', s.kind, s.name)
+                     ORDER BY s.lifetime_id DESC)
+      INTO v_cascaded FROM decoupled.catalog_objects s
+     WHERE s.lifetime_id = ANY (decoupled._dependents(v_roots))
+       AND NOT s.lifetime_id = ANY (v_roots) AND s.dropped_at IS NULL;
+    IF cardinality(v_cascaded) = 1 THEN
+        RAISE NOTICE '%', v_cascaded[1];
+    ELSIF cardinality(v_cascaded) > 1 THEN
+        RAISE NOTICE 'drop cascades to % other objects', cardinality(v_cascaded)
+            USING DETAIL = array_to_string(v_cascaded, E'\n');
     END IF;
     -- Dependents first: their plans read the storage of what they depend on.
     FOR v_victim IN SELECT * FROM decoupled.catalog_objects s

@@ -1381,22 +1381,22 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     // in decoupled.frontiers — and the others tick.  A session's tick waits
     // up to 10 s for capture, the controller's a moment (its next tick is
     // near).
+    // Whatever decoupled.capture says: while a switch to triggers releases
+    // them, tables are still captured from the WAL.
     bool wal_covered = true;
-    if (decoupled::capture_from_wal_wanted()) {
-        run(global_plan(&wal_tables_plan,
-                        "SELECT FROM decoupled.capture_relations LIMIT 1", 0, nullptr),
-            nullptr);
-        bool session = MyBackendType == B_BACKEND;
-        if (SPI_processed > 0)
-            wal_covered =
-                decoupled::wait_for_capture(session ? kCaptureWaitMs : kControllerCaptureWaitMs);
-        if (!wal_covered && session)
-            ereport(WARNING,
-                    (errmsg("WAL capture has not caught up with this tick"),
-                     errdetail("Tables captured from the WAL were not ticked: their uppers stay "
-                               "until capture has taken in what committed before a tick."),
-                     errhint("See decoupled.capture.")));
-    }
+    run(global_plan(&wal_tables_plan, "SELECT FROM decoupled.capture_relations LIMIT 1", 0,
+                    nullptr),
+        nullptr);
+    bool session = MyBackendType == B_BACKEND;
+    if (SPI_processed > 0)
+        wal_covered =
+            decoupled::wait_for_capture(session ? kCaptureWaitMs : kControllerCaptureWaitMs);
+    if (!wal_covered && session)
+        ereport(WARNING,
+                (errmsg("WAL capture has not caught up with this tick"),
+                 errdetail("Tables captured from the WAL were not ticked: their uppers stay "
+                           "until capture has taken in what committed before a tick."),
+                 errhint("See decoupled.capture.")));
     Oid covered_type[1] = {BOOLOID};
     Datum covered[1] = {BoolGetDatum(wal_covered)};
     // Every live table's frontier, locked in one fixed order.  A table WAL

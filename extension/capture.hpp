@@ -12,7 +12,9 @@ bool capture_from_wal_wanted();
 // Waits until the capture worker has taken in every transaction committed
 // before the call, at most timeout_ms (a worker that is restarting may come
 // back meanwhile).  True when it did, or when there is nothing to wait for
-// (trigger capture); false when time ran out.
+// (wal_level below logical); false when time ran out.  Callers ask only
+// while some table is captured from the WAL (capture_relations), whatever
+// decoupled.capture says: a switch to triggers releases them one by one.
 bool wait_for_capture(int timeout_ms);
 
 // Flushes the WAL through everything inserted so far (an asynchronous

@@ -67,7 +67,11 @@ uint64_t flush_inserted() {
 }
 
 bool wait_for_capture(int timeout_ms) {
-    if (!capture_from_wal_wanted() || RecoveryInProgress()) return true;
+    // Not the setting: tables still captured from the WAL while a switch to
+    // triggers releases them are captured by the worker until then, and a
+    // tick must wait for them as for any (the callers ask only when some
+    // table is captured from the WAL).
+    if (wal_level < WAL_LEVEL_LOGICAL || RecoveryInProgress()) return true;
     SharedState* s = shared_state();
     // Every commit before this point must be captured.
     XLogRecPtr target = flush_inserted();

@@ -79,6 +79,7 @@ const char* slot_state_name(SlotState s) {
         case SlotState::Running: return "running";
         case SlotState::Backoff: return "backoff";
         case SlotState::Stopping: return "stopping";
+        case SlotState::NoProcess: return "no worker process";
     }
     return "unknown";
 }

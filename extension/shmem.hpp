@@ -50,6 +50,7 @@ enum class SlotState : int {
     Running,      // the process claimed its slot (pid set)
     Backoff,      // exited; restarts at next_start_ms
     Stopping,     // no longer declared; asked to stop
+    NoProcess,    // the postmaster had no background worker slot; retried at next_start_ms
 };
 
 const char* slot_state_name(SlotState state);
@@ -77,6 +78,7 @@ struct SpecSlot {
     int failures;
     int64 started_ms;
     int64 next_start_ms;
+    bool no_process_reported;  // its "could not start" said (NoProcess), until it starts
     char kind[16];
     char name[NAMEDATALEN];
     char cluster[NAMEDATALEN];

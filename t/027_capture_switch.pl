@@ -90,5 +90,42 @@ my $log = slurp_file($node->logfile);
 unlike($log, qr/capture pass failed/, 'no capture pass failed');
 unlike($log, qr/registered table "pc" stalled/, 'no tick of the table failed');
 
+# A table a reader keeps from being released stays captured from the WAL
+# while the setting says 'trigger': a session's tick still waits for
+# capture, so a write committed before it is in it.
+$node->safe_psql('postgres', q{
+    CREATE TABLE pr (id int PRIMARY KEY);
+    SELECT decoupled.register_table('pr', retain_history => '1 day') > 0;
+});
+$node->poll_query_until('postgres', $wal_tables, '2') or die 'pr was not adopted';
+my $holder = IPC::Run::start(
+    [ 'psql', '-X', '-h', $node->host, '-p', $node->port, '-d', 'postgres', '-c',
+      'BEGIN; SET application_name = pr_reader; SELECT count(*) FROM pr; '
+      . 'SELECT pg_sleep(120); COMMIT;' ],
+    '>', \my $hout, '2>', \my $herr);
+$node->poll_query_until('postgres', q{
+    SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+     WHERE c.relname = 'pr' AND l.granted}, '1')
+  or die 'the reader did not take pr';
+$node->safe_psql('postgres', "ALTER SYSTEM SET decoupled.capture = 'trigger'");
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+$node->poll_query_until('postgres', q{
+    SELECT string_agg(o.name, ',') FROM decoupled.capture_relations r
+      JOIN decoupled.catalog_objects o USING (lifetime_id)}, 'pr')
+  or die 'pc was not released';
+is($node->safe_psql('postgres', q{
+    INSERT INTO pr SELECT generate_series(1, 1000);
+    SELECT decoupled.tick_tables() >= 0;
+    SELECT set_config('decoupled.as_of', (upper - 1)::text, false) IS NOT NULL
+      FROM decoupled.frontiers WHERE name = 'pr';
+    SELECT count(*) FROM pr;
+}), "t\nt\n1000", 'a tick while the table is being released has what committed before it');
+$node->safe_psql('postgres',
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pr_reader'");
+$holder->finish;
+$node->poll_query_until('postgres', $wal_tables, '0') or die 'pr was not released';
+$node->safe_psql('postgres', "ALTER SYSTEM SET decoupled.capture = 'wal'");
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+
 $node->stop;
 done_testing();
