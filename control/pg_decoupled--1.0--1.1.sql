@@ -4413,11 +4413,8 @@ BEGIN
                   HINT = 'Drop the temporary relation, or call verify() in another session.';
     END IF;
     -- The view's own history at v_t first: it checks that v_t is readable.
-    -- Its rows' texts under the view's TimeZone and DateStyle, as its
-    -- computation below prints them (extension/written_plan.cpp).
-    PERFORM set_config('TimeZone', coalesce(o.definition->'settings'->>'TimeZone', 'UTC'), true);
-    PERFORM set_config('DateStyle', 'ISO, ' || coalesce(split_part(
-        o.definition->'settings'->>'DateStyle', ', ', 2), 'YMD'), true);
+    -- Its rows' texts in UTC, as its computation below prints them whatever
+    -- the view's TimeZone (decoupled._row_text, extension/written_plan.cpp).
     PERFORM set_config('decoupled.as_of', v_t::text, true);
     EXECUTE format('INSERT INTO pg_temp.%1$I (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
                    'SELECT 0, 1, ROW(%2$s)::text, 0, %2$s FROM %3$s', v_view_t,
@@ -6783,3 +6780,10 @@ CREATE OR REPLACE FUNCTION decoupled.wait_for_controller(
 CREATE OR REPLACE FUNCTION decoupled.wait_for_upper(collection text, ts bigint,
                                                     timeout interval DEFAULT '30s') RETURNS bigint
     LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_wait_for_upper';
+
+-- A row's text in UTC, as history's writers print it: the key of a row a
+-- step stages while computing in its view's TimeZone (written_plan.cpp).
+CREATE FUNCTION decoupled._row_text(record) RETURNS text
+    LANGUAGE C STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_row_text';
+REVOKE ALL ON FUNCTION decoupled._row_text(record) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION decoupled._row_text(record) TO PUBLIC;

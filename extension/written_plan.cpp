@@ -36,6 +36,7 @@ extern "C" {
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parser.h"
+#include "pgtime.h"
 #include "rewrite/rewriteHandler.h"
 #include "storage/lmgr.h"
 #include "tcop/dest.h"
@@ -60,6 +61,7 @@ extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_mv_check_sql);
 PG_FUNCTION_INFO_V1(decoupled_mv_relations);
 PG_FUNCTION_INFO_V1(decoupled_stage_plan);
+PG_FUNCTION_INFO_V1(decoupled_row_text);
 }
 
 namespace {
@@ -476,13 +478,33 @@ char* decoupled::locked_relation_name(Oid relid) {
     return quote_qualified_identifier(nsp, name);
 }
 
+// A staged row's key is its text as history's writers print it, in UTC:
+// the step computes in its view's TimeZone (enter_owner), and a key printed
+// there would never pair with the copy the append finds.
 char* decoupled::staging_sql(const char* diff, const char* cols, const char* from) {
     return psprintf(
         "SELECT $1::pg_catalog.int8, %s::pg_catalog.int8, "
-        "       pg_catalog.textin(pg_catalog.record_out(ROW(%s))), "
-        "       pg_catalog.hashtext(pg_catalog.textin(pg_catalog.record_out(ROW(%s)))), %s "
+        "       decoupled._row_text(ROW(%s)), "
+        "       pg_catalog.hashtext(decoupled._row_text(ROW(%s))), %s "
         "  FROM %s",
         diff, cols, cols, cols, from);
+}
+
+// decoupled._row_text(record) -> text: record_out in UTC, whatever the
+// session's TimeZone (the only setting a row's text depends on that a
+// computation changes: the output styles stay pinned).
+Datum decoupled_row_text(PG_FUNCTION_ARGS) {
+    static pg_tz* utc = nullptr;
+    if (utc == nullptr) utc = pg_tzset("UTC");
+    pg_tz* saved = session_timezone;
+    session_timezone = utc;
+    volatile Datum text = 0;
+    PG_TRY();
+    { text = record_out(fcinfo); }  // its cache lives in this call's fn_extra
+    PG_FINALLY();
+    { session_timezone = saved; }
+    PG_END_TRY();
+    PG_RETURN_TEXT_P(cstring_to_text(DatumGetCString(text)));
 }
 
 // decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass,

@@ -13,6 +13,11 @@ CREATE FUNCTION decoupled._mv_check_sql(sql text) RETURNS text
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_check_sql';
 CREATE FUNCTION decoupled._mv_relations(plan regclass) RETURNS oid[]
     LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_mv_relations';
+
+-- A row's text in UTC, as history's writers print it: the key of a row a
+-- step stages while computing in its view's TimeZone (written_plan.cpp).
+CREATE FUNCTION decoupled._row_text(record) RETURNS text
+    LANGUAGE C STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_row_text';
 CREATE FUNCTION decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass,
                                      filter text DEFAULT NULL)
     RETURNS bigint LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_stage_plan';
@@ -1308,11 +1313,8 @@ BEGIN
                   HINT = 'Drop the temporary relation, or call verify() in another session.';
     END IF;
     -- The view's own history at v_t first: it checks that v_t is readable.
-    -- Its rows' texts under the view's TimeZone and DateStyle, as its
-    -- computation below prints them (extension/written_plan.cpp).
-    PERFORM set_config('TimeZone', coalesce(o.definition->'settings'->>'TimeZone', 'UTC'), true);
-    PERFORM set_config('DateStyle', 'ISO, ' || coalesce(split_part(
-        o.definition->'settings'->>'DateStyle', ', ', 2), 'YMD'), true);
+    -- Its rows' texts in UTC, as its computation below prints them whatever
+    -- the view's TimeZone (decoupled._row_text, extension/written_plan.cpp).
     PERFORM set_config('decoupled.as_of', v_t::text, true);
     EXECUTE format('INSERT INTO pg_temp.%1$I (mz_ts, mz_diff, mz_key, mz_hash, %2$s) '
                    'SELECT 0, 1, ROW(%2$s)::text, 0, %2$s FROM %3$s', v_view_t,

@@ -28,7 +28,7 @@ GRANT EXECUTE ON FUNCTION
     decoupled.controller_status(), decoupled.supervision(),
     decoupled.wait_for_controller(bigint, interval),
     decoupled.oracle_now(), decoupled.as_of(), decoupled._history_gate(bigint),
-    decoupled._history_gate_before(bigint),
+    decoupled._history_gate_before(bigint), decoupled._row_text(record),
     decoupled.acquire_hold(text, bigint), decoupled.release_hold(bigint),
     decoupled.dry_run(text), decoupled._catalog_inventory(),
     decoupled.wait_for_upper(text, bigint, interval), decoupled.verify(text, bigint),
