@@ -5456,12 +5456,15 @@ BEGIN
     INSERT INTO decoupled.catalog_objects
            (name, kind, cluster, definition, written_plan, retain_history, created_in_version)
     VALUES (v_name, 'materialized view', _create_materialized_view.cluster,
-            -- The creator's TimeZone and DateStyle: every computation uses
-            -- them (extension/written_plan.cpp, view_settings).
+            -- The creator's TimeZone, DateStyle and text search
+            -- configuration: every computation uses them
+            -- (extension/written_plan.cpp, view_settings).
             jsonb_build_object('schema', schema, 'query', query, 'owner', v_owner,
                                'settings', jsonb_build_object(
                                    'TimeZone', current_setting('TimeZone'),
-                                   'DateStyle', current_setting('DateStyle'))),
+                                   'DateStyle', current_setting('DateStyle'),
+                                   'default_text_search_config',
+                                   current_setting('default_text_search_config'))),
             '', retain_history, v_version)
     RETURNING lifetime_id INTO v_id;
 

@@ -95,7 +95,22 @@ bool is_session_dependent(Oid funcid) {
         // age(xid), mxid_age(xid): against the current transaction;
         // age(timestamp): against today (the two-argument forms are
         // immutable).
-        "age", "mxid_age"};
+        "age", "mxid_age",
+        // Names of catalog objects, which a rename changes (and a search
+        // path qualifies): a reg* value as text, or text as a reg* value.
+        "regclassout", "regprocout", "regprocedureout", "regoperout", "regoperatorout",
+        "regtypeout", "regroleout", "regnamespaceout", "regconfigout", "regdictionaryout",
+        "regcollationout", "regclassin", "regprocin", "regprocedurein", "regoperin",
+        "regoperatorin", "regtypein", "regrolein", "regnamespacein", "regconfigin",
+        "regdictionaryin", "regcollationin", "to_regclass", "to_regproc", "to_regprocedure",
+        "to_regoper", "to_regoperator", "to_regtype", "to_regrole", "to_regnamespace",
+        "to_regcollation", "regclass", "pg_filenode_relation", "format_type", "pg_get_userbyid",
+        "obj_description",
+        "col_description", "shobj_description",
+        // Privileges and roles, which GRANT and REVOKE change.
+        "has_table_privilege", "has_column_privilege", "has_any_column_privilege",
+        "has_schema_privilege", "has_function_privilege", "has_database_privilege",
+        "has_sequence_privilege", "has_type_privilege", "pg_has_role"};
     if (get_func_namespace(funcid) != PG_CATALOG_NAMESPACE ||
         func_volatile(funcid) == PROVOLATILE_IMMUTABLE)
         return false;
@@ -279,10 +294,11 @@ void stage_destroy(DestReceiver*) {}
 const char* const kPinnedSettings[][2] = {
     {"search_path", "pg_catalog, pg_temp"}, {"IntervalStyle", "postgres"},
     {"extra_float_digits", "1"},            {"bytea_output", "hex"},
-    {"lc_monetary", "C"},
+    {"lc_monetary", "C"},                   {"lc_time", "C"},
 };
 
-// A view's TimeZone and DateStyle: its creator's session's when it was
+// A view's TimeZone, DateStyle and text search configuration (which
+// to_tsvector(text) and the like read): its creator's session's when it was
 // created (definition->'settings'), so that `at::date`, date_trunc() or
 // `s::date` of '03/04/2026' give what they gave the creator — as
 // everywhere in PostgreSQL, where a session's settings decide them — and
@@ -294,6 +310,7 @@ struct ViewSettings {
     Oid plan;  // the hash key
     char timezone[NAMEDATALEN * 2];
     char datestyle[32];
+    char ts_config[NAMEDATALEN * 2 + 8];  // empty: made before it was recorded
 };
 
 HTAB* view_settings_cache = nullptr;
@@ -314,13 +331,14 @@ const ViewSettings* view_settings(Oid plan) {
     }
     auto* found = static_cast<ViewSettings*>(hash_search(view_settings_cache, &plan, HASH_FIND, nullptr));
     if (found != nullptr) return found;
-    ViewSettings looked{plan, "UTC", "ISO, YMD"};
+    ViewSettings looked{plan, "UTC", "ISO, YMD", ""};
     static const Oid types[1] = {OIDOID};
     Datum args[1] = {ObjectIdGetDatum(plan)};
     SPI_connect();
     if (SPI_execute_with_args(
             "SELECT o.definition->'settings'->>'TimeZone', "
-            "       'ISO, ' || pg_catalog.split_part(o.definition->'settings'->>'DateStyle', ', ', 2) "
+            "       'ISO, ' || pg_catalog.split_part(o.definition->'settings'->>'DateStyle', ', ', 2), "
+            "       o.definition->'settings'->>'default_text_search_config' "
             "  FROM decoupled.catalog_objects o "
             " WHERE o.kind = 'materialized view' AND o.definition->>'plan' = $1::pg_catalog.text "
             " ORDER BY o.lifetime_id DESC LIMIT 1",
@@ -332,6 +350,8 @@ const ViewSettings* view_settings(Oid plan) {
             strlcpy(looked.timezone, timezone, sizeof(looked.timezone));
             strlcpy(looked.datestyle, datestyle, sizeof(looked.datestyle));
         }
+        char* ts_config = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+        if (ts_config != nullptr) strlcpy(looked.ts_config, ts_config, sizeof(looked.ts_config));
     }
     SPI_finish();
     auto* entry = static_cast<ViewSettings*>(hash_search(view_settings_cache, &plan, HASH_ENTER, nullptr));
@@ -389,6 +409,9 @@ void decoupled::enter_owner(Oid plan, Oid owner, int64 ts, OwnerScope* scope) {
                             true, 0, false);
     (void)set_config_option("DateStyle", own->datestyle, PGC_USERSET, PGC_S_SESSION,
                             GUC_ACTION_SAVE, true, 0, false);
+    if (own->ts_config[0] != '\0')
+        (void)set_config_option("default_text_search_config", own->ts_config, PGC_USERSET,
+                                PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
     char ts_text[32];
     snprintf(ts_text, sizeof(ts_text), INT64_FORMAT, ts);
     (void)set_config_option("decoupled.as_of", ts_text, PGC_USERSET, PGC_S_SESSION,

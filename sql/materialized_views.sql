@@ -145,6 +145,14 @@ SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
     'SELECT id, current_timestamp FROM orders')$$) AS current_timestamp;
 SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
     'SELECT id FROM orders LIMIT 3')$$) AS limit_without_order;
+-- Names of catalog objects (a rename changes them) and privileges (GRANT
+-- changes them) are not the inputs' to decide.
+SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
+    'SELECT id, 10::oid::regrole::text FROM orders')$$) AS role_name;
+SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
+    'SELECT id, (''orders_'' || id)::regclass::oid FROM orders')$$) AS relation_by_name;
+SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
+    'SELECT id FROM orders WHERE has_table_privilege(''orders'', ''SELECT'')')$$) AS privilege;
 SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
     'SELECT * FROM plain_o')$$) AS not_a_collection;
 SELECT regress_try($$SELECT decoupled.create_materialized_view('bad',
@@ -327,6 +335,15 @@ SELECT count(*) AS differences FROM (
      SELECT * FROM mv_ev_daily)) x;
 RESET TimeZone;
 SELECT * FROM mv_ev_dates ORDER BY id;
+-- So does its text search configuration (to_tsvector(text) reads it).
+SET default_text_search_config = 'pg_catalog.simple';
+SELECT decoupled.create_materialized_view('mv_ev_words',
+    'SELECT id, to_tsvector(s || '' running dogs'')::text AS words FROM mv_ev') > 0 AS created;
+RESET default_text_search_config;
+SELECT caught_up('mv_ev_words') AS caught_up;
+SELECT decoupled.verify('mv_ev_words') AS verified;
+SELECT words FROM mv_ev_words WHERE id = 1;
+SELECT decoupled.drop('mv_ev_words');
 -- Its rows' keys are printed as history prints them (in UTC): views made
 -- in New York that output a timestamptz retract and replace their rows.
 SET TimeZone = 'America/New_York';
