@@ -6790,3 +6790,29 @@ CREATE FUNCTION decoupled._row_text(record) RETURNS text
     LANGUAGE C STABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'decoupled_row_text';
 REVOKE ALL ON FUNCTION decoupled._row_text(record) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION decoupled._row_text(record) TO PUBLIC;
+
+-- stop_adapter() ends the adapter's process at once (a start right after
+-- makes a new incarnation, not nothing).
+CREATE OR REPLACE FUNCTION decoupled.stop_adapter(name text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_deployment text := decoupled._adapter_change(stop_adapter.name);
+BEGIN
+    INSERT INTO decoupled.catalog_adapter_stops (adapter, deployment)
+    VALUES (stop_adapter.name, v_deployment) ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE NOTICE 'adapter "%" is already stopped', stop_adapter.name;
+        RETURN;
+    END IF;
+    -- Its process ends now, not when the controller next looks: a
+    -- start_adapter() right after would otherwise undo the stop before the
+    -- controller saw it, and the old incarnation would go on.  The
+    -- controller starts none while the stop stands, and a new incarnation
+    -- once it is lifted.
+    PERFORM pg_terminate_backend(s.pid) FROM decoupled.supervision() s
+     WHERE s.kind = 'adapterd' AND s.name = stop_adapter.name
+       AND s.deployment = v_deployment AND s.pid > 0;
+END
+$$;
+

@@ -196,10 +196,14 @@ my $old = $node->safe_psql('postgres',
 my $other_inc = $node->safe_psql('postgres',
     q{SELECT incarnation FROM decoupled.adapters WHERE name = 'other'});
 for my $round (1 .. 3) {
-    # 'default' restarts and takes a newer hold each time.
+    # 'default' restarts, right away, as a new incarnation, and takes a
+    # newer hold each time.
+    my $before = $node->safe_psql('postgres',
+        q{SELECT incarnation FROM decoupled.adapters WHERE name = 'default'});
     $node->safe_psql('postgres', q{SELECT decoupled.stop_adapter('default')});
     $node->safe_psql('postgres', q{SELECT decoupled.start_adapter('default')});
-    DecoupledTest::wait_for($node, q{SELECT status FROM decoupled.adapters WHERE name = 'default'},
+    DecoupledTest::wait_for($node, qq{SELECT status FROM decoupled.adapters
+                                       WHERE name = 'default' AND incarnation > $before},
         'running');
     $node->safe_psql('postgres', q{SELECT decoupled.acquire_hold('stock')});
 }

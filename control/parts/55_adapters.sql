@@ -36,7 +36,16 @@ BEGIN
     VALUES (stop_adapter.name, v_deployment) ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
         RAISE NOTICE 'adapter "%" is already stopped', stop_adapter.name;
+        RETURN;
     END IF;
+    -- Its process ends now, not when the controller next looks: a
+    -- start_adapter() right after would otherwise undo the stop before the
+    -- controller saw it, and the old incarnation would go on.  The
+    -- controller starts none while the stop stands, and a new incarnation
+    -- once it is lifted.
+    PERFORM pg_terminate_backend(s.pid) FROM decoupled.supervision() s
+     WHERE s.kind = 'adapterd' AND s.name = stop_adapter.name
+       AND s.deployment = v_deployment AND s.pid > 0;
 END
 $$;
 COMMENT ON FUNCTION decoupled.stop_adapter(text) IS
