@@ -159,6 +159,7 @@ int64 set_aside = 0;           // the table the next capture pass sets aside
 char set_aside_error[256];
 char set_aside_name[NAMEDATALEN];  // the table a pass set aside, to log after it
 bool resyncs_waiting = true;   // capture_resyncs may hold rows (read at start)
+bool has_resyncs = false;      // the catalog has capture_resyncs (1.1), seen at each pass
 TimestampTz last_resync_attempt = 0;
 
 void publish_error(const char* message) {
@@ -551,19 +552,31 @@ Target* target(int64 id) {
         Oid type = INT8OID;
         // Kept: a statement planned at every pass was a seventh of what the
         // worker spent under single-row writers.
+        // (capture_resyncs: not in a catalog not updated to 1.1 yet.)
         const char* check =
-            "SELECT c.relowner, "
-            "       format_type(c2.reltype, NULL) || '[]', "
-            "       (format_type(c2.reltype, NULL) || '[]')::regtype::oid, o.name, "
-            "       CASE WHEN r.lifetime_id IS NULL THEN '0/0' "
-            "            ELSE coalesce(r.resynced_lsn, 'FFFFFFFF/FFFFFFFF') END "
-            "  FROM decoupled.catalog_objects o "
-            "  JOIN pg_catalog.pg_class c ON c.oid = o.relation "
-            "  JOIN pg_catalog.pg_class c2 "
-            "    ON c2.oid = ('decoupled_storage.c' || o.lifetime_id || '_pending')::regclass "
-            "  LEFT JOIN decoupled.capture_resyncs r ON r.lifetime_id = o.lifetime_id "
-            " WHERE o.lifetime_id = $1 AND o.kind = 'table' AND o.dropped_at IS NULL "
-            "   FOR SHARE OF o";
+            has_resyncs
+                ? "SELECT c.relowner, "
+                  "       format_type(c2.reltype, NULL) || '[]', "
+                  "       (format_type(c2.reltype, NULL) || '[]')::regtype::oid, o.name, "
+                  "       CASE WHEN r.lifetime_id IS NULL THEN '0/0' "
+                  "            ELSE coalesce(r.resynced_lsn, 'FFFFFFFF/FFFFFFFF') END "
+                  "  FROM decoupled.catalog_objects o "
+                  "  JOIN pg_catalog.pg_class c ON c.oid = o.relation "
+                  "  JOIN pg_catalog.pg_class c2 "
+                  "    ON c2.oid = ('decoupled_storage.c' || o.lifetime_id || '_pending')::regclass "
+                  "  LEFT JOIN decoupled.capture_resyncs r ON r.lifetime_id = o.lifetime_id "
+                  " WHERE o.lifetime_id = $1 AND o.kind = 'table' AND o.dropped_at IS NULL "
+                  "   FOR SHARE OF o"
+                : "SELECT c.relowner, "
+                  "       format_type(c2.reltype, NULL) || '[]', "
+                  "       (format_type(c2.reltype, NULL) || '[]')::regtype::oid, o.name, "
+                  "       '0/0'::pg_catalog.pg_lsn "
+                  "  FROM decoupled.catalog_objects o "
+                  "  JOIN pg_catalog.pg_class c ON c.oid = o.relation "
+                  "  JOIN pg_catalog.pg_class c2 "
+                  "    ON c2.oid = ('decoupled_storage.c' || o.lifetime_id || '_pending')::regclass "
+                  " WHERE o.lifetime_id = $1 AND o.kind = 'table' AND o.dropped_at IS NULL "
+                  "   FOR SHARE OF o";
         int rc = SPI_execute_plan(decoupled::statement_plan(check, 1, &type), &arg, nullptr,
                                   false, 1);
         if (rc != SPI_OK_SELECT) elog(ERROR, "could not check collection " INT64_FORMAT, id);
@@ -973,6 +986,7 @@ void quiet_decoding() { log_min_messages = Max(saved_log_min_messages, FATAL); }
 bool capture() {
     working_on = 0;
     begin("pg_decoupled capture: decoding");
+    has_resyncs = decoupled::catalog_has_capture_resyncs();
     quiet_decoding();
     if (SearchNamedReplicationSlot(kSlot, true) == nullptr) {
         close_decoding();
@@ -1070,7 +1084,7 @@ bool capture() {
         aside_name = MemoryContextStrdup(pass_context, name ? name : "?");
     }
     if (captured > 0) record_progress(upto);
-    if (resyncs_waiting && captured > 0) {
+    if (resyncs_waiting && has_resyncs && captured > 0) {
         // Rows of tables taken again before what capture passed are done.
         run_with_lsn("DELETE FROM decoupled.capture_resyncs WHERE resynced_lsn <= $1", upto,
                      SPI_OK_DELETE);
@@ -1110,7 +1124,7 @@ void note_failed_pass(const char* message) {
         failing_table = culprit;
         failures_of_table = 0;
     }
-    if (culprit == 0) return;
+    if (culprit == 0 || !has_resyncs) return;
     if (++failures_of_table >= kSetAsideAfterFailures) {
         set_aside = culprit;
         strlcpy(set_aside_error, message, sizeof(set_aside_error));
@@ -1125,6 +1139,11 @@ void resync_set_aside() {
     if (!TimestampDifferenceExceeds(last_resync_attempt, now, 1000)) return;
     last_resync_attempt = now;
     begin("pg_decoupled capture: taking set-aside tables again");
+    if (!decoupled::catalog_has_capture_resyncs()) {  // not updated to 1.1 yet
+        resyncs_waiting = false;
+        commit();
+        return;
+    }
     int n = 0;
     int64* ids = query_ids("SELECT lifetime_id FROM decoupled.capture_resyncs "
                            " WHERE resynced_lsn IS NULL ORDER BY lifetime_id",

@@ -169,8 +169,8 @@ bool xact_callback_registered = false;
 SPIPlanPtr lock_frontier_plan = nullptr;
 SPIPlanPtr columns_plan = nullptr;
 SPIPlanPtr advance_plan = nullptr;
-SPIPlanPtr tick_lock_plan = nullptr;
-SPIPlanPtr tick_lock_skip_plan = nullptr;
+SPIPlanPtr tick_lock_plan[2] = {nullptr, nullptr};       // without, with capture_resyncs
+SPIPlanPtr tick_lock_skip_plan[2] = {nullptr, nullptr};
 SPIPlanPtr wal_tables_plan = nullptr;
 SPIPlanPtr stalled_plan = nullptr;
 SPIPlanPtr table_health_plan = nullptr;
@@ -1406,42 +1406,45 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     // while it waits for a view's creation, below): it skips those another
     // transaction holds and ticks nothing unless it got them all.
     const bool never_wait = decoupled::ticks_never_wait;
+    // Tables WAL capture set aside (capture_resyncs, which a catalog not
+    // updated to 1.1 yet has not) are left alone.
+    const bool resyncs = decoupled::catalog_has_capture_resyncs();
+    const char* not_aside =
+        resyncs ? "   AND NOT EXISTS (SELECT FROM decoupled.capture_resyncs r "
+                  "                    WHERE r.lifetime_id = %s.lifetime_id "
+                  "                      AND r.resynced_lsn IS NULL) "
+                : "";
     if (never_wait)
-        run(global_plan(&tick_lock_skip_plan,
-                        "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
-                        "       coalesce((o.definition->>'appended')::boolean, false), "
-                        "       (SELECT count(*) FROM decoupled.catalog_objects t "
-                        "         WHERE t.kind = 'table' AND t.dropped_at IS NULL "
-                        "           AND ($1 OR NOT EXISTS ("
-                        "                 SELECT FROM decoupled.capture_relations c "
-                        "                  WHERE c.lifetime_id = t.lifetime_id)) "
-                        "           AND NOT EXISTS (SELECT FROM decoupled.capture_resyncs r "
-                        "                            WHERE r.lifetime_id = t.lifetime_id "
-                        "                              AND r.resynced_lsn IS NULL)) "
-                        "  FROM decoupled.catalog_frontiers f "
-                        "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
-                        " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
-                        "   AND ($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
-                        "                           WHERE c.lifetime_id = o.lifetime_id)) "
-                        "   AND NOT EXISTS (SELECT FROM decoupled.capture_resyncs r "
-                        "                    WHERE r.lifetime_id = o.lifetime_id "
-                        "                      AND r.resynced_lsn IS NULL) "
-                        " ORDER BY f.lifetime_id FOR UPDATE OF f SKIP LOCKED",
+        run(global_plan(&tick_lock_skip_plan[resyncs],
+                        psprintf("SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
+                                 "       coalesce((o.definition->>'appended')::boolean, false), "
+                                 "       (SELECT count(*) FROM decoupled.catalog_objects t "
+                                 "         WHERE t.kind = 'table' AND t.dropped_at IS NULL "
+                                 "           AND ($1 OR NOT EXISTS ("
+                                 "                 SELECT FROM decoupled.capture_relations c "
+                                 "                  WHERE c.lifetime_id = t.lifetime_id)) %s) "
+                                 "  FROM decoupled.catalog_frontiers f "
+                                 "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
+                                 " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
+                                 "   AND ($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
+                                 "                           WHERE c.lifetime_id = o.lifetime_id)) "
+                                 "%s"
+                                 " ORDER BY f.lifetime_id FOR UPDATE OF f SKIP LOCKED",
+                                 psprintf(not_aside, "t"), psprintf(not_aside, "o")),
                         1, covered_type),
             covered);
     else
-        run(global_plan(&tick_lock_plan,
-                        "SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
-                        "       coalesce((o.definition->>'appended')::boolean, false) "
-                        "  FROM decoupled.catalog_frontiers f "
-                        "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
-                        " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
-                        "   AND ($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
-                        "                           WHERE c.lifetime_id = o.lifetime_id)) "
-                        "   AND NOT EXISTS (SELECT FROM decoupled.capture_resyncs r "
-                        "                    WHERE r.lifetime_id = o.lifetime_id "
-                        "                      AND r.resynced_lsn IS NULL) "
-                        " ORDER BY f.lifetime_id FOR UPDATE OF f",
+        run(global_plan(&tick_lock_plan[resyncs],
+                        psprintf("SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
+                                 "       coalesce((o.definition->>'appended')::boolean, false) "
+                                 "  FROM decoupled.catalog_frontiers f "
+                                 "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
+                                 " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
+                                 "   AND ($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
+                                 "                           WHERE c.lifetime_id = o.lifetime_id)) "
+                                 "%s"
+                                 " ORDER BY f.lifetime_id FOR UPDATE OF f",
+                                 psprintf(not_aside, "o")),
                         1, covered_type),
             covered);
     int n = (int)SPI_processed;

@@ -9,6 +9,10 @@ namespace decoupled {
 // decoupled.capture is 'wal' and the WAL carries logical information.
 bool capture_from_wal_wanted();
 
+// Whether the catalog has capture_resyncs (1.1: a catalog not updated yet
+// has not; the library keeps maintaining it without setting tables aside).
+bool catalog_has_capture_resyncs();
+
 // Waits until the capture worker has taken in every transaction committed
 // before the call, at most timeout_ms (a worker that is restarting may come
 // back meanwhile).  True when it did, or when there is nothing to wait for

@@ -8,6 +8,7 @@ extern "C" {
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
+#include "catalog/namespace.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -53,6 +54,11 @@ namespace decoupled {
 
 bool capture_from_wal_wanted() {
     return guc_capture == kCaptureWal && wal_level >= WAL_LEVEL_LOGICAL;
+}
+
+bool catalog_has_capture_resyncs() {
+    Oid ns = get_namespace_oid("decoupled", true);
+    return OidIsValid(ns) && OidIsValid(get_relname_relid("capture_resyncs", ns));
 }
 
 uint64_t flush_inserted() {

@@ -35,6 +35,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
+#include "parser/parse_func.h"
 #include "parser/parser.h"
 #include "pgtime.h"
 #include "rewrite/rewriteHandler.h"
@@ -504,13 +505,22 @@ char* decoupled::locked_relation_name(Oid relid) {
 // A staged row's key is its text as history's writers print it, in UTC:
 // the step computes in its view's TimeZone (enter_owner), and a key printed
 // there would never pair with the copy the append finds.
+// (A catalog not yet updated to 1.1 has no _row_text, and its views
+// compute in UTC: record_out prints the same there.)
 char* decoupled::staging_sql(const char* diff, const char* cols, const char* from) {
+    Oid record_type = RECORDOID;
+    bool has_row_text = OidIsValid(LookupFuncName(
+        list_make2(makeString(pstrdup("decoupled")), makeString(pstrdup("_row_text"))), 1,
+        &record_type, true));
+    const char* row_text =
+        has_row_text ? "decoupled._row_text" : "pg_catalog.textin(pg_catalog.record_out";
+    const char* close = has_row_text ? "" : ")";
     return psprintf(
         "SELECT $1::pg_catalog.int8, %s::pg_catalog.int8, "
-        "       decoupled._row_text(ROW(%s)), "
-        "       pg_catalog.hashtext(decoupled._row_text(ROW(%s))), %s "
+        "       %s(ROW(%s))%s, "
+        "       pg_catalog.hashtext(%s(ROW(%s))%s), %s "
         "  FROM %s",
-        diff, cols, cols, cols, from);
+        diff, row_text, cols, close, row_text, cols, close, cols, from);
 }
 
 // decoupled._row_text(record) -> text: record_out in UTC, whatever the
