@@ -101,6 +101,9 @@ struct Target {
     // skipped: the table was taken again from its contents there, or is set
     // aside until it is (all of them: kSetAside; capture_resyncs).
     XLogRecPtr resynced_before;
+    // In this pass, a truncation left it holding nothing and no change of
+    // it came after: another truncation retracts nothing.
+    bool emptied;
     char name[NAMEDATALEN];  // the collection's, for error context
     int nrows;
     Datum* rows;        // text, in the batch context
@@ -538,6 +541,7 @@ Target* target(int64 id) {
         t->parse = nullptr;
         t->insert = nullptr;
         t->checked = false;
+        t->emptied = false;
         t->nrows = 0;
         t->rows = nullptr;
         t->key_known = false;
@@ -712,7 +716,10 @@ void add_keyed_line(Target* t, char* line) {
 void truncated(Target* t) {
     flush(t);
     if (t->keyed != nullptr) t->keyed->forget_known();
-    if (!t->live) return;
+    // Each retraction of everything held reads all of cur and pending: a
+    // run of TRUNCATEs with nothing between, in one pass, reads it once.
+    if (!t->live || t->emptied) return;
+    t->emptied = true;
     Datum arg = Int64GetDatum(t->lifetime_id);
     Oid type = INT8OID;
     if (SPI_execute_with_args("SELECT decoupled._capture_truncate($1)", 1, &type, &arg, nullptr,
@@ -1020,6 +1027,7 @@ bool capture() {
     hash_seq_init(&seq, targets);
     while (Target* t = static_cast<Target*>(hash_seq_search(&seq))) {
         t->checked = false;
+        t->emptied = false;
         t->nrows = 0;
         t->rows = nullptr;
         if (t->keyed != nullptr) t->keyed->clear();
@@ -1055,8 +1063,10 @@ bool capture() {
             } else if (rest[1] == 'T') {
                 truncated(t);
             } else if (t->keyed != nullptr || rest[1] == 'K' || rest[1] == 'U') {
+                t->emptied = false;
                 add_keyed_line(t, rest + 1);
             } else {
+                t->emptied = false;
                 add_row(t, rest + 1);
             }
             ++captured;

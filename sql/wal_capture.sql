@@ -478,6 +478,20 @@ SELECT (SELECT string_agg(id || v || tags::text, ',' ORDER BY id) FROM wc_tr_k) 
 RESET decoupled.as_of;
 SELECT (SELECT string_agg(id || v || tags::text, ',' ORDER BY id) FROM wc_tr_k) AS k_table,
        (SELECT string_agg(a || b, ',' ORDER BY a) FROM wc_tr_n) AS n_table;
+-- TRUNCATEs with nothing between retract what is held once, and a change
+-- between them is retracted by the next.
+TRUNCATE wc_tr_k;
+TRUNCATE wc_tr_k;
+INSERT INTO wc_tr_k VALUES (1, 'again', '{1}');
+TRUNCATE wc_tr_k;
+TRUNCATE wc_tr_k;
+INSERT INTO wc_tr_k VALUES (2, 'last', '{2}');
+SELECT decoupled.wait_for_capture('60 s') AS captured;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT set_config('decoupled.as_of', (upper - 1)::text, false) IS NOT NULL AS reading
+  FROM decoupled.frontiers WHERE name = 'wc_tr_k';
+SELECT string_agg(id || v || tags::text, ',' ORDER BY id) AS k_history FROM wc_tr_k;
+RESET decoupled.as_of;
 SELECT decoupled.unregister_table('wc_tr_k'), decoupled.unregister_table('wc_tr_n');
 DROP TABLE wc_tr_k, wc_tr_n;
 
