@@ -114,7 +114,7 @@ ISOLATION = ddl_race append_race hold_vs_publication compaction_vs_reader mainta
 	hold_quota append_vs_compaction tick_vs_writers capture_vs_drop tick_vs_drop hold_vs_compaction_point promote_vs_append \
 	compaction_vs_arrangement drop_extension_vs_readers drop_extension_vs_cached_reads capture_vs_extension_recreate \
 	tick_cancel tick_compacts_pending capture_open_transaction arrangement_drop_retry \
-	admission_vs_maintenance time_index_lock drop_vs_maintenance capture_set_aside
+	admission_vs_maintenance time_index_lock drop_vs_maintenance capture_set_aside tick_mixed_capture
 
 PG_CONFIG ?= pg_config
 # PostgreSQL headers are system headers here: their own unused parameters

@@ -65,6 +65,8 @@ extern "C" {
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "storage/bufmgr.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -172,6 +174,7 @@ SPIPlanPtr advance_plan = nullptr;
 SPIPlanPtr tick_lock_plan[2] = {nullptr, nullptr};       // without, with capture_resyncs
 SPIPlanPtr tick_lock_skip_plan[2] = {nullptr, nullptr};
 SPIPlanPtr wal_tables_plan = nullptr;
+SPIPlanPtr trigger_tables_plan = nullptr;
 SPIPlanPtr stalled_plan = nullptr;
 SPIPlanPtr table_health_plan = nullptr;
 
@@ -1388,9 +1391,61 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                     nullptr),
         nullptr);
     bool session = MyBackendType == B_BACKEND;
-    if (SPI_processed > 0)
+    const bool from_wal = SPI_processed > 0;
+    const bool never_wait = decoupled::ticks_never_wait;
+    // Some tables captured by triggers while others are from the WAL (one
+    // not adopted yet, a switch under way): one tick must be one cut of
+    // both, a transaction that wrote one of each in it or in neither.  The
+    // trigger-captured tables' writers are held off (SHARE) from before the
+    // WAL position waited for below until the tick's snapshot: a
+    // transaction that wrote one of them committed before that position,
+    // so capture has it, or commits after the snapshot.  One whose writers
+    // cannot be held off is left out of this tick, its upper where it is:
+    // at once for the controller's tick, after trying for up to 10 s for a
+    // session's (which never waits in the lock manager there: holding one
+    // of these locks, it would wait for another table's, or later for the
+    // frontiers' rows, which an append in a transaction that writes the
+    // table may hold — a deadlock).
+    Oid* held_off = nullptr;
+    int nheld_off = 0;
+    int64* left_out = nullptr;
+    int nleft_out = 0;
+    if (from_wal) {
+        run(global_plan(&trigger_tables_plan,
+                        "SELECT o.lifetime_id, o.relation::oid FROM decoupled.catalog_objects o "
+                        " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
+                        "   AND o.relation IS NOT NULL "
+                        "   AND NOT EXISTS (SELECT FROM decoupled.capture_relations c "
+                        "                    WHERE c.lifetime_id = o.lifetime_id) "
+                        " ORDER BY o.lifetime_id",
+                        0, nullptr),
+            nullptr);
+        int ntrigger = (int)SPI_processed;
+        held_off = (Oid*)palloc(sizeof(Oid) * Max(ntrigger, 1));
+        left_out = (int64*)palloc(sizeof(int64) * Max(ntrigger, 1));
+        for (int i = 0; i < ntrigger; i++) {
+            int64 id = 0;
+            get_int8(i, 1, &id);
+            bool isnull = true;
+            Oid rel = DatumGetObjectId(
+                SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+            bool held = ConditionalLockRelationOid(rel, ShareLock);
+            TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kCaptureWaitMs);
+            while (!held && session && GetCurrentTimestamp() < until) {
+                (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5,
+                                PG_WAIT_EXTENSION);
+                ResetLatch(MyLatch);
+                CHECK_FOR_INTERRUPTS();
+                held = ConditionalLockRelationOid(rel, ShareLock);
+            }
+            if (held)
+                held_off[nheld_off++] = rel;
+            else
+                left_out[nleft_out++] = id;
+        }
         wal_covered =
             decoupled::wait_for_capture(session ? kCaptureWaitMs : kControllerCaptureWaitMs);
+    }
     if (!wal_covered && session)
         ereport(WARNING,
                 (errmsg("WAL capture has not caught up with this tick"),
@@ -1399,13 +1454,18 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                  errhint("See decoupled.capture.")));
     Oid covered_type[1] = {BOOLOID};
     Datum covered[1] = {BoolGetDatum(wal_covered)};
+    // Leaving without a tick, or once its snapshot is taken: the writers
+    // held off go on.
+    auto let_writers_go = [&] {
+        for (int i = 0; i < nheld_off; i++) UnlockRelationOid(held_off[i], ShareLock);
+        nheld_off = 0;
+    };
     // Every live table's frontier, locked in one fixed order.  A table WAL
     // capture set aside (capture_resyncs) is left alone: its changes since
     // are not in its pending changes until it is taken again.  The
     // controller's tick never waits for them (a session's tick holds them
     // while it waits for a view's creation, below): it skips those another
     // transaction holds and ticks nothing unless it got them all.
-    const bool never_wait = decoupled::ticks_never_wait;
     // Tables WAL capture set aside (capture_resyncs, which a catalog not
     // updated to 1.1 yet has not) are left alone.
     const bool resyncs = decoupled::catalog_has_capture_resyncs();
@@ -1452,12 +1512,14 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     // read or written yet (a DROP TABLE racing it, say).
     decoupled::wait_point("tick:locked");
     if (n == 0) {
+        let_writers_go();
         SPI_finish();
         PG_RETURN_INT32(0);
     }
     int64 live_tables = n;
     if (never_wait && get_int8(0, 6, &live_tables) && live_tables > n) {
         note_tick_skipped("a table's frontier");
+        let_writers_go();
         SPI_finish();
         PG_RETURN_INT32(0);
     }
@@ -1466,18 +1528,25 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     Oid* relations = (Oid*)palloc(sizeof(Oid) * n);
     bool* appended = (bool*)palloc(sizeof(bool) * n);
     int64 max_upper = 0;
+    int kept = 0;  // the tables left out above are not ticked
     for (int i = 0; i < n; i++) {
-        int64 upper = 0;
-        get_int8(i, 1, &ids[i]);
+        int64 id = 0, upper = 0;
+        get_int8(i, 1, &id);
+        bool out = false;
+        for (int j = 0; j < nleft_out; j++) out |= left_out[j] == id;
+        if (out) continue;
+        ids[kept] = id;
         get_int8(i, 2, &upper);
-        names[i] = get_text(i, 3);
+        names[kept] = get_text(i, 3);
         bool isnull = true;
         Datum rel = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull);
-        relations[i] = isnull ? InvalidOid : DatumGetObjectId(rel);
-        appended[i] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 5,
-                                                 &isnull));
+        relations[kept] = isnull ? InvalidOid : DatumGetObjectId(rel);
+        appended[kept] = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+                                                    5, &isnull));
         max_upper = Max(max_upper, upper);
+        kept++;
     }
+    n = kept;
     int64 ts = decoupled::next_timestamp(max_upper);
 
     run(global_plan(&stalled_plan,
@@ -1497,6 +1566,7 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     // What this tick moves: the captured rows this snapshot sees, for every
     // table alike.
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    let_writers_go();
     int64* ticked = (int64*)palloc(sizeof(int64) * n);
     int nticked = 0;
     // Tables whose pending relation the tick leaves empty but large.

@@ -168,6 +168,8 @@ SELECT wp_count('wq', 'cur') AS cur_rows, wp_count('wq', 'dead') AS dead_rows;
 -- with the key in the same append goes through, and so does a new key.
 CREATE TABLE wk (id int, k text, v text, PRIMARY KEY (k, id));
 SELECT decoupled.register_table('wk', retain_history => '1 hour') > 0 AS registered;
+-- Captured from the WAL (by key) from here on: adopted.
+SELECT decoupled.wait_for_capture('60s') AS adopted;
 INSERT INTO wk VALUES (1, 'a', 'x'), (2, 'b', 'y');
 SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT upper AS u FROM decoupled.frontiers WHERE name = 'wk' \gset
