@@ -158,9 +158,24 @@ constexpr int kSetAsideAfterFailures = 3;
 bool writing_changes = false;  // the pass is writing decoded changes
 int64 failing_table = 0;       // whose changes the last passes failed to write
 int failures_of_table = 0;     // how many passes in a row
-int64 set_aside = 0;           // the table the next capture pass sets aside
-char set_aside_error[256];
-char set_aside_name[NAMEDATALEN];  // the table a pass set aside, to log after it
+// The tables the next capture pass sets aside, each with its error: they
+// accumulate (a pass that skips one may fail on another) until a pass
+// succeeds and commits them all.
+constexpr int kMaxSetAside = 32;
+struct SetAside {
+    int64 id;
+    char error[256];
+    char name[NAMEDATALEN];  // set by the pass that set it aside, to log after it
+};
+SetAside set_aside[kMaxSetAside];
+int nset_aside = 0;
+int nset_aside_logged = 0;   // those the last pass set aside, to log after it
+
+bool being_set_aside(int64 id) {
+    for (int i = 0; i < nset_aside; i++)
+        if (set_aside[i].id == id) return true;
+    return false;
+}
 bool resyncs_waiting = true;   // capture_resyncs may hold rows (read at start)
 bool has_resyncs = false;      // the catalog has capture_resyncs (1.1), seen at each pass
 TimestampTz last_resync_attempt = 0;
@@ -1058,7 +1073,7 @@ bool capture() {
             if (rest == nullptr || *rest != ' ') elog(ERROR, "unexpected decoded line: %s", line);
             working_on = id;
             Target* t = target(id);
-            if (id == set_aside || commit_lsn < t->resynced_before) {
+            if (being_set_aside(id) || commit_lsn < t->resynced_before) {
                 // Set aside, or in the contents the table was taken again from.
             } else if (rest[1] == 'T') {
                 truncated(t);
@@ -1083,15 +1098,15 @@ bool capture() {
     }
     working_on = 0;
     writing_changes = false;
-    char* aside_name = nullptr;
-    if (set_aside != 0) {
-        Datum args[2] = {Int64GetDatum(set_aside), CStringGetTextDatum(set_aside_error)};
+    for (int i = 0; i < nset_aside; i++) {
+        Datum args[2] = {Int64GetDatum(set_aside[i].id),
+                         CStringGetTextDatum(set_aside[i].error)};
         Oid types[2] = {INT8OID, TEXTOID};
         if (SPI_execute_with_args("SELECT decoupled._capture_set_aside($1, $2)", 2, types, args,
                                   nullptr, false, 1) != SPI_OK_SELECT)
             elog(ERROR, "could not set a registered table aside");
         char* name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-        aside_name = MemoryContextStrdup(pass_context, name ? name : "?");
+        strlcpy(set_aside[i].name, name ? name : "?", sizeof(set_aside[i].name));
     }
     if (captured > 0) record_progress(upto);
     if (resyncs_waiting && has_resyncs && captured > 0) {
@@ -1110,13 +1125,14 @@ bool capture() {
         LogicalConfirmReceivedLocation(upto);
         ReplicationSlotMarkDirty();
     }
-    if (aside_name != nullptr) {
+    if (nset_aside > 0) {
         // Said once the pass is over: decoding quiets the log until then.
-        strlcpy(set_aside_name, aside_name, sizeof(set_aside_name));
-        set_aside = 0;
+        nset_aside_logged = nset_aside;
+        nset_aside = 0;
         failing_table = 0;
         failures_of_table = 0;
         resyncs_waiting = true;
+        last_resync_attempt = 0;  // tried at the next pass
     }
     publish_progress(upto);
     keep_restart_point_close(captured > 0);
@@ -1135,9 +1151,13 @@ void note_failed_pass(const char* message) {
         failures_of_table = 0;
     }
     if (culprit == 0 || !has_resyncs) return;
-    if (++failures_of_table >= kSetAsideAfterFailures) {
-        set_aside = culprit;
-        strlcpy(set_aside_error, message, sizeof(set_aside_error));
+    if (++failures_of_table >= kSetAsideAfterFailures && !being_set_aside(culprit) &&
+        nset_aside < kMaxSetAside) {
+        set_aside[nset_aside].id = culprit;
+        strlcpy(set_aside[nset_aside].error, message, sizeof(set_aside[nset_aside].error));
+        nset_aside++;
+        failing_table = 0;
+        failures_of_table = 0;
     }
 }
 
@@ -1609,6 +1629,8 @@ bool pass_over(Situation now) {
         }
         return busy;
     }
+    // A table set aside is released once it was taken again.
+    if (now.slot && resyncs_waiting) resync_set_aside();
     if (now.wal_tables > 0) busy |= release_tables();
     if (now.slot) {
         // Released tables' last changes are in the WAL before the release.
@@ -1735,16 +1757,15 @@ void decoupled_capture_main(Datum arg) {
             }
             PG_END_TRY();
             log_min_messages = saved_log_min_messages;
-            if (set_aside_name[0] != '\0') {
+            for (int i = 0; i < nset_aside_logged; i++)
                 ereport(WARNING,
                         (errmsg("pg_decoupled capture set registered table \"%s\" aside",
-                                set_aside_name),
+                                set_aside[i].name),
                          errdetail("Capture could not write one of its changes: %s",
-                                   set_aside_error),
+                                   set_aside[i].error),
                          errhint("Capture of the other tables goes on; this one is taken again "
                                  "from its contents as soon as its writers let it.")));
-                set_aside_name[0] = '\0';
-            }
+            nset_aside_logged = 0;
             replorigin_session_origin = InvalidRepOriginId;
             MemoryContextSwitchTo(TopMemoryContext);
             MemoryContextReset(pass_context);

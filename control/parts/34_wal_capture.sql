@@ -594,6 +594,16 @@ BEGIN
     IF NOT EXISTS (SELECT FROM decoupled.capture_relations) THEN
         RETURN true;  -- nothing is captured from the WAL
     END IF;
+    -- A table set aside has its changes in its pending changes only once
+    -- it was taken again from its contents.
+    LOOP
+        EXIT WHEN NOT EXISTS (SELECT FROM decoupled.capture_resyncs r
+                               WHERE r.resynced_lsn IS NULL);
+        IF clock_timestamp() >= v_deadline THEN
+            RETURN false;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
     -- In milliseconds, at most what an integer holds: a timeout beyond
     -- 24.8 days waits that long.
     RETURN decoupled._wait_captured(least(greatest(
