@@ -1059,6 +1059,25 @@ void run_reads(QueryDesc* query_desc, ScanDirection direction, uint64 count, boo
                                  "PL/pgSQL.")));
         }
     }
+    // A parallel plan made where decoupled.as_of counted (a function's
+    // statement planned when its caller called it directly), run where it
+    // does not (inside another role's SECURITY DEFINER function): its
+    // workers cannot tell whose the value is (as_of_applies), so none is
+    // started — the leader runs the plan alone, reading the latest state.
+    if (decoupled::as_of_set() && !decoupled::as_of_applies() && !IsParallelWorker() &&
+        query_desc->plannedstmt->parallelModeNeeded) {
+        // As a SET clause of a function: an error leaves it to the
+        // (sub)transaction's abort to restore.
+        int level = NewGUCNestLevel();
+        (void)set_config_option("max_parallel_workers", "0", PGC_USERSET, PGC_S_SESSION,
+                                GUC_ACTION_SAVE, true, 0, false);
+        if (prev_executor_run_hook)
+            prev_executor_run_hook(query_desc, direction, count, execute_once);
+        else
+            standard_ExecutorRun(query_desc, direction, count, execute_once);
+        AtEOXact_GUC(true, level);
+        return;
+    }
     if (prev_executor_run_hook)
         prev_executor_run_hook(query_desc, direction, count, execute_once);
     else

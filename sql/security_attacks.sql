@@ -624,6 +624,40 @@ SELECT atk.read_docs();  -- the latest list: nothing
 SELECT count(*) FROM atk.acl;  -- and the list itself is not atk_user's to read
 RESET decoupled.as_of;
 RESET ROLE;
+-- Nor through a parallel plan of a function it may call, made when
+-- atk_user called that function directly (where its time counted), then
+-- run inside the SECURITY DEFINER function.
+RESET ROLE;
+SET ROLE atk_admin;
+CREATE FUNCTION atk.acl_flags() RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY SELECT flag FROM atk.acl;
+END
+$$;
+CREATE FUNCTION atk.read_flags() RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY SELECT * FROM atk.acl_flags();
+END
+$$;
+GRANT EXECUTE ON FUNCTION atk.acl_flags(), atk.read_flags() TO atk_user;
+RESET ROLE;
+SET SESSION AUTHORIZATION atk_user;
+SET decoupled.as_of = :atk_open_at;
+SET force_parallel_mode = on;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET parallel_leader_participation = off;
+SELECT * FROM atk.acl_flags();  -- not atk_user's to read
+SELECT atk.read_flags();  -- the latest list: nothing
+RESET force_parallel_mode;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+RESET parallel_leader_participation;
+RESET decoupled.as_of;
+RESET SESSION AUTHORIZATION;
 -- Its owner's own time counts, set by the owner or in its SET clause.
 SET ROLE atk_admin;
 SET decoupled.as_of = :atk_open_at;
