@@ -1475,7 +1475,9 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                   "                      AND r.resynced_lsn IS NULL) "
                 : "";
     if (never_wait)
-        run(global_plan(&tick_lock_skip_plan[resyncs],
+        // The text is made only for the first tick of the backend.
+        run(tick_lock_skip_plan[resyncs] ? tick_lock_skip_plan[resyncs]
+                            : global_plan(&tick_lock_skip_plan[resyncs],
                         psprintf("SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
                                  "       coalesce((o.definition->>'appended')::boolean, false), "
                                  "       (SELECT count(*) FROM decoupled.catalog_objects t "
@@ -1494,7 +1496,9 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                         1, covered_type),
             covered);
     else
-        run(global_plan(&tick_lock_plan[resyncs],
+        // The text is made only for the first tick of the backend.
+        run(tick_lock_plan[resyncs] ? tick_lock_plan[resyncs]
+                            : global_plan(&tick_lock_plan[resyncs],
                         psprintf("SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
                                  "       coalesce((o.definition->>'appended')::boolean, false) "
                                  "  FROM decoupled.catalog_frontiers f "
