@@ -18,8 +18,13 @@
 #           statement's start to its commit (psql's \timing).
 #   idle    decoupled.tick_tables() with IDLE_TABLES registered tables and
 #           nothing captured: median of RUNS ticks.
-# Ticks run in one session that ticked once before, as the controller's
-# does: what a tick costs, not what a new backend costs.
+# Ticks run in one session that has already ticked WARMUP rounds of each
+# size (not counted), as the controller's long-lived session has: what a
+# tick costs, not what a new backend costs.  A new backend's first ticks
+# also pay for its first touch of each page of shared memory it writes
+# (the WAL buffers, 16 MB at these settings, and the buffer pool): on the
+# project's virtual machine a 1,000-insert tick took 5.2 ms in a new
+# session and 3.2-4.0 ms forty ticks later (docs/performance.md).
 #
 # CAPTURE=wal: the server runs with wal_level = logical, so the table is
 # captured from the WAL (C14.1) and every timed tick first waits for
@@ -30,7 +35,7 @@
 #
 #   bash bench/append_throughput.sh [append|tick|idle ...]
 #   (RUNS=5 SECONDS_PER_RUN=10 BATCHES="1 100 10000" BASE_ROWS=100000
-#    CHANGES="1000 100000" IDLE_TABLES=1000)
+#    CHANGES="1000 100000" IDLE_TABLES=1000 WARMUP=10)
 #
 # The controller's own ticks are off (decoupled.table_tick_interval = 0):
 # a tick between a writer's reading the upper and its append would make the
@@ -50,12 +55,13 @@ BATCHES=${BATCHES:-1 100 10000}
 BASE_ROWS=${BASE_ROWS:-100000}
 CHANGES=${CHANGES:-1000 100000}
 IDLE_TABLES=${IDLE_TABLES:-1000}
+WARMUP=${WARMUP:-10}
 PARTS=("$@")
 if [ ${#PARTS[@]} -eq 0 ]; then PARTS=(append tick idle); fi
 
 echo "# ${CMDLINE[*]}  (RUNS=$RUNS SECONDS_PER_RUN=$SECONDS_PER_RUN BATCHES=\"$BATCHES\"" \
      "BASE_ROWS=$BASE_ROWS CHANGES=\"$CHANGES\" IDLE_TABLES=$IDLE_TABLES CAPTURE=$CAPTURE" \
-     "SPREAD=$SPREAD)"
+     "SPREAD=$SPREAD WARMUP=$WARMUP)"
 echo "# commit $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)," \
      "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -84,6 +90,8 @@ $*
 SELECT 'cpu ' || (split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :cpu0) / 1e6;
 SQL
 }
+# The same statement, not timed (a warm-up round).
+untimed() { shift; echo "$*"; }
 marked_timings() {
     { echo '\timing on'; cat; } | bench_psql |
         awk '/^mark / { label = substr($0, 6); wall = ""; next }
@@ -130,7 +138,10 @@ SQL
     if [ "$CAPTURE" = wal ]; then wait='SELECT decoupled.wait_for_capture() \gset'; fi
     echo 'SELECT decoupled.tick_tables();' > "$script"
     for n in $CHANGES; do
-        for _ in $(seq "$RUNS"); do
+        for round in $(seq $((WARMUP + RUNS))); do
+            # The first WARMUP rounds run the same statements untimed.
+            local tick='SELECT decoupled.tick_tables();' timed=measured
+            if [ "$round" -le "$WARMUP" ]; then timed=untimed; fi
             local lo=$next hi=$((next + n - 1))
             next=$((hi + 1))
             # The rows an UPDATE and a DELETE change: the round's own, or
@@ -145,14 +156,14 @@ SQL
             {
                 echo "INSERT INTO ticked SELECT g, g % 1000, md5(g::text) FROM generate_series($lo, $hi) g;"
                 echo "$wait"
-                measured "insert $n" 'SELECT decoupled.tick_tables();'
+                $timed "insert $n" "$tick"
                 echo "UPDATE ticked SET v = v || 'x' WHERE $changed;"
                 echo "$wait"
-                measured "update $n" 'SELECT decoupled.tick_tables();'
+                $timed "update $n" "$tick"
                 echo "WITH d AS (DELETE FROM ticked WHERE $changed RETURNING id)
                       INSERT INTO gone SELECT id FROM d;"
                 echo "$wait"
-                measured "delete $n" 'SELECT decoupled.tick_tables();'
+                $timed "delete $n" "$tick"
                 if [ "$SPREAD" = random ]; then
                     echo "INSERT INTO ticked SELECT id, id % 1000, md5(id::text) FROM gone;"
                     echo "TRUNCATE gone;"
@@ -171,7 +182,8 @@ SQL
     done
     local timings
     timings=$(marked_timings < "$script")
-    echo "-- tick: a registered table of $BASE_ROWS rows, one session, median of $RUNS ticks;"
+    echo "-- tick: a registered table of $BASE_ROWS rows, one session, median of $RUNS ticks" \
+         "after $WARMUP rounds not counted;"
     echo "-- wall: statement start to commit; cpu: the backend's CPU time for it"
     printf '%-8s %8s %9s %9s %12s %9s %12s\n' change rows captured "wall ms" "captured/s" \
         "cpu ms" "captured/s"

@@ -198,6 +198,7 @@ struct Net {
     int64 ts;
     const decoupled::ImageColumns* cols;
     bool by_text_hash;
+    bool appended;  // its owner appended history the table does not hold
     int64* wanted;
     int64* moved;
 };
@@ -268,13 +269,28 @@ int copy_of_key(const Net* n, const Row* row, Copy* copy, Datum* values, bool* n
 }
 
 // A row's net change: retractions move its oldest copies to dead,
-// insertions write it to cur.
-void write_net(const Net* n, const Row* row, int64 net) {
+// insertions write it to cur.  `key_free`: no retraction by key of the
+// row's key in this tick (which takes the key's current row itself).
+void write_net(const Net* n, const Row* row, int64 net, bool key_free = true) {
     if (net < 0) {
         *n->wanted += -net;
         Copy* copies = nullptr;
         int ncopies = find_copies(n, row, true, &copies);
         for (int i = 0; i < ncopies && i < -net; i++) retract_copy(n, &copies[i]);
+        // Trigger capture retracts the old row itself, not its key.  Where
+        // an append already retracted that row, the key's current row is
+        // what the owner appended in its place: it goes instead, as a
+        // retraction by key (WAL capture's) would take it, so that the key
+        // keeps one current row, the table's.  A table without a key has
+        // no such row to find.
+        if (ncopies == 0 && net == -1 && key_free && n->appended && !n->by_text_hash) {
+            Copy copy;
+            int found = find_copies(n, row, false, &copies);
+            if (found > 0) {
+                copy = copies[found - 1];  // the newest
+                retract_copy(n, &copy);
+            }
+        }
     } else if (net > 0) {
         int32 hash = n->by_text_hash ? row->text_hash
                                      : decoupled::row_text_hash(n->w, row->values, row->nulls);
@@ -382,8 +398,8 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
 
     // Consolidate: equal rows are adjacent, and a key's rows too.
     qsort(rows, nrows, sizeof(Row*), row_cmp);
-    const Net probe{&w, iscan, keys, key_cols, nkeys, islot, tick.ts, &cols, by_text_hash, wanted,
-                  moved};
+    const Net probe{&w,   iscan,        keys,          key_cols, nkeys, islot, tick.ts,
+                    &cols, by_text_hash, tick.appended, wanted,   moved};
     TupleDesc cur_desc = RelationGetDescr(cur);
     Datum* copy_values = (Datum*)palloc(sizeof(Datum) * cur_desc->natts);
     bool* copy_nulls = (bool*)palloc(sizeof(bool) * cur_desc->natts);
@@ -442,7 +458,7 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
                         net = 0;
                     }
                 }
-                write_net(&probe, rows[g], net);
+                write_net(&probe, rows[g], net, false);
                 g = j;
             }
             if (have_copy && !paired) {

@@ -234,10 +234,13 @@ $node->safe_psql('postgres',
 DecoupledTest::wait_for($node,
     q{SELECT status FROM decoupled.object_statuses WHERE name = 'acct'}, 'running');
 DecoupledTest::wait_for($node, $last_event, 'running false');
-is($node->safe_psql('postgres', q{
+# Capture sets the table aside after three failed passes (1.4 s): when that
+# comes before the rename back, the table's own stall (another error)
+# follows capture's, then the recovery.
+like($node->safe_psql('postgres', q{
     SELECT string_agg(status, ' ' ORDER BY occurred_at)
       FROM decoupled.status_history WHERE name = 'acct' AND replica IS NULL}),
-    'stalled running', 'status history has the stall and the recovery, once each');
+    qr/^stalled (stalled )?running$/, 'status history has the stall and the recovery, once each');
 write_and_tick('SELECT 1');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM mismatches()'), '0',
     'after the stall, what waited is captured once');
@@ -399,6 +402,38 @@ is($plain->safe_psql('postgres',
            WHERE c.relname IN ('c1_cur', 'c1_pending')
              AND pg_get_indexdef(x.indexrelid) LIKE '%(k)'}),
     'c1_cur', 'the key is indexed in cur; in pending only while captured from the WAL');
+# Trigger capture retracts an old row itself, not its key: where its owner's
+# append retracted that row and appended another in its place, an update
+# or delete of the table's row takes the appended one instead, so that each
+# key keeps one current row, the table's (as WAL capture retracts by key).
+$plain->safe_psql('postgres', q{
+    CREATE TABLE ak (id int PRIMARY KEY, v text);
+    INSERT INTO ak VALUES (1, 'a'), (2, 'b'), (3, 'c');
+    SELECT decoupled.register_table('ak');
+    SELECT decoupled.tick_tables()});
+is($plain->safe_psql('postgres', q{
+    SELECT decoupled.append('ak', jsonb_build_array(
+               jsonb_build_object('mz_timestamp', upper, 'mz_diff', -1, 'data', '{"id": 1, "v": "a"}'::jsonb),
+               jsonb_build_object('mz_timestamp', upper, 'mz_diff', 1, 'data', '{"id": 1, "v": "fixed"}'::jsonb),
+               jsonb_build_object('mz_timestamp', upper, 'mz_diff', -1, 'data', '{"id": 2, "v": "b"}'::jsonb),
+               jsonb_build_object('mz_timestamp', upper, 'mz_diff', -1, 'data', '{"id": 3, "v": "c"}'::jsonb),
+               jsonb_build_object('mz_timestamp', upper, 'mz_diff', 1, 'data', '{"id": 3, "v": "fixed"}'::jsonb)),
+           upper, upper + 1) = upper + 1
+      FROM decoupled.frontiers WHERE name = 'ak'}), 't', 'the owner appends corrections');
+$plain->safe_psql('postgres', q{
+    UPDATE ak SET v = 'table' WHERE id = 1;
+    UPDATE ak SET v = 'table' WHERE id = 2;
+    DELETE FROM ak WHERE id = 3;
+    SELECT decoupled.tick_tables()});
+is($plain->safe_psql('postgres', q{
+    SELECT status FROM decoupled.object_statuses WHERE name = 'ak'}), 'running',
+    'the tick after the corrections succeeds');
+is($plain->safe_psql('postgres', q{
+    SELECT upper - 1 AS t FROM decoupled.frontiers WHERE name = 'ak' \gset
+    SET decoupled.as_of = :t;
+    SELECT string_agg(id || '=' || v, ',' ORDER BY id, v) FROM ak}),
+    '1=table,2=table', 'an update or delete of a row an append replaced retracts the replacement');
+
 # Trigger capture's own guards: its triggers stay as registration made them,
 # and TRUNCATE needs READ COMMITTED.
 ($ret, $stdout, $stderr) = $plain->psql('postgres', 'DROP TRIGGER decoupled_capture_insert ON t');
