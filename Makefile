@@ -44,6 +44,7 @@ OBJS = \
 	$(CORE_OBJS) \
 	extension/module.o \
 	extension/gucs.o \
+	extension/step_deadline.o \
 	extension/shmem.o \
 	extension/pg_guard.o \
 	extension/catalog_functions.o \

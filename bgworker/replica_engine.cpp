@@ -35,6 +35,9 @@ constexpr const char* kLostRace = "ZD003";      // a concurrent start of the sam
 // kBusyStallMs (extension/write_locks.hpp).
 constexpr const char* kBusy = "ZD004";
 constexpr int64_t kBusyRetryMs = 50;
+// A step's session ended under it (attempt_in_session): PostgreSQL's code
+// for a session ended by the server or an administrator.
+constexpr const char* kSessionEnded = "57P01";
 constexpr int64_t kBusyStallMs = 10'000;
 
 struct Output {
@@ -181,11 +184,17 @@ std::string error_text(const std::exception& e) {
 
 struct ReplicaEngine::Impl {
     Impl(const std::string& conninfo, ReplicaIdentity identity, EngineHost& host, int64_t poll_ms)
-        : conninfo(conninfo), conn(conninfo), id(std::move(identity)), host(host),
-          poll_ms(poll_ms) {
+        : conninfo(conninfo), id(std::move(identity)), host(host), poll_ms(poll_ms) {
+        open_session();
+    }
+
+    // A new session: the connection, its settings and its statements.
+    void open_session() {
+        connection = std::make_unique<pqxx::connection>(conninfo);
+        pqxx::connection& conn = *connection;
         // It connects as a privileged role: never resolve a name in a schema
         // another user can create objects in.
-        pqxx::nontransaction tx(conn);
+        pqxx::nontransaction tx(*connection);
         tx.exec("SET search_path = pg_catalog, pg_temp");
         apply_step_timeout(tx);
         // The statements of every pass and step, parsed and planned once
@@ -204,7 +213,7 @@ struct ReplicaEngine::Impl {
     }
 
     std::string conninfo;
-    pqxx::connection conn;
+    std::unique_ptr<pqxx::connection> connection;  // open_session
     ReplicaIdentity id;
     EngineHost& host;
     int64_t poll_ms;
@@ -221,14 +230,14 @@ struct ReplicaEngine::Impl {
     std::map<int64_t, Maintained> maintained;  // ordered: inputs before readers
 
     void start() {
-        pqxx::work tx(conn);
+        pqxx::work tx(*connection);
         incarnation = tx.exec_params("SELECT decoupled.replica_start($1, $2, $3, $4)", id.replica_id,
                                      id.deployment, id.pid, id.host)[0][0]
                           .as<int64_t>();
         tx.commit();
         host.log("pg_decoupled replica " + std::to_string(id.replica_id) + " started incarnation " +
                  std::to_string(incarnation));
-        if (host.follows_relay()) relay = std::make_unique<RelayFollower>(conn, host);
+        if (host.follows_relay()) relay = std::make_unique<RelayFollower>(*connection, host);
     }
 
     void wait(int64_t ms) {
@@ -240,7 +249,7 @@ struct ReplicaEngine::Impl {
 
     void stop() {
         try {
-            pqxx::work tx(conn);
+            pqxx::work tx(*connection);
             tx.exec_params("SELECT decoupled.replica_stop($1)", incarnation);
             tx.commit();
         } catch (const std::exception&) {
@@ -252,7 +261,7 @@ struct ReplicaEngine::Impl {
     // are new are installed from their durable uppers, gone ones removed.
     void reconcile() {
         // One snapshot for everything the replica runs.
-        pqxx::transaction<pqxx::isolation_level::repeatable_read> tx(conn);
+        pqxx::transaction<pqxx::isolation_level::repeatable_read> tx(*connection);
         auto rows = tx.exec_params("SELECT * FROM decoupled.replica_desired_state($1)", incarnation);
         auto views = tx.exec_params("SELECT * FROM decoupled.replica_maintained($1)", incarnation);
         tx.commit();
@@ -323,7 +332,7 @@ struct ReplicaEngine::Impl {
     void report(Maintained& m, const std::string& status, const std::string& error,
                 bool hydrated) {
         if (m.reported == status && m.hydrated == hydrated && error.empty()) return;
-        pqxx::work tx(conn);
+        pqxx::work tx(*connection);
         tx.exec_params("SELECT decoupled.replica_report($1, $2, $3, $4, NULL, $5)", incarnation, m.id,
                        status, error.empty() ? nullptr : error.c_str(), hydrated);
         tx.commit();
@@ -368,7 +377,7 @@ struct ReplicaEngine::Impl {
         ids += '}';
         uppers += '}';
         Failure f = attempt([&] {
-            pqxx::work tx(conn);
+            pqxx::work tx(*connection);
             auto rows = tx.exec_prepared("idle", incarnation, ids, uppers);
             tx.commit();
             for (const auto& row : rows) {
@@ -440,8 +449,10 @@ struct ReplicaEngine::Impl {
         size_t next = 0;
         while (next < views.size()) {
             size_t first = next;
-            Failure whole = attempt([&] {
-                pqxx::work tx(conn);
+            // A session ended under the batch: each view takes its own
+            // step, which finds the one that ended it.
+            Failure whole = attempt_in_session([&] {
+                pqxx::work tx(*connection);
                 next = first + step_views(tx, views, first);
                 tx.commit();
             });
@@ -455,8 +466,8 @@ struct ReplicaEngine::Impl {
         while (next < sinks.size()) {
             size_t first = next;
             int64_t opened = steady_ms();
-            Failure whole = attempt([&] {
-                pqxx::work tx(conn);
+            Failure whole = attempt_in_session([&] {
+                pqxx::work tx(*connection);
                 do {
                     Outcome& o = sinks[next++];
                     // A savepoint by hand: libpqxx 6.4's subtransaction
@@ -523,7 +534,7 @@ struct ReplicaEngine::Impl {
     bool step_maintained(Maintained& m) {
         if (m.reported.empty()) report(m, "starting", "", false);
         if (!writes_enabled) return prewarm(m);
-        pqxx::work tx(conn);
+        pqxx::work tx(*connection);
         auto row = tx.exec_prepared(m.kind == "sink" ? "sink" : "maintain", incarnation, m.id,
                                     m.upper)[0];
         bool caught_up = row[1].as<bool>();
@@ -551,7 +562,7 @@ struct ReplicaEngine::Impl {
     // true: nothing is left to do at once (not yet computable: next pass).
     bool prewarm(Maintained& m) {
         if (m.prewarmed) return true;
-        pqxx::work tx(conn);
+        pqxx::work tx(*connection);
         bool hydrated =
             tx.exec_params("SELECT decoupled.replica_prewarm($1, $2)", incarnation, m.id)[0][0]
                 .as<bool>();
@@ -570,7 +581,7 @@ struct ReplicaEngine::Impl {
 
     void report(Source& s, const std::string& status, const std::string& error, bool hydrated) {
         if (s.reported == status && error.empty()) return;
-        pqxx::work tx(conn);
+        pqxx::work tx(*connection);
         for (const auto& out : s.outputs)
             tx.exec_params("SELECT decoupled.replica_report($1, $2, $3, $4, NULL, $5)", incarnation,
                            out.id, status, error.empty() ? nullptr : error.c_str(), hydrated);
@@ -589,7 +600,7 @@ struct ReplicaEngine::Impl {
             return now + poll_ms;
         }
         bool caught_up = true;
-        pqxx::work tx(conn);
+        pqxx::work tx(*connection);
         for (auto& out : s.outputs) {
             auto ticks = tick_times(s.epoch, s.tick_ms, out.upper, now, kMaxTicksPerAppend);
             if (ticks.empty()) continue;
@@ -663,7 +674,40 @@ struct ReplicaEngine::Impl {
 
     template <typename Object, typename Step>
     bool guarded_step(Object& o, const std::string& what, int64_t now, Step step) {
-        return step_ended(o, what, now, attempt(step));
+        return step_ended(o, what, now, attempt_in_session(step));
+    }
+
+    // As attempt, for steps: one whose session ended under it failed, if a
+    // new session opens.  The server ends a step's session when the step ran
+    // for twice decoupled.step_timeout without stopping when cancelled (its
+    // owner's code caught the cancel: extension/step_deadline.cpp), and an
+    // administrator may end it.  That object alone is then held back, as a
+    // step that timed out is, and the replica goes on with the others.  If
+    // no session opens (the server is gone), the run ends as before.  Run
+    // must hold its transaction inside: none may outlive the old session.
+    template <typename Run>
+    Failure attempt_in_session(Run run) {
+        int64_t started = steady_ms();
+        try {
+            return attempt(run);
+        } catch (const pqxx::broken_connection& e) {
+            std::string lost = error_text(e);
+            relay.reset();  // it holds the old connection
+            try {
+                open_session();
+                if (host.follows_relay())
+                    relay = std::make_unique<RelayFollower>(*connection, host);
+            } catch (const std::exception& again) {
+                host.log("pg_decoupled replica could not open a new session: " +
+                         error_text(again));
+                throw e;
+            }
+            if (step_timeout_ms > 0 && steady_ms() - started >= 2 * step_timeout_ms)
+                return {true, kSessionEnded,
+                        "the step ran for twice decoupled.step_timeout without stopping when "
+                        "cancelled; the server ended its session"};
+            return {true, kSessionEnded, "the step's session ended: " + lost};
+        }
     }
 
     // decoupled.step_timeout (the server's, followed at every heartbeat) as
@@ -721,7 +765,8 @@ struct ReplicaEngine::Impl {
         }
         const std::string& error = f.text;
         o.failures++;
-        o.retry_at = now + retry_delay(o.failures) + (timed_out(f) ? 11 * step_timeout_ms : 0);
+        bool held_back = timed_out(f) || f.sqlstate == kSessionEnded;
+        o.retry_at = now + retry_delay(o.failures) + (held_back ? 11 * step_timeout_ms : 0);
         host.log("pg_decoupled replica: " + what + " stalled: " + error);
         try_report([&] { report(o, "stalled", error, false); });
         return true;
@@ -731,7 +776,7 @@ struct ReplicaEngine::Impl {
     // ask counts as no: the step's error is then reported as it is).
     bool dropped_meanwhile(int64_t lifetime_id) {
         try {
-            pqxx::nontransaction tx(conn);
+            pqxx::nontransaction tx(*connection);
             return !tx.exec_params("SELECT EXISTS (SELECT FROM decoupled.objects "
                                    "WHERE lifetime_id = $1)",
                                    lifetime_id)[0][0]
@@ -763,7 +808,7 @@ struct ReplicaEngine::Impl {
         host.log("pg_decoupled replica " + std::to_string(id.replica_id) + " stalled: " + error);
         replica_error = error;
         try_report([&] {
-            pqxx::work tx(conn);
+            pqxx::work tx(*connection);
             tx.exec_params("SELECT decoupled.replica_heartbeat($1, 'stalled', $2)", incarnation,
                            error);
             report_every_object_stalled(tx, error);
@@ -779,7 +824,7 @@ struct ReplicaEngine::Impl {
         host.log("pg_decoupled replica " + std::to_string(id.replica_id) + " recovered");
         replica_error.clear();
         try_report([&] {
-            pqxx::work tx(conn);
+            pqxx::work tx(*connection);
             tx.exec_params("SELECT decoupled.replica_heartbeat($1)", incarnation);
             tx.commit();
         });
@@ -802,7 +847,7 @@ struct ReplicaEngine::Impl {
         bool failed = false;
         int64_t version = 0, now = 0;
         if (!phase("reading the catalog version", failed, [&] {
-                pqxx::nontransaction tx(conn);
+                pqxx::nontransaction tx(*connection);
                 auto row = tx.exec_prepared("pass")[0];
                 version = row[0].as<int64_t>();
                 now = row[1].as<int64_t>();
@@ -811,7 +856,7 @@ struct ReplicaEngine::Impl {
         if (version != catalog_version) phase("reading the catalog", failed, [&] { reconcile(); });
         if (now - last_heartbeat >= kHeartbeatMs) {
             phase("heartbeat", failed, [&] {
-                pqxx::work tx(conn);
+                pqxx::work tx(*connection);
                 tx.exec_params("SELECT decoupled.replica_heartbeat($1, $2, $3)", incarnation,
                                replica_error.empty() ? "running" : "stalled",
                                replica_error.empty() ? nullptr : replica_error.c_str());
@@ -832,7 +877,7 @@ struct ReplicaEngine::Impl {
         if (writes_enabled && publication_ms > 0 && now - last_compaction >= publication_ms) {
             last_compaction = now;
             phase("compaction", failed, [&] {
-                pqxx::work tx(conn);
+                pqxx::work tx(*connection);
                 // decoupled.step_timeout bounds steps, not compaction: a
                 // round after a long outage deletes much history, and one
                 // cancelled each time would never free it.
@@ -883,8 +928,8 @@ struct ReplicaEngine::Impl {
     void report_stop(const std::string& error) {
         try {
             std::unique_ptr<pqxx::connection> fresh;
-            pqxx::connection* c = &conn;
-            if (!conn.is_open()) {
+            pqxx::connection* c = connection.get();
+            if (!c->is_open()) {
                 fresh = std::make_unique<pqxx::connection>(conninfo);
                 c = fresh.get();
             }

@@ -1167,6 +1167,7 @@ DECLARE
     v_rows   bigint;
 BEGIN
     i := decoupled._live_incarnation(replica_prewarm.incarnation);
+    PERFORM decoupled._bound_step();
     SELECT * INTO o FROM decoupled.catalog_objects c
      WHERE c.lifetime_id = id AND c.dropped_at IS NULL;
     IF NOT FOUND THEN
@@ -1982,6 +1983,7 @@ AS $$
 DECLARE
     v_required bigint;
 BEGIN
+    PERFORM decoupled._bound_step();
     SELECT m.upper, m.caught_up, m.required INTO upper, caught_up, v_required
       FROM decoupled._maintain_view(replica_maintain.incarnation, replica_maintain.lifetime_id,
                                     replica_maintain.expected_upper) m;
@@ -2023,6 +2025,7 @@ BEGIN
         RAISE EXCEPTION 'lifetime_ids and expected_uppers must have the same length'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    PERFORM decoupled._bound_step();
     FOR k IN 1 .. coalesce(cardinality(lifetime_ids), 0) LOOP
         EXIT WHEN k > 1
               AND clock_timestamp() - v_started >= make_interval(secs => budget_ms / 1000.0);
@@ -6826,3 +6829,10 @@ BEGIN
 END
 $$;
 
+
+-- A replica step's hard deadline and advisory-lock hygiene
+-- (extension/step_deadline.cpp); replica_maintain, replica_maintain_many and
+-- replica_prewarm call it.
+CREATE FUNCTION decoupled._bound_step() RETURNS void
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_bound_step';
+REVOKE ALL ON FUNCTION decoupled._bound_step() FROM PUBLIC;

@@ -167,5 +167,68 @@ SELECT decoupled.drop('re_sleepy_v'), decoupled.drop('re_awake_v'),
        decoupled.unregister_table('re_sl');
 DROP TABLE re_sl;
 DROP FUNCTION re_sleepy(int);
+
+-- A step whose owner's code catches that cancel and goes on is ended with
+-- its session at twice decoupled.step_timeout: the view stalls saying so,
+-- the replica opens a new session and the other views go on.  A
+-- session-level advisory lock the owner's code takes in a step goes with
+-- the step's transaction, not kept by the replica's long-lived session
+-- (extension/step_deadline.cpp).
+CREATE FUNCTION re_stubborn(v int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$
+DECLARE
+    t0 timestamptz := clock_timestamp();
+BEGIN
+    IF v = 777 THEN
+        WHILE clock_timestamp() < t0 + interval '120 s' LOOP
+            BEGIN
+                PERFORM pg_sleep(0.1);
+            EXCEPTION WHEN query_canceled THEN
+                NULL;  -- the cancel, caught and ignored
+            END;
+        END LOOP;
+    END IF;
+    RETURN v;
+END
+$$;
+CREATE FUNCTION re_grab(v int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$
+BEGIN
+    IF v = 5 THEN
+        PERFORM pg_advisory_lock(424242);
+    END IF;
+    RETURN v;
+END
+$$;
+CREATE TABLE re_st (id int PRIMARY KEY);
+SELECT decoupled.register_table('re_st') > 0 AS registered;
+SELECT decoupled.create_materialized_view('re_stubborn_v', 'SELECT re_stubborn(id) AS s FROM re_st')
+       > 0 AS created;
+SELECT decoupled.create_materialized_view('re_grab_v', 'SELECT re_grab(id) AS g FROM re_st')
+       > 0 AS created;
+INSERT INTO re_st VALUES (5), (777);
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT decoupled.wait_for_upper('re_grab_v', (SELECT upper - 1 FROM decoupled.frontiers
+                                               WHERE name = 're_st'), '120s') > 0
+       AS other_view_follows;
+SELECT * FROM re_grab_v ORDER BY g;
+SELECT pg_temp.wait_status('re_stubborn_v', 'stalled') AS stalled;
+SELECT error ~ 'twice decoupled.step_timeout' AS says_why
+  FROM decoupled.object_statuses WHERE name = 're_stubborn_v';
+-- The lock went with the step's transaction (released as it ended: a
+-- bounded poll, the upper may be seen a moment before).
+DO $$
+BEGIN
+    FOR attempt IN 1 .. 200 LOOP
+        EXIT WHEN pg_try_advisory_lock(424242);
+        PERFORM pg_sleep(0.05);
+    END LOOP;
+END
+$$;
+SELECT count(*) AS lock_now_ours FROM pg_locks
+ WHERE locktype = 'advisory' AND objid = 424242 AND pid = pg_backend_pid() AND granted;
+SELECT pg_advisory_unlock(424242) AS unlocked;
+SELECT decoupled.drop('re_stubborn_v'), decoupled.drop('re_grab_v'),
+       decoupled.unregister_table('re_st');
+DROP TABLE re_st;
+DROP FUNCTION re_stubborn(int), re_grab(int);
 ALTER SYSTEM RESET decoupled.step_timeout;
 SELECT pg_reload_conf();

@@ -249,6 +249,7 @@ DECLARE
     v_rows   bigint;
 BEGIN
     i := decoupled._live_incarnation(replica_prewarm.incarnation);
+    PERFORM decoupled._bound_step();
     SELECT * INTO o FROM decoupled.catalog_objects c
      WHERE c.lifetime_id = id AND c.dropped_at IS NULL;
     IF NOT FOUND THEN

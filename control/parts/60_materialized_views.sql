@@ -839,6 +839,13 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
                    decoupled._storage(lifetime_id, 'dead') AS dead) c
 $$;
 
+-- Where a replica's step may run a view owner's code: a hard deadline of
+-- twice decoupled.step_timeout (the session ends if a cancel was caught
+-- and ignored), and session-level advisory locks released at the
+-- transaction's end (extension/step_deadline.cpp).
+CREATE FUNCTION decoupled._bound_step() RETURNS void
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_bound_step';
+
 -- One maintenance step of a materialized view by a replica (C5.3), run
 -- by replica_maintain and replica_maintain_many (below) as the extension:
 -- compare (upper = expected_upper) and, for each time t at which an input
@@ -1042,6 +1049,7 @@ AS $$
 DECLARE
     v_required bigint;
 BEGIN
+    PERFORM decoupled._bound_step();
     SELECT m.upper, m.caught_up, m.required INTO upper, caught_up, v_required
       FROM decoupled._maintain_view(replica_maintain.incarnation, replica_maintain.lifetime_id,
                                     replica_maintain.expected_upper) m;
@@ -1083,6 +1091,7 @@ BEGIN
         RAISE EXCEPTION 'lifetime_ids and expected_uppers must have the same length'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    PERFORM decoupled._bound_step();
     FOR k IN 1 .. coalesce(cardinality(lifetime_ids), 0) LOOP
         EXIT WHEN k > 1
               AND clock_timestamp() - v_started >= make_interval(secs => budget_ms / 1000.0);
