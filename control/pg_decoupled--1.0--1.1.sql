@@ -2746,8 +2746,9 @@ BEGIN
 END
 $$;
 
-ALTER EVENT TRIGGER decoupled_ddl_end ENABLE;
-ALTER EVENT TRIGGER decoupled_sql_drop ENABLE;
+-- Whatever session_replication_role says (33_drops.sql).
+ALTER EVENT TRIGGER decoupled_ddl_end ENABLE ALWAYS;
+ALTER EVENT TRIGGER decoupled_sql_drop ENABLE ALWAYS;
 
 -- 32_registered_tables, 34_wal_capture
 -- Retractions located by the primary key (C14.2): a table registered with

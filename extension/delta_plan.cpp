@@ -1809,7 +1809,7 @@ char* ordered_extremes_sql(Query* q, const Keys& keys, const SumsContext& c, Oid
     appendStringInfoString(&names, "k1");
     for (int j = 1; j <= list_length(c.args); ++j) appendStringInfo(&names, ", a%d", j);
     for (int e = 1; e <= list_length(c.extremes); ++e) appendStringInfo(&names, ", e%d", e);
-    const char* key = quote_identifier(keys.names[0]);
+    const char* key = keys.names[0];  // quoted already (group_keys)
     const char* equal_key = psprintf("x.k1 OPERATOR(pg_catalog.=) mz_u.%s", key);
     appendStringInfo(&sql, "SELECT mz_u.%s, mz_u.mz_n", key);
     for (int j = 1; j <= list_length(c.args); ++j) appendStringInfo(&sql, ", mz_u.mz_nn_%d, mz_u.mz_s_%d", j, j);

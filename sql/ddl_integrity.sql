@@ -105,6 +105,15 @@ SELECT s AS statement, regress_try(s) AS outcome FROM (VALUES
     ($$ALTER TABLE accounts DISABLE TRIGGER USER$$),
     ($$ALTER TABLE accounts ALTER COLUMN state SET DEFAULT 'x', ADD COLUMN other int$$)
 ) AS t(s);
+-- The guard's event triggers fire whatever session_replication_role says
+-- (ENABLE ALWAYS): a superuser's replica role does not let a shape change by.
+RESET ROLE;
+SET session_replication_role = replica;
+SELECT regress_try($$ALTER TABLE accounts ADD COLUMN note text DEFAULT 'x'$$) AS as_replica;
+RESET session_replication_role;
+SET ROLE ddl_owner;
+SELECT evtname, evtenabled FROM pg_event_trigger
+ WHERE evtname IN ('decoupled_ddl_end', 'decoupled_sql_drop') ORDER BY evtname;
 SELECT catalog_version() = :version_before AS catalog_unchanged,
        NOT EXISTS (SELECT FROM pg_inherits i
                     WHERE 'accounts'::regclass IN (i.inhrelid, i.inhparent)) AS no_inheritance;

@@ -503,6 +503,10 @@ SELECT decoupled.register_table('inc_wide') > 0 AS registered;
 SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT decoupled.create_materialized_view('inc_wide_mm',
     'SELECT g, min(v) AS lo, max(v) AS hi, count(*) AS n FROM inc_wide GROUP BY g') > 0 AS created;
+-- Its key and extremes named as SQL would not name them: the probe's
+-- statement quotes the key once.
+SELECT decoupled.create_materialized_view('inc_wide_q',
+    'SELECT g AS "Key", max(v) AS "order" FROM inc_wide GROUP BY g') > 0 AS created;
 SELECT inc_caught_up('inc_wide_mm') AND decoupled.verify('inc_wide_mm') AS verified;
 UPDATE inc_wide SET v = v + 7 WHERE v < 100 OR v > 39900;
 SELECT decoupled.tick_tables() > 0 AS ticked;
@@ -512,8 +516,12 @@ DELETE FROM inc_wide WHERE id IN (SELECT min(id) FILTER (WHERE v IS NOT NULL) FR
 UPDATE inc_wide SET v = NULL WHERE id IN (SELECT max(id) FROM inc_wide GROUP BY g);
 SELECT decoupled.tick_tables() > 0 AS ticked;
 SELECT inc_caught_up('inc_wide_mm') AND decoupled.verify('inc_wide_mm') AS verified;
-SELECT name, method, recompute_steps FROM decoupled.view_maintenance WHERE name = 'inc_wide_mm';
-SELECT decoupled.drop('inc_wide_mm'), decoupled.unregister_table('inc_wide');
+SELECT inc_caught_up('inc_wide_q') AND decoupled.verify('inc_wide_q') AS verified;
+SELECT status FROM decoupled.object_statuses WHERE name = 'inc_wide_q';
+SELECT name, method, recompute_steps FROM decoupled.view_maintenance
+ WHERE name IN ('inc_wide_mm', 'inc_wide_q') ORDER BY name;
+SELECT decoupled.drop('inc_wide_mm'), decoupled.drop('inc_wide_q'),
+       decoupled.unregister_table('inc_wide');
 DROP TABLE inc_wide;
 
 -- Kept sums over a keyed outer join (C13.2): one LEFT, RIGHT or FULL join

@@ -522,6 +522,9 @@ BEGIN
 END
 $$;
 CREATE EVENT TRIGGER decoupled_sql_drop ON sql_drop EXECUTE FUNCTION decoupled._on_sql_drop();
+-- Whatever session_replication_role says: a superuser's `replica` role
+-- must not let a drop or a shape change by the catalog.
+ALTER EVENT TRIGGER decoupled_sql_drop ENABLE ALWAYS;
 
 -- A trigger created, replaced or renamed on an object's relation.  A
 -- registered table's owner keeps adding triggers of their own (they see
@@ -671,6 +674,7 @@ CREATE EVENT TRIGGER decoupled_ddl_end ON ddl_command_end
                  'CREATE VIEW', 'ALTER VIEW', 'ALTER MATERIALIZED VIEW', 'CREATE RULE',
                  'CREATE TRIGGER', 'ALTER TRIGGER')
     EXECUTE FUNCTION decoupled._on_ddl_end();
+ALTER EVENT TRIGGER decoupled_ddl_end ENABLE ALWAYS;
 
 CREATE FUNCTION decoupled._hand_over_sink_table(o decoupled.catalog_objects) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
