@@ -24,7 +24,7 @@
 # also pay for its first touch of each page of shared memory it writes
 # (the WAL buffers, 16 MB at these settings, and the buffer pool): on the
 # project's virtual machine a 1,000-insert tick took 5.2 ms in a new
-# session and 3.2-4.0 ms forty ticks later (docs/performance.md).
+# session and 3.2-4.3 ms forty ticks later (docs/performance.md).
 #
 # CAPTURE=wal: the server runs with wal_level = logical, so the table is
 # captured from the WAL (C14.1) and every timed tick first waits for
