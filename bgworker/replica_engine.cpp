@@ -75,6 +75,9 @@ struct Maintained {
     int failures = 0;      // consecutive failed steps
     int64_t retry_at = 0;  // stalled: not stepped again before this time
     int64_t busy_since = 0;  // its storage locked by another transaction since
+    // In a batch whose session ended (attempt_in_session): stepped alone,
+    // after the others of a pass, until a step of its own succeeds.
+    bool suspect = false;
 };
 
 bool is_fencing(const pqxx::sql_error& e) { return e.sqlstate() == kFenced; }
@@ -346,7 +349,7 @@ struct ReplicaEngine::Impl {
     // reports its health.
     bool steady(const Maintained& m, int64_t now) const {
         return writes_enabled && replica_error.empty() && m.reported == "running" &&
-               m.hydrated && now >= m.retry_at;
+               m.hydrated && now >= m.retry_at && !m.suspect;
     }
 
     bool idle_batch_failed = false;  // advance_idle's failure, logged once per episode
@@ -457,6 +460,8 @@ struct ReplicaEngine::Impl {
                 tx.commit();
             });
             if (whole.failed) {
+                if (whole.sqlstate == kSessionEnded)
+                    for (size_t k = first; k < views.size(); ++k) views[k].m->suspect = true;
                 next = views.size();  // each takes its own step
                 continue;
             }
@@ -685,6 +690,11 @@ struct ReplicaEngine::Impl {
     // step that timed out is, and the replica goes on with the others.  If
     // no session opens (the server is gone), the run ends as before.  Run
     // must hold its transaction inside: none may outlive the old session.
+    // A step's session ended in this pass: the pass ends after that step,
+    // so that one owner's views that end their sessions take one such step
+    // a pass between everyone else's steps, not one after another.
+    bool session_ended_in_pass = false;
+
     template <typename Run>
     Failure attempt_in_session(Run run) {
         int64_t started = steady_ms();
@@ -692,6 +702,7 @@ struct ReplicaEngine::Impl {
             return attempt(run);
         } catch (const pqxx::broken_connection& e) {
             std::string lost = error_text(e);
+            session_ended_in_pass = true;
             relay.reset();  // it holds the old connection
             try {
                 open_session();
@@ -765,8 +776,15 @@ struct ReplicaEngine::Impl {
         }
         const std::string& error = f.text;
         o.failures++;
-        bool held_back = timed_out(f) || f.sqlstate == kSessionEnded;
-        o.retry_at = now + retry_delay(o.failures) + (held_back ? 11 * step_timeout_ms : 0);
+        // A step that ran out of time is held back ten times that; one that
+        // ignored its cancel until its session ended, twice as long again
+        // at each repetition (up to 32 times), so that views that always
+        // do take less and less of their replica.
+        int64_t held_back = 0;
+        if (timed_out(f)) held_back = 11 * step_timeout_ms;
+        if (f.sqlstate == kSessionEnded)
+            held_back = (11 * step_timeout_ms) << std::min(o.failures - 1, 5);
+        o.retry_at = now + retry_delay(o.failures) + held_back;
         host.log("pg_decoupled replica: " + what + " stalled: " + error);
         try_report([&] { report(o, "stalled", error, false); });
         return true;
@@ -899,24 +917,35 @@ struct ReplicaEngine::Impl {
                                      [&] { wake = std::min(wake, advance(s, now)); });
             it = kept ? std::next(it) : sources.erase(it);
         }
+        session_ended_in_pass = false;
         std::set<int64_t> done = advance_idle(now);
         for (int64_t lifetime_id : step_together(now, done, wake)) done.insert(lifetime_id);
-        for (auto it = maintained.begin(); it != maintained.end();) {
-            Maintained& m = it->second;
-            if (done.count(it->first) > 0) {
-                ++it;
-                continue;
+        // The others first, then the suspects; after a step whose session
+        // ended, the next pass.
+        for (int round = 0; round < 2 && !session_ended_in_pass; ++round) {
+            for (auto it = maintained.begin(); it != maintained.end();) {
+                Maintained& m = it->second;
+                if (session_ended_in_pass) {
+                    wake = now;  // the rest at once, in a new pass
+                    break;
+                }
+                if (done.count(it->first) > 0 || m.suspect != (round == 1)) {
+                    ++it;
+                    continue;
+                }
+                if (now < m.retry_at) {
+                    wake = std::min(wake, m.retry_at);
+                    ++it;
+                    continue;
+                }
+                bool kept = guarded_step(m, m.kind + " \"" + m.name + "\"", now, [&] {
+                    if (!step_maintained(m)) wake = now;  // more to do: go on at once
+                    m.suspect = false;
+                });
+                it = kept ? std::next(it) : maintained.erase(it);
             }
-            if (now < m.retry_at) {
-                wake = std::min(wake, m.retry_at);
-                ++it;
-                continue;
-            }
-            bool kept = guarded_step(m, m.kind + " \"" + m.name + "\"", now, [&] {
-                if (!step_maintained(m)) wake = now;  // more to do: go on at once
-            });
-            it = kept ? std::next(it) : maintained.erase(it);
         }
+        if (session_ended_in_pass) wake = now;
         if (!failed && !replica_error.empty()) replica_recovered();
         wake = std::min(wake, busy_wake);
         return std::max<int64_t>(wake - now, 0);

@@ -88,6 +88,12 @@ int current_drop_behavior = -1;
 // (alter_keeps_shape): _check_relation_ddl lets it through.
 bool current_alter_keeps_shape = false;
 
+// Whether DROP EXTENSION is giving registered tables their own replica
+// identity back (give_back_replica_identities): the extension's own ALTER
+// TABLE, which _check_relation_ddl lets through.  Its event triggers fire
+// whatever session_replication_role says, so that role cannot be the way.
+bool giving_back_identities = false;
+
 // A named trigger that is no capture trigger of the extension.
 bool own_trigger(const AlterTableCmd* cmd) {
     return cmd->name != nullptr && strncmp(cmd->name, "decoupled_capture_", 18) != 0;
@@ -343,7 +349,12 @@ void give_back_replica_identities() {
     List* name = list_make2(makeString(pstrdup("decoupled")),
                             makeString(pstrdup("_give_back_replica_identities")));
     if (!OidIsValid(LookupFuncName(name, 0, nullptr, true))) return;
-    call_catalog_check("SELECT decoupled._give_back_replica_identities()", 0, nullptr, nullptr);
+    giving_back_identities = true;
+    PG_TRY();
+    { call_catalog_check("SELECT decoupled._give_back_replica_identities()", 0, nullptr, nullptr); }
+    PG_FINALLY();
+    { giving_back_identities = false; }
+    PG_END_TRY();
 }
 
 // Refuses `change` of a type a live collection or sink uses; a caller who
@@ -686,7 +697,7 @@ void guard_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_
 // depends on (alter_keeps_shape above).
 Datum decoupled_alter_keeps_shape(PG_FUNCTION_ARGS) {
     (void)fcinfo;
-    PG_RETURN_BOOL(current_alter_keeps_shape);
+    PG_RETURN_BOOL(current_alter_keeps_shape || giving_back_identities);
 }
 
 Datum decoupled_drop_cascades(PG_FUNCTION_ARGS) {

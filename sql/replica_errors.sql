@@ -200,7 +200,11 @@ END
 $$;
 CREATE TABLE re_st (id int PRIMARY KEY);
 SELECT decoupled.register_table('re_st') > 0 AS registered;
+-- Two such views of one owner: after a step whose session ended, the
+-- replica steps the others first, one such step a pass.
 SELECT decoupled.create_materialized_view('re_stubborn_v', 'SELECT re_stubborn(id) AS s FROM re_st')
+       > 0 AS created;
+SELECT decoupled.create_materialized_view('re_stubborn_v2', 'SELECT re_stubborn(id) + 1 AS s FROM re_st')
        > 0 AS created;
 SELECT decoupled.create_materialized_view('re_grab_v', 'SELECT re_grab(id) AS g FROM re_st')
        > 0 AS created;
@@ -210,9 +214,10 @@ SELECT decoupled.wait_for_upper('re_grab_v', (SELECT upper - 1 FROM decoupled.fr
                                                WHERE name = 're_st'), '120s') > 0
        AS other_view_follows;
 SELECT * FROM re_grab_v ORDER BY g;
-SELECT pg_temp.wait_status('re_stubborn_v', 'stalled') AS stalled;
-SELECT error ~ 'twice decoupled.step_timeout' AS says_why
-  FROM decoupled.object_statuses WHERE name = 're_stubborn_v';
+SELECT pg_temp.wait_status('re_stubborn_v', 'stalled') AS stalled,
+       pg_temp.wait_status('re_stubborn_v2', 'stalled') AS stalled;
+SELECT name, error ~ 'twice decoupled.step_timeout' AS says_why
+  FROM decoupled.object_statuses WHERE name IN ('re_stubborn_v', 're_stubborn_v2') ORDER BY name;
 -- The lock went with the step's transaction (released as it ended: a
 -- bounded poll, the upper may be seen a moment before).
 DO $$
@@ -226,8 +231,8 @@ $$;
 SELECT count(*) AS lock_now_ours FROM pg_locks
  WHERE locktype = 'advisory' AND objid = 424242 AND pid = pg_backend_pid() AND granted;
 SELECT pg_advisory_unlock(424242) AS unlocked;
-SELECT decoupled.drop('re_stubborn_v'), decoupled.drop('re_grab_v'),
-       decoupled.unregister_table('re_st');
+SELECT decoupled.drop('re_stubborn_v'), decoupled.drop('re_stubborn_v2'),
+       decoupled.drop('re_grab_v'), decoupled.unregister_table('re_st');
 DROP TABLE re_st;
 DROP FUNCTION re_stubborn(int), re_grab(int);
 ALTER SYSTEM RESET decoupled.step_timeout;

@@ -156,9 +156,10 @@ $$;
 -- DROP EXTENSION gives every live registered table the replica identity it
 -- had before registration set FULL (C14.1), as unregister_table does: the
 -- DDL guard calls this right before PostgreSQL drops the extension, with
--- the tables already locked (extension/ddl_guard.cpp), with the event
--- triggers that refuse ALTER TABLE on a registered table off (the
--- extension's own, enabled on origin only).  One that cannot take it back
+-- the tables already locked (extension/ddl_guard.cpp), which lets these
+-- ALTER TABLEs past the event trigger that refuses them on a registered
+-- table (_alter_keeps_shape is true meanwhile; the triggers fire whatever
+-- session_replication_role says).  One that cannot take it back
 -- (its identity index gone, say) keeps FULL, with a WARNING that says how
 -- it was; the drop goes on.
 CREATE FUNCTION decoupled._give_back_replica_identities() RETURNS void
