@@ -420,6 +420,7 @@ struct ReplicaEngine::Impl {
     struct Failure {
         bool failed = false;
         std::string sqlstate, text;
+        bool deadline = false;  // its session ended at the step's hard deadline
     };
 
     struct Outcome {
@@ -716,7 +717,10 @@ struct ReplicaEngine::Impl {
             if (step_timeout_ms > 0 && steady_ms() - started >= 2 * step_timeout_ms)
                 return {true, kSessionEnded,
                         "the step ran for twice decoupled.step_timeout without stopping when "
-                        "cancelled; the server ended its session"};
+                        "cancelled; the server ended its session",
+                        true};
+            // Ended otherwise (an administrator's pg_terminate_backend):
+            // retried as any failed step.
             return {true, kSessionEnded, "the step's session ended: " + lost};
         }
     }
@@ -782,8 +786,7 @@ struct ReplicaEngine::Impl {
         // do take less and less of their replica.
         int64_t held_back = 0;
         if (timed_out(f)) held_back = 11 * step_timeout_ms;
-        if (f.sqlstate == kSessionEnded)
-            held_back = (11 * step_timeout_ms) << std::min(o.failures - 1, 5);
+        if (f.deadline) held_back = (11 * step_timeout_ms) << std::min(o.failures - 1, 5);
         o.retry_at = now + retry_delay(o.failures) + held_back;
         host.log("pg_decoupled replica: " + what + " stalled: " + error);
         try_report([&] { report(o, "stalled", error, false); });

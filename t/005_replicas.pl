@@ -98,9 +98,50 @@ $node->safe_psql('postgres', q{SELECT decoupled.alter_cluster('default', 1)});
 DecoupledTest::wait_upper($node, 'c', $upper + 2000);
 assert_complete('after the pause');
 
+# A step's session ended by an administrator (pg_terminate_backend) while
+# the step waits, computed and not committed: the replica opens a new
+# session and goes on in the same process; the view is retried as any failed
+# step and catches up (bgworker/replica_engine.cpp, attempt_in_session).
+$node->safe_psql('postgres', q{
+    CREATE TABLE st (id int PRIMARY KEY);
+    SELECT decoupled.register_table('st');
+    SELECT decoupled.create_materialized_view('st_n', 'SELECT count(*) AS n FROM st');
+});
+DecoupledTest::wait_following($node);
+DecoupledTest::wait_upper($node, 'st_n',
+    $node->safe_psql('postgres', q{SELECT upper - 1 FROM decoupled.frontiers WHERE name = 'st'}));
+$node->safe_psql('postgres', q{
+    ALTER SYSTEM SET decoupled.wait_points = 'replica_maintain:computed';
+    SELECT pg_reload_conf();
+});
+my $holder = $node->background_psql('postgres', on_error_stop => 0);
+$holder->query_safe(q{SELECT decoupled.arm_wait_point('replica_maintain:computed')});
+$node->safe_psql('postgres', q{INSERT INTO st VALUES (1); SELECT decoupled.tick_tables()});
+DecoupledTest::wait_for($node,
+    q{SELECT decoupled.wait_point_waiters('replica_maintain:computed') > 0}, 't');
+my $worker = DecoupledTest::replica_pid($node, 'default');
+my $log_offset = -s $node->logfile;
+$node->safe_psql('postgres', q{
+    ALTER SYSTEM RESET decoupled.wait_points;
+    SELECT pg_reload_conf();
+    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+     WHERE application_name = 'pg_decoupled replica default.r1'
+       AND backend_type = 'client backend';
+});
+$holder->quit;
+DecoupledTest::wait_upper($node, 'st_n',
+    $node->safe_psql('postgres', q{SELECT upper - 1 FROM decoupled.frontiers WHERE name = 'st'}));
+is($node->safe_psql('postgres', 'SELECT n FROM st_n'), '1',
+    'after its session was ended the step is retried and the view catches up');
+is(DecoupledTest::replica_pid($node, 'default'), $worker,
+    'the replica went on in a new session, in the same process');
+ok($node->log_contains(q{stalled: the step's session ended}, $log_offset),
+    'the step whose session ended is reported');
+$node->safe_psql('postgres', q{SELECT decoupled.drop('st_n'); SELECT decoupled.unregister_table('st')});
+
 # Crash: SIGKILL of an in-server replica makes PostgreSQL restart the whole
 # server; the replica's next incarnation continues from durable progress.
-my $log_offset = -s $node->logfile;
+$log_offset = -s $node->logfile;
 $pid = DecoupledTest::replica_pid($node, 'default');
 $upper = DecoupledTest::upper_of($node, 'c');
 kill 'KILL', $pid;
