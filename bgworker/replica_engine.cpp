@@ -683,19 +683,20 @@ struct ReplicaEngine::Impl {
         return step_ended(o, what, now, attempt_in_session(step));
     }
 
-    // As attempt, for steps: one whose session ended under it failed, if a
-    // new session opens.  The server ends a step's session when the step ran
-    // for twice decoupled.step_timeout without stopping when cancelled (its
-    // owner's code caught the cancel: extension/step_deadline.cpp), and an
-    // administrator may end it.  That object alone is then held back, as a
-    // step that timed out is, and the replica goes on with the others.  If
-    // no session opens (the server is gone), the run ends as before.  Run
-    // must hold its transaction inside: none may outlive the old session.
     // A step's session ended in this pass: the pass ends after that step,
     // so that one owner's views that end their sessions take one such step
     // a pass between everyone else's steps, not one after another.
     bool session_ended_in_pass = false;
 
+    // As attempt, for steps: one whose session ended under it failed, if a
+    // new session opens.  The server ends a step's session when the step ran
+    // for twice decoupled.step_timeout without stopping when cancelled (its
+    // owner's code caught the cancel: extension/step_deadline.cpp): that
+    // object is then held back (step_ended) and the replica goes on with
+    // the others.  A session an administrator ended fails its step like any
+    // error.  If no session opens (the server is gone), the run ends as
+    // before.  Run must hold its transaction inside: none may outlive the
+    // old session.
     template <typename Run>
     Failure attempt_in_session(Run run) {
         int64_t started = steady_ms();
