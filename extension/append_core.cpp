@@ -1121,6 +1121,30 @@ void note_tick_skipped(const char* what) {
     tick_last_skipped = now;
 }
 
+// The tick's statement that locks its tables' frontiers ($1: whether it
+// covers WAL-captured tables too), leaving out tables capture set aside
+// (`not_aside`, a condition on the alias it is formatted with).  The
+// controller's form skips frontiers another transaction holds and counts
+// every table it should have locked, to tell a partial lock from none.
+char* tick_lock_sql(bool skip_locked, const char* not_aside) {
+    const char* covered = "($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
+                          "                     WHERE c.lifetime_id = %s.lifetime_id))";
+    char* counted =
+        skip_locked
+            ? psprintf(", (SELECT count(*) FROM decoupled.catalog_objects t "
+                       "   WHERE t.kind = 'table' AND t.dropped_at IS NULL AND %s %s)",
+                       psprintf(covered, "t"), psprintf(not_aside, "t"))
+            : pstrdup("");
+    return psprintf("SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
+                    "       coalesce((o.definition->>'appended')::boolean, false)%s "
+                    "  FROM decoupled.catalog_frontiers f "
+                    "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
+                    " WHERE o.kind = 'table' AND o.dropped_at IS NULL AND %s %s"
+                    " ORDER BY f.lifetime_id FOR UPDATE OF f%s",
+                    counted, psprintf(covered, "o"), psprintf(not_aside, "o"),
+                    skip_locked ? " SKIP LOCKED" : "");
+}
+
 // Whether `relid` holds a row visible to `snapshot`: a scan that stops at
 // the first one.  A relation that cannot be opened counts as busy, so that
 // its tick fails (and says why) in its own subtransaction.
@@ -1474,43 +1498,11 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                   "                    WHERE r.lifetime_id = %s.lifetime_id "
                   "                      AND r.resynced_lsn IS NULL) "
                 : "";
-    if (never_wait)
-        // The text is made only for the first tick of the backend.
-        run(tick_lock_skip_plan[resyncs] ? tick_lock_skip_plan[resyncs]
-                            : global_plan(&tick_lock_skip_plan[resyncs],
-                        psprintf("SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
-                                 "       coalesce((o.definition->>'appended')::boolean, false), "
-                                 "       (SELECT count(*) FROM decoupled.catalog_objects t "
-                                 "         WHERE t.kind = 'table' AND t.dropped_at IS NULL "
-                                 "           AND ($1 OR NOT EXISTS ("
-                                 "                 SELECT FROM decoupled.capture_relations c "
-                                 "                  WHERE c.lifetime_id = t.lifetime_id)) %s) "
-                                 "  FROM decoupled.catalog_frontiers f "
-                                 "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
-                                 " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
-                                 "   AND ($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
-                                 "                           WHERE c.lifetime_id = o.lifetime_id)) "
-                                 "%s"
-                                 " ORDER BY f.lifetime_id FOR UPDATE OF f SKIP LOCKED",
-                                 psprintf(not_aside, "t"), psprintf(not_aside, "o")),
-                        1, covered_type),
-            covered);
-    else
-        // The text is made only for the first tick of the backend.
-        run(tick_lock_plan[resyncs] ? tick_lock_plan[resyncs]
-                            : global_plan(&tick_lock_plan[resyncs],
-                        psprintf("SELECT f.lifetime_id, f.upper, o.name::text, o.relation::oid, "
-                                 "       coalesce((o.definition->>'appended')::boolean, false) "
-                                 "  FROM decoupled.catalog_frontiers f "
-                                 "  JOIN decoupled.catalog_objects o USING (lifetime_id) "
-                                 " WHERE o.kind = 'table' AND o.dropped_at IS NULL "
-                                 "   AND ($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
-                                 "                           WHERE c.lifetime_id = o.lifetime_id)) "
-                                 "%s"
-                                 " ORDER BY f.lifetime_id FOR UPDATE OF f",
-                                 psprintf(not_aside, "o")),
-                        1, covered_type),
-            covered);
+    // The text is made only for the first tick of the backend.
+    SPIPlanPtr* lock_plan = never_wait ? &tick_lock_skip_plan[resyncs] : &tick_lock_plan[resyncs];
+    if (*lock_plan == nullptr)
+        global_plan(lock_plan, tick_lock_sql(never_wait, not_aside), 1, covered_type);
+    run(*lock_plan, covered);
     int n = (int)SPI_processed;
     // Tests stop a tick here: its tables' frontiers are locked, nothing is
     // read or written yet (a DROP TABLE racing it, say).
