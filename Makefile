@@ -146,7 +146,7 @@ EXTRA_CLEAN += $(RELAYD)
 
 all: $(REPLICAD) $(RELAYD)
 $(REPLICAD): $(REPLICAD_SRCS) bgworker/replica_engine.hpp extension/core/generators.hpp \
-		extension/core/relay_segment.hpp
+		extension/core/relay_segment.hpp extension/core/worker_settings.hpp
 	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $(REPLICAD_SRCS) -lpqxx -lpq -lrt
 $(RELAYD): $(RELAYD_SRCS) extension/core/relay_segment.hpp
 	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $(RELAYD_SRCS) -lrt

@@ -30,7 +30,11 @@
 # INSERTs 0.1 s apart while pgbench adds RATE more a second; asynchronous
 # commits, as everywhere here.
 #
-#   bash bench/capture.sh [writers|bulk|bystanders|freshness ...]
+# pending: WAL-captured writers with the table's pending changes logged
+# (decoupled.capture_unticked_wal_limit = 0) against unlogged (the
+# default), interleaved: tps, workers' CPU and WAL bytes per transaction.
+#
+#   bash bench/capture.sh [writers|bulk|bystanders|freshness|pending ...]
 #   (ROWS=100000 RUNS=5 SECONDS_PER_RUN=10 CLIENT_COUNTS="2 8" BULK="1000 100000"
 #    MODES="trigger wal" STATEMENTS="insert update delete")
 # synchronous_commit = off: a WAL flush per commit (several ms on this
@@ -237,6 +241,66 @@ bulk() {
                 "$(echo "$r / $p" | bc -l)" "$rate"
         done
     done
+}
+
+# pending: the same WAL-captured writers with the table's pending changes
+# logged (decoupled.capture_unticked_wal_limit = 0, as before they were
+# unlogged) and unlogged (the default), interleaved: tps, the workers' CPU
+# and the WAL written per transaction, until capture took the run in.
+set_unticked_limit() {  # value | default
+    if [ "$1" = default ]; then
+        bench_psql >/dev/null -c "ALTER SYSTEM RESET decoupled.capture_unticked_wal_limit" \
+            -c "SELECT pg_reload_conf()"
+    else
+        bench_psql >/dev/null -c "ALTER SYSTEM SET decoupled.capture_unticked_wal_limit = '$1'" \
+            -c "SELECT pg_reload_conf()"
+    fi
+}
+
+pending() {
+    echo "-- WAL capture, the table's pending changes logged against unlogged (the default)," \
+         "$ROWS-row table (median of $RUNS x ${SECONDS_PER_RUN}s, interleaved)"
+    printf '%-9s %8s %11s %14s %10s %13s %14s %10s %8s\n' "statement" "clients" "logged tps" \
+        "worker us/txn" "WAL B/txn" "unlogged tps" "worker us/txn" "WAL B/txn" "ratio"
+    set_capture wal
+    local statement clients
+    for statement in $STATEMENTS; do
+        for clients in $CLIENT_COUNTS; do
+            local tps_l=() cpu_l=() wal_l=() tps_u=() cpu_u=() wal_u=() limit
+            for _ in $(seq "$RUNS"); do
+                for limit in 0 default; do
+                    set_unticked_limit "$limit"
+                    fresh_table yes
+                    # A tick that moves a captured row leaves pending empty:
+                    # unlogged from then on, unless the limit is 0.
+                    bench_psql >/dev/null -c "INSERT INTO w (k, v) VALUES (1, 1)" \
+                        -c "SELECT decoupled.wait_for_capture('60 s')" -c "SELECT decoupled.tick_tables()"
+                    local before after run tps
+                    before=$(bench_psql -c "SELECT pg_current_wal_insert_lsn()")
+                    run=$(registered_run "$statement" "$clients")
+                    after=$(bench_psql -c "SELECT pg_current_wal_insert_lsn()")
+                    tps=${run% *}
+                    local bytes
+                    bytes=$(bench_psql -c "SELECT round(pg_wal_lsn_diff('$after', '$before')
+                                                        / ($tps * $SECONDS_PER_RUN))")
+                    if [ "$limit" = 0 ]; then
+                        tps_l+=("$tps"); cpu_l+=("${run#* }"); wal_l+=("$bytes")
+                    else
+                        tps_u+=("$tps"); cpu_u+=("${run#* }"); wal_u+=("$bytes")
+                    fi
+                done
+            done
+            local l u
+            l=$(printf '%s\n' "${tps_l[@]}" | median)
+            u=$(printf '%s\n' "${tps_u[@]}" | median)
+            printf '%-9s %8s %11.0f %14.1f %10.0f %13.0f %14.1f %10.0f %7.2fx\n' "$statement" \
+                "$clients" "$l" "$(printf '%s\n' "${cpu_l[@]}" | median)" \
+                "$(printf '%s\n' "${wal_l[@]}" | median)" "$u" \
+                "$(printf '%s\n' "${cpu_u[@]}" | median)" "$(printf '%s\n' "${wal_u[@]}" | median)" \
+                "$(echo "$u / $l" | bc -l)"
+        done
+    done
+    set_unticked_limit default
 }
 
 for part in "${PARTS[@]}"; do

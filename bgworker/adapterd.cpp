@@ -176,7 +176,7 @@ void decoupled_adapterd_main(Datum arg) {
     strlcpy(deployment, spec.deployment, sizeof(deployment));
 
     BackgroundWorkerInitializeConnection(decoupled::guc_database, nullptr, 0);
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    decoupled::pin_worker_settings();
     SetConfigOption("application_name", "pg_decoupled adapterd", PGC_USERSET, PGC_S_SESSION);
     pgstat_report_appname("pg_decoupled adapterd");
 

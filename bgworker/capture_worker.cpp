@@ -266,12 +266,122 @@ void run_with_lsn(const char* sql, XLogRecPtr lsn, int expected) {
         elog(ERROR, "could not run: %s", sql);
 }
 
+// Runs `sql` with one pg_lsn parameter; returns the first column of its
+// first row as int64 (0 when NULL or no row).
+int64 query_int8_with_lsn(const char* sql, XLogRecPtr lsn) {
+    Datum arg = LSNGetDatum(lsn);
+    Oid type = LSNOID;
+    if (SPI_execute_with_args(sql, 1, &type, &arg, nullptr, false, 0) != SPI_OK_SELECT)
+        elog(ERROR, "could not run: %s", sql);
+    if (SPI_processed == 0) return 0;
+    bool isnull = false;
+    Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    return isnull ? 0 : DatumGetInt64(d);
+}
+
 // Every transaction committed before `lsn` is captured (in this one).
 void record_progress(XLogRecPtr lsn) {
     run_with_lsn("INSERT INTO decoupled.capture_progress AS p (slot_name, captured_lsn) "
                  "VALUES ('pg_decoupled', $1) ON CONFLICT (only_row) DO UPDATE "
                  "SET captured_lsn = EXCLUDED.captured_lsn, captured_at = now()",
                  lsn, SPI_OK_INSERT);
+}
+
+// --- unlogged pending relations ---------------------------------------------
+//
+// A WAL-captured table's pending relation is unlogged once a tick left it
+// empty (extension/append_core.cpp, record_ticked), so the slot is confirmed
+// only up to what ticks moved into history, and a crash, which empties
+// unlogged relations, is followed by a pass that decodes those tables again
+// from there (34_wal_capture.sql, capture_ticked).
+
+// Whether capture_unlogged_intact was seen holding its row in this
+// worker's life: the unlogged relations have held what capture wrote into
+// them since (a crash would have ended this process).
+bool unlogged_intact = false;
+
+// For the pass after a crash: each unlogged table's ticked position, below
+// which its changes are in history (in the pass's memory).
+struct Replay {
+    int64 id;
+    XLogRecPtr from;
+};
+Replay* replays = nullptr;
+int nreplays = 0;
+
+// Reads the unlogged tables' ticked positions; returns the least, or
+// `recorded` if that is less.
+XLogRecPtr load_replays(XLogRecPtr recorded) {
+    if (SPI_execute("SELECT lifetime_id, ticked_lsn FROM decoupled._unlogged_pending()", true, 0) !=
+        SPI_OK_SELECT)
+        elog(ERROR, "could not read the ticked positions of unlogged pending changes");
+    nreplays = (int)SPI_processed;
+    replays = (Replay*)MemoryContextAlloc(pass_context, sizeof(Replay) * Max(nreplays, 1));
+    XLogRecPtr least = recorded;
+    for (int i = 0; i < nreplays; i++) {
+        bool isnull = false;
+        replays[i].id =
+            DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+        replays[i].from =
+            DatumGetLSN(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+        least = Min(least, replays[i].from);
+    }
+    return least;
+}
+
+// Where the changes of table `id` are captured from in the pass after a
+// crash: its ticked position if its pending relation is unlogged, else the
+// recorded one.
+XLogRecPtr replay_from(int64 id, XLogRecPtr recorded) {
+    for (int i = 0; i < nreplays; i++)
+        if (replays[i].id == id) return replays[i].from;
+    return recorded;
+}
+
+// How far the slot may be confirmed: the least ticked position of the
+// unlogged tables (false: none is unlogged, no limit).  Read after the
+// pass's writes, in a snapshot of its own: a tick that unlogged a table
+// while the pass waited to write into it is seen.
+bool unticked_limit(XLogRecPtr* limit) {
+    if (SPI_execute("SELECT min(ticked_lsn) FROM decoupled._unlogged_pending()", false, 0) !=
+            SPI_OK_SELECT ||
+        SPI_processed != 1)
+        elog(ERROR, "could not read the ticked positions of unlogged pending changes");
+    bool isnull = true;
+    Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    if (isnull) return false;
+    *limit = DatumGetLSN(d);
+    return true;
+}
+
+// The slot keeps the WAL back to the least ticked position.  A table no
+// tick moves for long (its ticks fail, or nothing ticks) would keep it all:
+// once the slot is more than decoupled.capture_unticked_wal_limit behind
+// `upto`, the unlogged tables whose ticked position is that far behind are
+// made logged — their pending rows then stand on their own, as the
+// recorded position says — and the slot moves on.  At most once a second;
+// a table another transaction holds is tried again then.
+void changed_here();
+
+void log_lagging_pending(XLogRecPtr upto, XLogRecPtr limit) {
+    static TimestampTz last = 0;
+    uint64 allowed = (uint64)decoupled::guc_capture_unticked_wal_limit * 1024 * 1024;
+    if (limit >= upto || upto - limit <= allowed) return;
+    TimestampTz now = GetCurrentTimestamp();
+    if (decoupled::guc_capture_unticked_wal_limit > 0 && !TimestampDifferenceExceeds(last, now, 1000)) return;
+    last = now;
+    begin("pg_decoupled capture: logging pending changes no tick moved");
+    int64 logged = query_int8_with_lsn(
+        "SELECT count(*) FILTER (WHERE decoupled._set_pending_logged(u.lifetime_id, true, true)) "
+        "  FROM decoupled._unlogged_pending() u WHERE u.ticked_lsn < $1",
+        upto - allowed);
+    commit();
+    if (logged > 0) changed_here();
+    if (logged > 0)
+        ereport(LOG, (errmsg("pg_decoupled capture made the pending changes of " INT64_FORMAT
+                             " registered tables logged: no tick moved them for more than "
+                             "decoupled.capture_unticked_wal_limit of WAL",
+                             logged)));
 }
 
 // --- the capture transaction ------------------------------------------------
@@ -1024,7 +1134,12 @@ bool capture() {
     SpinLockAcquire(&s->capture_mutex);
     XLogRecPtr through = s->capture.captured_through;
     SpinLockRelease(&s->capture_mutex);
-    if (confirmed == InvalidXLogRecPtr || (upto <= confirmed && upto <= through)) {
+    // Where this pass starts reading: a live decoding reads on from where
+    // the last pass stopped, which may lie past the confirmed position (the
+    // slot is confirmed only up to what ticks moved).
+    XLogRecPtr from = confirmed;
+    if (decoding != nullptr) from = Max(from, decoding->reader->EndRecPtr);
+    if (confirmed == InvalidXLogRecPtr || (upto <= from && upto <= through)) {
         if (decoding == nullptr)
             close_decoding();  // the slot, acquired for nothing
         else
@@ -1033,10 +1148,26 @@ bool capture() {
         if (confirmed != InvalidXLogRecPtr) publish_progress(confirmed);
         return false;
     }
-    bool more = upto > confirmed + kMaxBatchWal;
-    if (more) upto = confirmed + kMaxBatchWal;
+    bool more = upto > from + kMaxBatchWal;
+    if (more) upto = from + kMaxBatchWal;
     XLogRecPtr recorded =
         (XLogRecPtr)query_int8("SELECT captured_lsn FROM decoupled.capture_progress");
+    // After a crash the unlogged pending relations are empty: the first
+    // pass captures their tables' changes again from their ticked positions
+    // (the slot was confirmed no further), and records that the relations
+    // hold what capture wrote (capture_unlogged_intact).
+    const bool unlogged_catalog = decoupled::catalog_has_unlogged_pending();
+    bool replaying = false;
+    XLogRecPtr skip_before = recorded;
+    nreplays = 0;
+    if (unlogged_catalog && !unlogged_intact) {
+        if (query_int8("SELECT count(*) FROM decoupled.capture_unlogged_intact") > 0) {
+            unlogged_intact = true;
+        } else {
+            replaying = true;
+            skip_before = load_replays(recorded);
+        }
+    }
 
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, targets);
@@ -1066,15 +1197,17 @@ bool capture() {
         char* line = TextDatumGetCString(value);
         if (line[0] == 'B') {
             commit_lsn = (XLogRecPtr)strtoull(line + 2, nullptr, 10);
-            skip = commit_lsn < recorded;
+            skip = commit_lsn < skip_before;
         } else if (!skip) {
             char* rest = nullptr;
             int64 id = strtoll(line, &rest, 10);
             if (rest == nullptr || *rest != ' ') elog(ERROR, "unexpected decoded line: %s", line);
             working_on = id;
             Target* t = target(id);
-            if (being_set_aside(id) || commit_lsn < t->resynced_before) {
-                // Set aside, or in the contents the table was taken again from.
+            if (being_set_aside(id) || commit_lsn < t->resynced_before ||
+                (replaying && commit_lsn < replay_from(id, recorded))) {
+                // Set aside, in the contents the table was taken again from,
+                // or, after a crash, already in history or pending.
             } else if (rest[1] == 'T') {
                 truncated(t);
             } else if (t->keyed != nullptr || rest[1] == 'K' || rest[1] == 'U') {
@@ -1114,15 +1247,41 @@ bool capture() {
         run_with_lsn("DELETE FROM decoupled.capture_resyncs WHERE resynced_lsn <= $1", upto,
                      SPI_OK_DELETE);
     }
+    if (unlogged_catalog && !unlogged_intact)
+        query_int8("WITH i AS (INSERT INTO decoupled.capture_unlogged_intact DEFAULT VALUES "
+                   "           ON CONFLICT DO NOTHING RETURNING 1) "
+                   "SELECT count(*) FROM i");
+    XLogRecPtr limit = InvalidXLogRecPtr;
+    bool limited = unlogged_catalog && unticked_limit(&limit);
+    // The commits of the ticks it saw were inserted before this point.
+    XLogRecPtr ticks_inserted = (XLogRecPtr)decoupled::inserted_position();
     end_lines();
     commit();
     replorigin_session_origin = InvalidRepOriginId;
+    if (unlogged_catalog) unlogged_intact = true;
+    if (replaying && nreplays > 0) {
+        log_min_messages = saved_log_min_messages;
+        ereport(LOG, (errmsg("pg_decoupled capture decoded again the changes of %d registered "
+                             "tables whose unlogged pending changes a crash emptied",
+                             nreplays),
+                      errdetail("Each from the last tick that moved its changes into history.")));
+        quiet_decoding();
+    }
+    nreplays = 0;
 
     // Confirmed only now that what it covers is durable: a crash before
     // this line decodes these transactions again and skips them.  The
     // decoding found where the slot may restart; confirming moves it there.
-    if (upto > confirmed) {
-        LogicalConfirmReceivedLocation(upto);
+    // What sits in unlogged pending relations is durable only once a tick
+    // moved it: the slot is confirmed no further than that.
+    XLogRecPtr confirm = limited ? Min(upto, limit) : upto;
+    if (confirm > confirmed) {
+        // Durable first — this pass's commit, and the ticks' whose position
+        // it confirms: under synchronous_commit = off a commit may still be
+        // in WAL buffers, and a crash after the slot saved the confirmation
+        // would lose what it covers.
+        XLogFlush(Max(XactLastCommitEnd, limited ? ticks_inserted : InvalidXLogRecPtr));
+        LogicalConfirmReceivedLocation(confirm);
         ReplicationSlotMarkDirty();
     }
     if (nset_aside > 0) {
@@ -1137,6 +1296,7 @@ bool capture() {
     publish_progress(upto);
     keep_restart_point_close(captured > 0);
     note_capture(captured > 0);
+    if (limited) log_lagging_pending(upto, limit);
     return more;
 }
 
@@ -1643,7 +1803,7 @@ bool pass_over(Situation now) {
 void set_session_settings() {
     // Values go through text: both ends must print and read them alike,
     // exactly (floats in full, times in UTC).
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    decoupled::pin_worker_settings();
     SetConfigOption("TimeZone", "UTC", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("DateStyle", "ISO, YMD", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("IntervalStyle", "postgres", PGC_SUSET, PGC_S_OVERRIDE);

@@ -629,9 +629,8 @@ void decoupled_controller_main(Datum) {
     pqsignal(SIGINT, SIG_IGN);
     BackgroundWorkerUnblockSignals();
     BackgroundWorkerInitializeConnection(decoupled::guc_database, nullptr, 0);
-    // It runs as a superuser: resolve names in pg_catalog only, never in a
-    // schema some user can create objects in.
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    // Its own settings, over the database's defaults (search_path first).
+    decoupled::pin_worker_settings();
     pgstat_report_appname("pg_decoupled controller");
     // Its ticks never wait for a table's storage (write_locks.hpp).
     decoupled::ticks_never_wait = true;

@@ -65,7 +65,7 @@ void decoupled_relay_main(Datum arg) {
     decoupled::SpecSlot spec;
     decoupled::claim_own_slot(arg, &spec);
     BackgroundWorkerInitializeConnection(decoupled::guc_database, nullptr, 0);
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    decoupled::pin_worker_settings();
     pgstat_report_appname("pg_decoupled relay");
 
     decoupled::SharedState* s = decoupled::shared_state();

@@ -12,6 +12,7 @@
 
 #include "../extension/core/generators.hpp"
 #include "../extension/core/relay_segment.hpp"
+#include "../extension/core/worker_settings.hpp"
 
 namespace decoupled {
 
@@ -195,10 +196,12 @@ struct ReplicaEngine::Impl {
     void open_session() {
         connection = std::make_unique<pqxx::connection>(conninfo);
         pqxx::connection& conn = *connection;
-        // It connects as a privileged role: never resolve a name in a schema
-        // another user can create objects in.
+        // Its own settings over the database's defaults, search_path first:
+        // it connects as a privileged role (core/worker_settings.hpp).
         pqxx::nontransaction tx(*connection);
-        tx.exec("SET search_path = pg_catalog, pg_temp");
+        for (const PinnedSetting& setting : kPinnedSettings)
+            tx.exec("SELECT pg_catalog.set_config(" + tx.quote(setting.name) + ", " +
+                    tx.quote(setting.value) + ", false)");
         apply_step_timeout(tx);
         // The statements of every pass and step, parsed and planned once
         // per connection: with ten views ticked ten times a second, planning

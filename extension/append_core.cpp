@@ -69,6 +69,7 @@ extern "C" {
 #include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
+#include "utils/pg_lsn.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 #include "utils/rel.h"
@@ -177,6 +178,8 @@ SPIPlanPtr wal_tables_plan = nullptr;
 SPIPlanPtr trigger_tables_plan = nullptr;
 SPIPlanPtr stalled_plan = nullptr;
 SPIPlanPtr table_health_plan = nullptr;
+SPIPlanPtr ticked_plan = nullptr;
+SPIPlanPtr unlog_plan = nullptr;
 
 void clear_pins(XactEvent event, void*) {
     if (event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
@@ -687,7 +690,7 @@ SPIPlanPtr plan(Collection* c, PlanKind kind) {
     return c->plans[kind];
 }
 
-Datum int8_array(int64* ids, int n) {
+Datum int8_array(const int64* ids, int n) {
     Datum* d = (Datum*)palloc(sizeof(Datum) * Max(n, 1));
     for (int i = 0; i < n; i++) d[i] = Int64GetDatum(ids[i]);
     return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
@@ -1204,6 +1207,79 @@ void compact_pending(int64 id, Oid relid) {
                                 id, failed->message)));
 }
 
+// After a tick that moved the WAL-captured tables' changes (all those
+// this snapshot saw pending): capture's position as the tick's snapshot
+// saw it becomes the tables' ticked position (capture_ticked) — the
+// position recorded with the last rows it sees, or the one the worker
+// published before the snapshot was taken (`published`: passes that
+// captured nothing record none), whichever is later — except for
+// those it did not move, which keep the position of the last tick that
+// did (capture_lagging).  Of `candidates` (tables this tick moved rows of
+// whose pending relation is logged), returns in *unlog those whose
+// pending relation may be unlogged now: captured from the WAL, not taken
+// again from their contents lately (capture_resyncs), and the unlogged
+// relations intact (capture_unlogged_intact).
+void record_ticked(const int64* ticked, int nticked, const int64* candidates, int ncandidates,
+                   Snapshot snapshot, XLogRecPtr published, int64** unlog, int* nunlog) {
+    Oid types[3] = {INT8ARRAYOID, INT8ARRAYOID, LSNOID};
+    Datum args[3] = {int8_array(ticked, nticked), int8_array(candidates, ncandidates),
+                     LSNGetDatum(published)};
+    run(global_plan(
+            &ticked_plan,
+            "WITH old AS (SELECT k.ticked_lsn FROM decoupled.capture_ticked k), "
+            "     lagging AS ( "
+            "       INSERT INTO decoupled.capture_lagging AS l (lifetime_id, ticked_lsn) "
+            "       SELECT c.lifetime_id, old.ticked_lsn "
+            "         FROM decoupled.capture_relations c CROSS JOIN old "
+            "        WHERE NOT EXISTS (SELECT FROM pg_catalog.unnest($1) t(id) "
+            "                           WHERE t.id = c.lifetime_id) "
+            "       ON CONFLICT (lifetime_id) DO NOTHING), "
+            "     caught_up AS ( "
+            "       DELETE FROM decoupled.capture_lagging l "
+            "        WHERE l.lifetime_id = ANY ($1)), "
+            "     moved AS ( "
+            "       INSERT INTO decoupled.capture_ticked AS k (only_row, ticked_lsn) "
+            "       SELECT true, GREATEST(p.captured_lsn, $3) "
+            "         FROM decoupled.capture_progress p "
+            "       ON CONFLICT (only_row) DO UPDATE "
+            "          SET ticked_lsn = EXCLUDED.ticked_lsn, ticked_at = now()) "
+            "SELECT c.lifetime_id FROM decoupled.capture_relations c "
+            " WHERE c.lifetime_id = ANY ($2) "
+            "   AND NOT EXISTS (SELECT FROM decoupled.capture_resyncs r "
+            "                    WHERE r.lifetime_id = c.lifetime_id) "
+            "   AND EXISTS (SELECT FROM decoupled.capture_unlogged_intact) "
+            "   AND EXISTS (SELECT FROM decoupled.capture_progress) "
+            " ORDER BY 1",
+            3, types),
+        args, snapshot);
+    *nunlog = (int)SPI_processed;
+    *unlog = (int64*)palloc(sizeof(int64) * Max(*nunlog, 1));
+    for (int i = 0; i < *nunlog; i++) get_int8(i, 1, &(*unlog)[i]);
+}
+
+// Makes pending relation `relid` of WAL-captured collection `id`, which
+// this tick left empty, unlogged: on the terms of compact_pending (no lock
+// waited for, no row the latest snapshot sees), which it does too (the
+// rewrite gives it a new, empty file).  Whatever fails leaves it logged.
+bool unlog_pending(int64 id, Oid relid) {
+    bool done = false;
+    ErrorData* failed = in_subtransaction([&] {
+        if (!ConditionalLockRelationOid(relid, AccessExclusiveLock)) return;
+        if (has_visible_rows(relid, GetLatestSnapshot())) {
+            UnlockRelationOid(relid, AccessExclusiveLock);
+            return;
+        }
+        run_for_id(&unlog_plan, "SELECT decoupled._set_pending_logged($1, false, true)", id);
+        done = true;
+    });
+    if (failed) {
+        ereport(DEBUG1, (errmsg("pending changes of collection " INT64_FORMAT " not unlogged: %s",
+                                id, failed->message)));
+        return false;
+    }
+    return done;
+}
+
 // The ctids of the rows of c's cur that pass `filter` (a step's touched
 // groups), as a tid[] in the caller's memory.  A statement of its own, so
 // that the replacement's text (and kept plan) is the same at every step
@@ -1561,6 +1637,8 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
 
     // What this tick moves: the captured rows this snapshot sees, for every
     // table alike.
+    // Read before the snapshot: every pass it covers has committed.
+    XLogRecPtr published = from_wal ? (XLogRecPtr)decoupled::captured_through() : InvalidXLogRecPtr;
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
     let_writers_go();
     int64* ticked = (int64*)palloc(sizeof(int64) * n);
@@ -1569,6 +1647,13 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     int64* large = (int64*)palloc(sizeof(int64) * n);
     Oid* large_relids = (Oid*)palloc(sizeof(Oid) * n);
     int nlarge = 0;
+    // Tables this tick moved rows of whose pending relation is logged: it
+    // may be unlogged now (record_ticked).
+    const bool unlogged_pending = from_wal && wal_covered &&
+                                  decoupled::guc_capture_unticked_wal_limit > 0 &&
+                                  decoupled::catalog_has_unlogged_pending();
+    int64* logged = (int64*)palloc(sizeof(int64) * n);
+    int nlogged = 0;
     bool* busy = (bool*)palloc(sizeof(bool) * n);
     BlockNumber* blocks = (BlockNumber*)palloc0(sizeof(BlockNumber) * n);
     for (int i = 0; i < n; i++)
@@ -1613,6 +1698,8 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
             in_subtransaction([&] { tick_busy(id, ts, snapshot, owner_appended); });
         if (!failed) {
             ticked[nticked++] = ids[i];
+            if (unlogged_pending && get_rel_persistence(pending) == RELPERSISTENCE_PERMANENT)
+                logged[nlogged++] = ids[i];
             if (decoupled::compacts_pending(relation_blocks(pending))) {
                 large[nlarge] = ids[i];
                 large_relids[nlarge++] = pending;
@@ -1640,6 +1727,14 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         }
         table_health(ids[i], "stalled", message);
     }
+    // The WAL-captured tables' ticked positions move with their changes
+    // (when this tick moved them: captured from the WAL, all tables are
+    // ticked or none, wal_covered).
+    int64* unlog = nullptr;
+    int nunlog = 0;
+    if (from_wal && wal_covered && decoupled::catalog_has_unlogged_pending()) {
+        record_ticked(ticked, nticked, logged, nlogged, snapshot, published, &unlog, &nunlog);
+    }
     UnregisterSnapshot(snapshot);
 
     advance(ticked, nticked, ts + 1);
@@ -1647,7 +1742,14 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         if (was_stalled(ticked[i])) table_health(ticked[i], "running", nullptr);
     // Last, holding nothing more to wait for: whoever waits for a pending
     // relation compacted here waits only for this tick's commit.
-    for (int i = 0; i < nlarge; i++) compact_pending(large[i], large_relids[i]);
+    for (int i = 0; i < nunlog; i++) {
+        Oid pending = storage_relid(unlog[i], "pending");
+        if (!unlog_pending(unlog[i], pending)) continue;
+        for (int j = 0; j < nlarge; j++)
+            if (large[j] == unlog[i]) large_relids[j] = InvalidOid;  // a new file already
+    }
+    for (int i = 0; i < nlarge; i++)
+        if (OidIsValid(large_relids[i])) compact_pending(large[i], large_relids[i]);
     SPI_finish();
     PG_RETURN_INT32(nticked);
 }

@@ -13,6 +13,16 @@ bool capture_from_wal_wanted();
 // has not; the library keeps maintaining it without setting tables aside).
 bool catalog_has_capture_resyncs();
 
+// What the capture worker has published as captured: every transaction
+// committed before it is in its table's pending changes, for any snapshot
+// taken after this call (it publishes once that has committed).
+uint64_t captured_through();
+
+// Whether the catalog keeps the pending changes of WAL-captured tables
+// unlogged (capture_ticked, capture_lagging, capture_unlogged_intact: a
+// catalog not updated yet has not, and they stay logged).
+bool catalog_has_unlogged_pending();
+
 // Waits until the capture worker has taken in every transaction committed
 // before the call, at most timeout_ms (a worker that is restarting may come
 // back meanwhile).  True when it did, or when there is nothing to wait for
@@ -20,6 +30,10 @@ bool catalog_has_capture_resyncs();
 // while some table is captured from the WAL (capture_relations), whatever
 // decoupled.capture says: a switch to triggers releases them one by one.
 bool wait_for_capture(int timeout_ms);
+
+// The end of what was inserted into the WAL so far: a position a flush
+// can reach.
+uint64_t inserted_position();
 
 // Flushes the WAL through everything inserted so far (an asynchronous
 // commit may still be in WAL buffers, and decoding reads what is flushed);

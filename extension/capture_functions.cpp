@@ -61,13 +61,31 @@ bool catalog_has_capture_resyncs() {
     return OidIsValid(ns) && OidIsValid(get_relname_relid("capture_resyncs", ns));
 }
 
-uint64_t flush_inserted() {
+uint64_t captured_through() {
+    SharedState* s = shared_state();
+    SpinLockAcquire(&s->capture_mutex);
+    XLogRecPtr through = s->capture.captured_through;
+    SpinLockRelease(&s->capture_mutex);
+    return through;
+}
+
+bool catalog_has_unlogged_pending() {
+    Oid ns = get_namespace_oid("decoupled", true);
+    return OidIsValid(ns) && OidIsValid(get_relname_relid("capture_unlogged_intact", ns));
+}
+
+uint64_t inserted_position() {
     XLogRecPtr target = GetXLogInsertRecPtr();
     // Right after a page header nothing is inserted on the page yet: what
     // was inserted ends at the page's start (and a flush request past it
     // could never be satisfied).
     uint32 offset = (uint32)(target % XLOG_BLCKSZ);
     if (offset == SizeOfXLogShortPHD || offset == SizeOfXLogLongPHD) target -= offset;
+    return target;
+}
+
+uint64_t flush_inserted() {
+    XLogRecPtr target = inserted_position();
     XLogFlush(target);
     return target;
 }

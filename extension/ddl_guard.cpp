@@ -39,6 +39,7 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -373,12 +374,60 @@ void check_enum_rename(AlterEnumStmt* stmt) {
                       "rename a value of");
 }
 
-// ALTER TYPE ... ADD / DROP / ALTER ATTRIBUTE changes the text of a
-// composite type's values (RENAME ATTRIBUTE is a RenameStmt: it does not).
+// Whether `stmt` changes the columns of its relation's row type: ALTER
+// TYPE ... ADD / DROP / ALTER ATTRIBUTE, and ALTER TABLE (VIEW, FOREIGN
+// TABLE) ... ADD / DROP COLUMN or ALTER COLUMN TYPE.  (RENAME is a
+// RenameStmt: the text of the values stays.)
+bool changes_row_type(AlterTableStmt* stmt) {
+    ListCell* cell;
+    foreach (cell, stmt->cmds) {
+        auto* cmd = lfirst_node(AlterTableCmd, cell);
+        switch (cmd->subtype) {
+            case AT_AddColumn:
+            case AT_AddColumnToView:
+            case AT_DropColumn:
+            case AT_AlterColumnType:
+                return true;
+            default:
+                break;
+        }
+    }
+    return false;
+}
+
+// Such a change alters the text of the row type's values, which a column
+// of a collection or sink may hold (a table's row type is a composite type
+// like any).  Also of the relations it reaches beyond the one named: the
+// tables inheriting from it (unless ONLY) and the typed tables of a
+// composite type (ALTER TYPE ... CASCADE), with theirs.
 void check_composite_change(AlterTableStmt* stmt) {
-    if (stmt->objtype != OBJECT_TYPE || !extension_installed()) return;
+    if (!extension_installed() || !changes_row_type(stmt)) return;
     Oid relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-    if (OidIsValid(relid)) check_type_change(get_rel_type_id(relid), "change the attributes of");
+    if (!OidIsValid(relid)) return;
+    const char* change =
+        stmt->objtype == OBJECT_TYPE ? "change the attributes of" : "change the columns of";
+    List* reached = NIL;
+    if (stmt->objtype == OBJECT_TYPE) {
+        // The typed tables of the type, and what inherits from them.
+        Oid type = get_rel_type_id(relid);
+        Relation classes = table_open(RelationRelationId, AccessShareLock);
+        SysScanDesc scan = systable_beginscan(classes, InvalidOid, false, nullptr, 0, nullptr);
+        HeapTuple tuple;
+        while ((tuple = systable_getnext(scan)) != nullptr) {
+            auto* form = (Form_pg_class)GETSTRUCT(tuple);
+            if (form->reloftype == type)
+                reached = list_concat(reached, find_all_inheritors(form->oid, NoLock, nullptr));
+        }
+        systable_endscan(scan);
+        table_close(classes, AccessShareLock);
+        reached = lcons_oid(relid, reached);
+    } else if (stmt->relation->inh) {
+        reached = find_all_inheritors(relid, NoLock, nullptr);
+    } else {
+        reached = list_make1_oid(relid);
+    }
+    ListCell* cell;
+    foreach (cell, reached) check_type_change(get_rel_type_id(lfirst_oid(cell)), change);
 }
 
 // ALTER DOMAIN ... ADD CONSTRAINT on a domain a collection uses.  By a role
@@ -410,13 +459,17 @@ void check_domain_constraint(AlterDomainStmt* stmt) {
 
 // CREATE OR REPLACE VIEW of a view a maintained view reads.  (A written
 // plan itself, in decoupled_storage, is the catalog's own to refuse.)
+// And of a view whose row type a collection or sink uses: a replacement
+// may add columns to it (check_composite_change).
 void check_view_replace(ViewStmt* stmt) {
     if (!stmt->replace) return;
     Oid relid = RangeVarGetRelid(stmt->view, NoLock, true);
     if (OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_VIEW &&
-        get_rel_namespace(relid) != get_namespace_oid("decoupled_storage", true))
+        get_rel_namespace(relid) != get_namespace_oid("decoupled_storage", true)) {
         decoupled::refuse_replacing(RelationRelationId, relid,
                                     psprintf("view %s", get_rel_name(relid)));
+        check_type_change(get_rel_type_id(relid), "replace the view of");
+    }
 }
 
 // ALTER FUNCTION of a function a maintained view reads, changing what it

@@ -1,4 +1,5 @@
 #include "gucs.hpp"
+#include "core/worker_settings.hpp"
 
 #include <climits>
 
@@ -16,6 +17,7 @@ char* guc_replica_conninfo = nullptr;
 int guc_status_history_retention = 7 * 24 * 3600;
 int guc_table_tick_interval = 1000;
 int guc_capture = kCaptureWal;
+int guc_capture_unticked_wal_limit = 256;
 int guc_relay = kRelayInProcess;
 char* guc_relay_name = nullptr;
 char* guc_wait_points = nullptr;
@@ -118,6 +120,15 @@ void define_gucs() {
         &guc_capture, kCaptureWal, capture_options, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
 
     DefineCustomIntVariable(
+        "decoupled.capture_unticked_wal_limit",
+        "How much WAL the capture slot may keep for changes no tick has moved yet.",
+        "Pending changes of tables captured from the WAL are unlogged, and the slot keeps the "
+        "WAL since the last tick that moved them. Beyond this much, such a table's pending "
+        "changes are made logged again and the slot moves on. 0: they stay logged.",
+        &guc_capture_unticked_wal_limit, 256, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_MB, nullptr,
+        nullptr, nullptr);
+
+    DefineCustomIntVariable(
         "decoupled.bound_publication_interval",
         "How often compaction bounds are published and applied.",
         "Replicas do it for what runs on their cluster, the controller for registered tables. "
@@ -164,6 +175,11 @@ void define_gucs() {
         &guc_wait_points, "", PGC_SUSET, GUC_NOT_IN_SAMPLE, nullptr, nullptr, nullptr);
 
     MarkGUCPrefixReserved("decoupled");
+}
+
+void pin_worker_settings() {
+    for (const PinnedSetting& setting : kPinnedSettings)
+        SetConfigOption(setting.name, setting.value, PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 int planner_settings_off(const char* const* names) {

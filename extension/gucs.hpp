@@ -15,6 +15,7 @@ extern char* guc_replica_conninfo;  // decoupled.replica_conninfo: how workers c
 extern int guc_status_history_retention;  // decoupled.status_history_retention, seconds
 extern int guc_capture;                   // decoupled.capture: CaptureMode
 enum CaptureMode { kCaptureWal = 0, kCaptureTrigger = 1 };
+extern int guc_capture_unticked_wal_limit;  // decoupled.capture_unticked_wal_limit, MB (0: logged)
 extern int guc_table_tick_interval;       // decoupled.table_tick_interval, ms (0: off)
 extern int guc_bound_publication_interval;  // decoupled.bound_publication_interval, ms (0: off)
 extern int guc_step_timeout;  // decoupled.step_timeout, ms (0: off): replicas' statement_timeout
@@ -27,6 +28,10 @@ extern char* guc_relay_name;                // decoupled.relay_name: the externa
 extern char* guc_wait_points;               // decoupled.wait_points: debug wait points honoured
 
 void define_gucs();
+
+// A worker's session settings after it connected (core/worker_settings.hpp),
+// over the database's and the role's defaults.
+void pin_worker_settings();
 
 // decoupled.as_of (as_of.cpp): whether it holds a time.
 bool as_of_set();

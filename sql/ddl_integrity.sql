@@ -165,6 +165,45 @@ SELECT decoupled.tick_tables() AS ticked;
 SELECT * FROM feelings;
 SELECT name, status FROM decoupled.object_statuses WHERE kind = 'table' ORDER BY name;
 
+-- A table's row type is a composite type like any other: ALTER TABLE ...
+-- ADD / DROP COLUMN or ALTER COLUMN TYPE of a relation whose row type a
+-- collection's column holds changes that column's text as well — also
+-- where the change reaches it through inheritance, through ALTER TYPE ...
+-- CASCADE (a typed table), or through a replaced view.  Renames,
+-- constraints and relations nobody's column holds are left alone.
+CREATE TABLE pt (a int, b int);
+CREATE TABLE pt_child () INHERITS (pt);
+CREATE TYPE ct AS (a int);
+CREATE TABLE tt OF ct;
+CREATE VIEW pv AS SELECT 1 AS a;
+CREATE TABLE pt_free (a int);
+CREATE TABLE holders (id int PRIMARY KEY, c pt_child, t tt, v pv);
+INSERT INTO holders VALUES (1, ROW(1, 1), ROW(1), ROW(1));
+SELECT decoupled.register_table('holders') > 0 AS registered;
+SELECT s AS statement, regress_try(s) AS outcome FROM (VALUES
+    ($$ALTER TABLE pt ADD COLUMN c int$$),
+    ($$ALTER TABLE pt_child ADD COLUMN d int$$),
+    ($$ALTER TABLE pt ALTER COLUMN b TYPE bigint$$),
+    ($$ALTER TABLE pt DROP COLUMN b$$),
+    ($$ALTER TYPE ct ADD ATTRIBUTE z int CASCADE$$),
+    ($$CREATE OR REPLACE VIEW pv AS SELECT 1 AS a, 2 AS b$$),
+    ($$ALTER TABLE pt RENAME COLUMN b TO bb$$),
+    ($$ALTER TABLE pt ADD CONSTRAINT pt_a CHECK (a > 0)$$),
+    ($$ALTER TABLE ONLY pt_free ADD COLUMN b int$$),
+    ($$ALTER TABLE pt_free DROP COLUMN b$$)
+) AS t(s);
+\set VERBOSITY default
+ALTER TABLE pt ADD COLUMN c int;
+\set VERBOSITY terse
+UPDATE holders SET c = ROW(2, 2) WHERE id = 1;
+SELECT decoupled.tick_tables() AS ticked;
+SELECT name, status FROM decoupled.object_statuses WHERE name = 'holders';
+SELECT upper - 1 AS latest FROM decoupled.frontiers WHERE name = 'holders' \gset
+SET decoupled.as_of = :latest;
+SELECT * FROM holders;
+RESET decoupled.as_of;
+SELECT count(*) AS unregistered FROM decoupled.unregister_table('holders');
+
 ------------------------------------------------------------------------------
 -- 3. One table's failing tick stalls that table only.  Nothing legitimate
 --    makes a tick fail any more, so a superuser breaks ledger's storage: a

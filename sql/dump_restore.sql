@@ -56,6 +56,12 @@ SELECT count(*) AS restoring FROM decoupled.restore;
 -- An ordinary insert by a superuser is not a restore: the tables' own
 -- constraints answer it.
 INSERT INTO decoupled.catalog_clusters (name, managed, replication_factor) VALUES ('x', true, NULL);
+-- Nor is a COPY whose query declares something: it writes the catalog
+-- outside any COPY into it.
+COPY (SELECT count(*) AS declared FROM decoupled.declare_adapter('copied')) TO STDOUT;
+COPY (SELECT count(*) FROM decoupled.adapters WHERE name = 'copied') TO STDOUT;
+SELECT count(*) AS restoring FROM decoupled.restore;
+SELECT count(*) AS dropped FROM decoupled.drop_adapter('copied');
 \set VERBOSITY default
 
 -- Clean up.

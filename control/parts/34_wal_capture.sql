@@ -23,8 +23,11 @@
 --
 -- Exactly once: the worker decodes up to a WAL position F, writes the
 -- changes and F (capture_progress) in one transaction, and only then
--- confirms F to the slot.  After a crash between the two, the transactions
--- the slot delivers again commit before F and are skipped.
+-- confirms the slot — up to F, and no further than what ticks moved out
+-- of unlogged pending relations (capture_ticked below).  After a crash,
+-- the transactions the slot delivers again are skipped where they commit
+-- before F, or, for a table whose unlogged pending relation the crash
+-- emptied, before its ticked position.
 ------------------------------------------------------------------------------
 
 -- The tables captured from the WAL, read by the output plugin while it
@@ -42,6 +45,89 @@ CREATE TABLE decoupled.capture_progress (
     captured_lsn pg_lsn NOT NULL,
     captured_at  timestamptz NOT NULL DEFAULT now()
 );
+
+-- Unlogged pending changes (C14.1, docs/architecture.md "WAL capture").
+-- What capture writes into a WAL-captured table's pending changes is
+-- already in the WAL: the slot can deliver it again.  So a table's pending
+-- relation is made UNLOGGED once a tick leaves it empty (writes to it then
+-- log nothing: capture's inserts and the tick's deletes were a fifth of
+-- the WAL under writers), and the slot is confirmed only up to what ticks
+-- have moved into history.  A crash empties unlogged relations; capture
+-- then decodes each such table again from the last tick that moved it.
+-- How far that is, per table: capture_ticked.ticked_lsn — capture's
+-- position as the last tick of the WAL-captured tables saw it; every
+-- change committed before it is in history, for every table that tick
+-- moved — unless the table has a row in capture_lagging: a table a tick
+-- did not move (it failed, or was set aside) keeps the position of the
+-- last tick that did.  Both are written by ticks
+-- (extension/append_core.cpp).
+CREATE TABLE decoupled.capture_ticked (
+    only_row   boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    ticked_lsn pg_lsn NOT NULL,
+    ticked_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE decoupled.capture_lagging (
+    lifetime_id bigint PRIMARY KEY
+                REFERENCES decoupled.capture_relations (lifetime_id) ON DELETE CASCADE,
+    ticked_lsn  pg_lsn NOT NULL
+);
+
+-- One row while the unlogged pending relations hold what capture wrote
+-- into them: a crash empties this table with them.  The capture worker
+-- that finds it empty decodes the unlogged tables again from their ticked
+-- position, and writes the row with what it decoded; ticks unlog no
+-- pending relation until the row is there.
+CREATE UNLOGGED TABLE decoupled.capture_unlogged_intact (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row)
+);
+
+-- Every WAL-captured table whose pending relation is unlogged, and the
+-- position capture must decode it again from after a crash
+-- (capture_ticked, capture_lagging).  The capture worker confirms the slot
+-- no further than the least of them.
+CREATE FUNCTION decoupled._unlogged_pending(OUT lifetime_id bigint, OUT ticked_lsn pg_lsn)
+RETURNS SETOF record
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT c.lifetime_id, coalesce(l.ticked_lsn, k.ticked_lsn, '0/0'::pg_lsn)
+      FROM decoupled.capture_relations c
+      JOIN pg_class p ON p.relname = 'c' || c.lifetime_id || '_pending'
+                     AND p.relnamespace = 'decoupled_storage'::regnamespace
+      LEFT JOIN decoupled.capture_lagging l ON l.lifetime_id = c.lifetime_id
+      LEFT JOIN decoupled.capture_ticked k ON true
+     WHERE p.relpersistence = 'u'
+$$;
+
+-- Makes collection `id`'s pending relation logged (`logged`) or unlogged,
+-- under an ACCESS EXCLUSIVE lock on it: without waiting for it when
+-- `nowait` (false: another transaction holds it, nothing changed).  Making
+-- it logged writes its rows to the WAL: from then on they are as durable
+-- as the position capture recorded with them.
+CREATE FUNCTION decoupled._set_pending_logged(id bigint, logged boolean, nowait boolean)
+RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET client_min_messages = warning AS $$
+DECLARE
+    v_pend    regclass := to_regclass(decoupled._storage(id, 'pending'));
+    v_wanted  "char" := CASE WHEN logged THEN 'p' ELSE 'u' END;
+BEGIN
+    IF v_pend IS NULL OR (SELECT c.relpersistence FROM pg_class c WHERE c.oid = v_pend) = v_wanted
+    THEN
+        RETURN true;
+    END IF;
+    BEGIN
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE%s', v_pend,
+                       CASE WHEN nowait THEN ' NOWAIT' ELSE '' END);
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN false;
+    END;
+    EXECUTE format('ALTER TABLE %s SET %s', v_pend,
+                   CASE WHEN logged THEN 'LOGGED' ELSE 'UNLOGGED' END);
+    IF logged THEN
+        DELETE FROM decoupled.capture_lagging l WHERE l.lifetime_id = id;
+    END IF;
+    RETURN true;
+END
+$$;
 
 -- WAL-captured tables one of whose changes capture could not write, again
 -- and again (a row an append retracted that a later update needs, say; a
@@ -208,6 +294,13 @@ BEGIN
         RETURN false;
     END IF;
     IF NOT decoupled._lock_registration(id, v_rel) THEN
+        RETURN false;
+    END IF;
+    -- Its triggers write pending rows in their writers' transactions, which
+    -- must be as durable as those; and what capture wrote there and no tick
+    -- moved yet, the slot will not deliver again once the table is gone
+    -- from capture_relations.
+    IF NOT decoupled._set_pending_logged(id, true, true) THEN
         RETURN false;
     END IF;
     PERFORM decoupled._set_capture_switching(true);
@@ -481,6 +574,10 @@ BEGIN
     -- ordinary table (its lock keeps it one), never a view running its
     -- owner's query.
     PERFORM decoupled._assert_ordinary_table(c.relation) FROM decoupled.capture_relations c;
+    -- The new slot cannot deliver what the lost one held: what is pending
+    -- and what this writes there must survive a crash by themselves.
+    PERFORM decoupled._set_pending_logged(c.lifetime_id, true, false)
+       FROM decoupled.capture_relations c ORDER BY c.lifetime_id;
     -- Every transaction that wrote them committed before this point; every
     -- later one commits after it.
     v_lsn := pg_current_wal_insert_lsn();
@@ -545,6 +642,11 @@ BEGIN
         -- writers while it waits: briefly (the worker tries once a second).
         PERFORM set_config('lock_timeout', '50ms', true);
         EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', v_rel::regclass);
+        -- What this writes into pending, taken from the table's contents,
+        -- no slot can deliver again: it must survive a crash by itself.
+        IF NOT decoupled._set_pending_logged(id, true, false) THEN
+            RAISE lock_not_available;
+        END IF;
         PERFORM set_config('lock_timeout', v_lock, true);
     EXCEPTION WHEN lock_not_available THEN
         RETURN NULL;

@@ -156,9 +156,14 @@ $$;
 CREATE FUNCTION decoupled._restore_row() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    -- pg_restore loads the catalog with COPY; the extension itself never
-    -- copies into it.
-    v_copy      boolean := TG_OP = 'INSERT' AND current_query() ~* '^\s*copy\s';
+    -- pg_restore (and a plain dump's script) loads the catalog with COPY
+    -- into each table FROM stdin; the extension itself never copies into
+    -- it.  Only that statement: a COPY whose query calls a catalog
+    -- function (COPY (SELECT decoupled.create_cluster(...)) TO STDOUT)
+    -- writes the catalog too, and is no restore.
+    v_copy      boolean := TG_OP = 'INSERT'
+                           AND current_query() ~* ('^\s*copy\s+(decoupled\.)?"?' || TG_TABLE_NAME
+                                                   || '"?[\s(].*\mfrom\s+stdin\M');
     v_restoring boolean := v_copy AND decoupled._restoring();
 BEGIN
     IF v_copy AND NOT v_restoring THEN

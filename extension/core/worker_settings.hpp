@@ -1,0 +1,38 @@
+// The session settings every process of the extension runs with —
+// controller, capture worker, adapterd, relay and replica sessions (in the
+// server or pg_decoupled_replicad) — whatever the database's or a role's
+// defaults say.  A database's owner needs no superuser to run
+// `ALTER DATABASE ... SET default_transaction_read_only = on` (or a
+// serializable isolation, a statement, lock or idle timeout): the
+// extension's sessions, which take those defaults at connection, then
+// failed every transaction, and maintenance stopped for every owner.
+// PostgreSQL-free: the replica engine (a libpq client) uses it too.
+#pragma once
+
+namespace decoupled {
+
+struct PinnedSetting {
+    const char* name;
+    const char* value;
+};
+
+// In this order; what a process sets for itself later (a replica's
+// statement_timeout per step, a capture switch's lock_timeout) overrides.
+inline constexpr PinnedSetting kPinnedSettings[] = {
+    // It connects as a privileged role: never resolve a name in a schema
+    // another user can create objects in.
+    {"search_path", "pg_catalog, pg_temp"},
+    // Its transactions write, and read what committed before each
+    // statement (a worker reads the latest state after its own writes).
+    {"default_transaction_read_only", "off"},
+    {"default_transaction_isolation", "read committed"},
+    {"default_transaction_deferrable", "off"},
+    // Its own bounds, never a database's: a long tick or catch-up is not an
+    // error, and an idle connection is how a replica waits.
+    {"statement_timeout", "0"},
+    {"lock_timeout", "0"},
+    {"idle_in_transaction_session_timeout", "0"},
+    {"idle_session_timeout", "0"},
+};
+
+}  // namespace decoupled
