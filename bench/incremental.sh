@@ -60,7 +60,9 @@ STEP_TIMEOUT=${STEP_TIMEOUT:-600s}          # one step, or a view's creation
 CATCHUP_TIMEOUT=${CATCHUP_TIMEOUT:-30}      # s, views catching up after writers
 
 # WAL-based capture (C14.1) needs wal_level = logical; pg_ivm needs preloading.
-BENCH_CONF="wal_level = $WAL_LEVEL"
+# BENCH_CONF: more postgresql.conf lines (decoupled.capture_unticked_wal_limit
+# = 0, say, to measure with logged pending changes).
+BENCH_CONF="wal_level = $WAL_LEVEL"$'\n'"${BENCH_CONF:-}"
 IVM_LIB="$("$PG_CONFIG" --pkglibdir)/pg_ivm.so"
 if [ -f "$IVM_LIB" ]; then
     BENCH_CONF+=$'\n'"shared_preload_libraries = 'pg_decoupled,pg_ivm'"
