@@ -20,6 +20,8 @@ extern "C" {
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/relation.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogutils.h"
@@ -338,23 +340,57 @@ XLogRecPtr replay_from(int64 id, XLogRecPtr recorded) {
     return recorded;
 }
 
-// How far the slot may be confirmed: the least ticked position of the
-// unlogged tables (false: none is unlogged, no limit).  Read after the
-// pass's writes, in a snapshot of its own: a tick that unlogged a table
-// while the pass waited to write into it is seen.
-bool unticked_limit(XLogRecPtr* limit) {
-    if (SPI_execute("SELECT min(ticked_lsn) FROM decoupled._unlogged_pending()", false, 0) !=
-            SPI_OK_SELECT ||
-        SPI_processed != 1)
-        elog(ERROR, "could not read the ticked positions of unlogged pending changes");
-    bool isnull = true;
-    Datum d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-    if (isnull) return false;
-    *limit = DatumGetLSN(d);
-    return true;
+// Whether pending relation `relid` holds a row the latest snapshot sees
+// (this transaction's own writes included).  One another transaction holds
+// exclusively (a tick unlogging or compacting it) counts as holding rows.
+bool pending_has_rows(Oid relid) {
+    if (!ConditionalLockRelationOid(relid, AccessShareLock)) return true;
+    Relation rel = try_relation_open(relid, NoLock);
+    if (rel == nullptr) {
+        UnlockRelationOid(relid, AccessShareLock);
+        return false;  // dropped with its table: nothing of it to decode again
+    }
+    TableScanDesc scan = table_beginscan(rel, GetLatestSnapshot(), 0, nullptr);
+    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    bool any = table_scan_getnextslot(scan, ForwardScanDirection, slot);
+    ExecDropSingleTupleTableSlot(slot);
+    table_endscan(scan);
+    relation_close(rel, AccessShareLock);
+    return any;
 }
 
-// The slot keeps the WAL back to the least ticked position.  A table no
+// How far the slot may be confirmed: the least ticked position of the
+// unlogged tables that have pending rows (false: none has, no limit).
+// Read after the pass's writes, in a snapshot of its own: a tick that
+// unlogged a table while the pass waited to write into it is seen, and so
+// are the rows this pass wrote.  A table whose pending relation is empty
+// then has every change captured so far in history: the slot need not
+// deliver any of them again, and confirming past its ticked position —
+// which moves only with ticks, while capture follows every other table's
+// WAL too — keeps a decoding made anew from reading it all again.
+bool unticked_limit(XLogRecPtr* limit) {
+    if (SPI_execute("SELECT lifetime_id, ticked_lsn FROM decoupled._unlogged_pending()", false,
+                    0) != SPI_OK_SELECT)
+        elog(ERROR, "could not read the ticked positions of unlogged pending changes");
+    uint64 n = SPI_processed;
+    SPITupleTable* rows = SPI_tuptable;
+    bool limited = false;
+    for (uint64 i = 0; i < n; i++) {
+        bool isnull = false;
+        int64 id = DatumGetInt64(SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &isnull));
+        XLogRecPtr ticked = DatumGetLSN(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
+        if (limited && ticked >= *limit) continue;
+        Oid relid = decoupled::storage_relid(id, "pending");
+        if (!OidIsValid(relid) || !pending_has_rows(relid)) continue;
+        *limit = ticked;
+        limited = true;
+    }
+    return limited;
+}
+
+// The slot keeps the WAL back to the least ticked position.  Returns how
+// many tables it made logged (the caller says so: the log is quiet while
+// the worker decodes).  A table no
 // tick moves for long (its ticks fail, or nothing ticks) would keep it all:
 // once the slot is more than decoupled.capture_unticked_wal_limit behind
 // `upto`, the unlogged tables whose ticked position is that far behind are
@@ -363,12 +399,14 @@ bool unticked_limit(XLogRecPtr* limit) {
 // a table another transaction holds is tried again then.
 void changed_here();
 
-void log_lagging_pending(XLogRecPtr upto, XLogRecPtr limit) {
+int64 log_lagging_pending(XLogRecPtr upto, XLogRecPtr limit) {
     static TimestampTz last = 0;
     uint64 allowed = (uint64)decoupled::guc_capture_unticked_wal_limit * 1024 * 1024;
-    if (limit >= upto || upto - limit <= allowed) return;
+    if (limit >= upto || upto - limit <= allowed) return 0;
     TimestampTz now = GetCurrentTimestamp();
-    if (decoupled::guc_capture_unticked_wal_limit > 0 && !TimestampDifferenceExceeds(last, now, 1000)) return;
+    if (decoupled::guc_capture_unticked_wal_limit > 0 &&
+        !TimestampDifferenceExceeds(last, now, 1000))
+        return 0;
     last = now;
     begin("pg_decoupled capture: logging pending changes no tick moved");
     int64 logged = query_int8_with_lsn(
@@ -377,11 +415,7 @@ void log_lagging_pending(XLogRecPtr upto, XLogRecPtr limit) {
         upto - allowed);
     commit();
     if (logged > 0) changed_here();
-    if (logged > 0)
-        ereport(LOG, (errmsg("pg_decoupled capture made the pending changes of " INT64_FORMAT
-                             " registered tables logged: no tick moved them for more than "
-                             "decoupled.capture_unticked_wal_limit of WAL",
-                             logged)));
+    return logged;
 }
 
 // --- the capture transaction ------------------------------------------------
@@ -1261,9 +1295,13 @@ bool capture() {
     if (unlogged_catalog) unlogged_intact = true;
     if (replaying && nreplays > 0) {
         log_min_messages = saved_log_min_messages;
-        ereport(LOG, (errmsg("pg_decoupled capture decoded again the changes of %d registered "
-                             "tables whose unlogged pending changes a crash emptied",
-                             nreplays),
+        ereport(LOG, (errmsg_plural("pg_decoupled capture decoded again the changes of %d "
+                                    "registered table whose unlogged pending changes a crash "
+                                    "emptied",
+                                    "pg_decoupled capture decoded again the changes of %d "
+                                    "registered tables whose unlogged pending changes a crash "
+                                    "emptied",
+                                    nreplays, nreplays),
                       errdetail("Each from the last tick that moved its changes into history.")));
         quiet_decoding();
     }
@@ -1296,7 +1334,16 @@ bool capture() {
     publish_progress(upto);
     keep_restart_point_close(captured > 0);
     note_capture(captured > 0);
-    if (limited) log_lagging_pending(upto, limit);
+    int64 logged = limited ? log_lagging_pending(upto, limit) : 0;
+    if (logged > 0) {
+        log_min_messages = saved_log_min_messages;
+        ereport(LOG, (errmsg("pg_decoupled capture made the pending changes of " INT64_FORMAT
+                             " registered tables logged",
+                             logged),
+                      errdetail("No tick moved their changes for more than "
+                                "decoupled.capture_unticked_wal_limit of WAL.")));
+        quiet_decoding();
+    }
     return more;
 }
 

@@ -199,6 +199,7 @@ struct ReplicaEngine::Impl {
         // Its own settings over the database's defaults, search_path first:
         // it connects as a privileged role (core/worker_settings.hpp).
         pqxx::nontransaction tx(*connection);
+        tx.exec("SET SESSION AUTHORIZATION DEFAULT");
         for (const PinnedSetting& setting : kPinnedSettings)
             tx.exec("SELECT pg_catalog.set_config(" + tx.quote(setting.name) + ", " +
                     tx.quote(setting.value) + ", false)");

@@ -1159,6 +1159,7 @@ CREATE FUNCTION decoupled.replica_prewarm(incarnation bigint, lifetime_id bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -1679,6 +1680,7 @@ CREATE OR REPLACE FUNCTION decoupled._verify(name text, as_of bigint) RETURNS bo
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -1991,6 +1993,7 @@ CREATE OR REPLACE FUNCTION decoupled.replica_maintain(incarnation bigint, lifeti
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 DECLARE
     v_required bigint;
@@ -2025,6 +2028,7 @@ RETURNS TABLE (lifetime_id bigint, upper bigint, caught_up boolean, error_state 
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -2788,6 +2792,7 @@ RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 -- Its copy of the table reads the table, not its history, whatever the
 -- caller's decoupled.as_of.
 SET decoupled.as_of = ''
@@ -3717,6 +3722,7 @@ CREATE OR REPLACE FUNCTION decoupled.replica_append(incarnation bigint, lifetime
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -3851,6 +3857,7 @@ CREATE FUNCTION decoupled._tick_tables() RETURNS integer
 LANGUAGE C SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 SET work_mem = '64MB'
 AS 'MODULE_PATHNAME', 'decoupled_tick_tables';
 REVOKE ALL ON FUNCTION decoupled._tick_tables() FROM PUBLIC;
@@ -4051,6 +4058,7 @@ RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 -- Its copy of the table reads the table, not its history, whatever the
 -- caller's decoupled.as_of.
 SET decoupled.as_of = ''
@@ -4369,6 +4377,7 @@ CREATE OR REPLACE FUNCTION decoupled._verify(name text, as_of bigint) RETURNS bo
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -4495,6 +4504,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit 
 -- Row keys are the rows' text: pin every setting that changes it.
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 DECLARE
     o        decoupled.catalog_objects;
@@ -4716,6 +4726,7 @@ CREATE OR REPLACE FUNCTION decoupled.replica_append(incarnation bigint, lifetime
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -5018,6 +5029,18 @@ BEGIN
                   DETAIL = 'Its history and its output are kept in its shape.',
                   HINT = 'Drop it with decoupled.drop() first.';
     END IF;
+    -- Nor may a column of a relation whose row type a live collection or
+    -- sink holds go (DROP TYPE, DROP DOMAIN or DROP COLLATION ... CASCADE
+    -- takes an attribute of a composite type, or a table's column, away):
+    -- that row type's values would print otherwise under history, which
+    -- matches rows by their text (ALTER TYPE ... DROP ATTRIBUTE is refused
+    -- the same way, in ddl_guard.cpp).
+    PERFORM decoupled._refuse_type_change(c.reltype, 'drop a column of')
+       FROM pg_event_trigger_dropped_objects() d
+       JOIN pg_class c ON c.oid = d.objid
+      WHERE d.classid = 'pg_class'::regclass AND d.objsubid <> 0 AND c.reltype <> 0
+        AND NOT EXISTS (SELECT FROM pg_event_trigger_dropped_objects() w
+                         WHERE w.classid = d.classid AND w.objid = d.objid AND w.objsubid = 0);
     -- Probed, then read again under the catalog lock, so that no object
     -- created meanwhile on top of them is missed.
     FOR attempt IN 1 .. 2 LOOP
@@ -5183,6 +5206,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit 
 -- Row keys are the rows' text: pin every setting that changes it.
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 DECLARE
     o        decoupled.catalog_objects;
@@ -6010,6 +6034,7 @@ CREATE OR REPLACE FUNCTION decoupled.replica_append(incarnation bigint, lifetime
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -6592,6 +6617,7 @@ CREATE OR REPLACE FUNCTION decoupled.replica_sink(incarnation bigint, lifetime_i
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -4,6 +4,8 @@
 #include <climits>
 
 extern "C" {
+#include "access/xact.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 }
 
@@ -178,8 +180,15 @@ void define_gucs() {
 }
 
 void pin_worker_settings() {
+    // The session's authorization checks the role's name in the catalog:
+    // in a transaction.
+    bool outside = !IsTransactionState();
+    if (outside) StartTransactionCommand();
+    SetConfigOption("session_authorization", GetUserNameFromId(GetAuthenticatedUserId(), false),
+                    PGC_SUSET, PGC_S_OVERRIDE);
     for (const PinnedSetting& setting : kPinnedSettings)
         SetConfigOption(setting.name, setting.value, PGC_SUSET, PGC_S_OVERRIDE);
+    if (outside) CommitTransactionCommand();
 }
 
 int planner_settings_off(const char* const* names) {

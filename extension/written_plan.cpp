@@ -296,6 +296,7 @@ const char* const kPinnedSettings[][2] = {
     {"search_path", "pg_catalog, pg_temp"}, {"IntervalStyle", "postgres"},
     {"extra_float_digits", "1"},            {"bytea_output", "hex"},
     {"lc_monetary", "C"},                   {"lc_time", "C"},
+    {"array_nulls", "on"},                  {"xmloption", "content"},
 };
 
 // A view's TimeZone, DateStyle and text search configuration (which

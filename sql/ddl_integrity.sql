@@ -192,6 +192,21 @@ SELECT s AS statement, regress_try(s) AS outcome FROM (VALUES
     ($$ALTER TABLE ONLY pt_free ADD COLUMN b int$$),
     ($$ALTER TABLE pt_free DROP COLUMN b$$)
 ) AS t(s);
+-- A drop that cascades to such a column (DROP TYPE, DROP DOMAIN or DROP
+-- COLLATION ... CASCADE) is refused too.
+CREATE TYPE ysub AS (p int);
+CREATE DOMAIN ydom AS int;
+CREATE TYPE yct AS (a int, s ysub, d ydom);
+CREATE TYPE yfree AS (a int, s ysub, d ydom);
+CREATE TABLE yholders (id int PRIMARY KEY, v yct);
+INSERT INTO yholders VALUES (1, ROW(1, ROW(2), 3));
+SELECT decoupled.register_table('yholders') > 0 AS registered;
+SELECT s AS statement, regress_try(s) AS outcome FROM (VALUES
+    ($$DROP TYPE ysub CASCADE$$),
+    ($$DROP DOMAIN ydom CASCADE$$),
+    ($$ALTER TYPE yfree DROP ATTRIBUTE s$$)
+) AS t(s);
+SELECT count(*) AS unregistered FROM decoupled.unregister_table('yholders');
 \set VERBOSITY default
 ALTER TABLE pt ADD COLUMN c int;
 \set VERBOSITY terse

@@ -260,6 +260,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit 
 -- Row keys are the rows' text: pin every setting that changes it.
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 DECLARE
     o        decoupled.catalog_objects;

@@ -74,6 +74,7 @@ RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 -- Its copy of the table reads the table, not its history, whatever the
 -- caller's decoupled.as_of.
 SET decoupled.as_of = ''
@@ -397,6 +398,7 @@ CREATE FUNCTION decoupled._tick_tables() RETURNS integer
 LANGUAGE C SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 SET work_mem = '64MB'
 AS 'MODULE_PATHNAME', 'decoupled_tick_tables';
 COMMENT ON FUNCTION decoupled.tick_tables() IS

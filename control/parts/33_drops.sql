@@ -482,6 +482,18 @@ BEGIN
                   DETAIL = 'Its history and its output are kept in its shape.',
                   HINT = 'Drop it with decoupled.drop() first.';
     END IF;
+    -- Nor may a column of a relation whose row type a live collection or
+    -- sink holds go (DROP TYPE, DROP DOMAIN or DROP COLLATION ... CASCADE
+    -- takes an attribute of a composite type, or a table's column, away):
+    -- that row type's values would print otherwise under history, which
+    -- matches rows by their text (ALTER TYPE ... DROP ATTRIBUTE is refused
+    -- the same way, in ddl_guard.cpp).
+    PERFORM decoupled._refuse_type_change(c.reltype, 'drop a column of')
+       FROM pg_event_trigger_dropped_objects() d
+       JOIN pg_class c ON c.oid = d.objid
+      WHERE d.classid = 'pg_class'::regclass AND d.objsubid <> 0 AND c.reltype <> 0
+        AND NOT EXISTS (SELECT FROM pg_event_trigger_dropped_objects() w
+                         WHERE w.classid = d.classid AND w.objid = d.objid AND w.objsubid = 0);
     -- Probed, then read again under the catalog lock, so that no object
     -- created meanwhile on top of them is missed.
     FOR attempt IN 1 .. 2 LOOP

@@ -463,6 +463,7 @@ CREATE FUNCTION decoupled.replica_append(incarnation bigint, lifetime_id bigint,
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE

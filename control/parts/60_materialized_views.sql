@@ -1045,6 +1045,7 @@ CREATE FUNCTION decoupled.replica_maintain(incarnation bigint, lifetime_id bigin
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 DECLARE
     v_required bigint;
@@ -1079,6 +1080,7 @@ RETURNS TABLE (lifetime_id bigint, upper bigint, caught_up boolean, error_state 
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET jit = off
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -1251,6 +1253,7 @@ CREATE FUNCTION decoupled._verify(name text, as_of bigint) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET TimeZone = 'UTC' SET DateStyle = 'ISO, YMD' SET IntervalStyle = 'postgres'
 SET extra_float_digits = 1 SET bytea_output = 'hex' SET lc_monetary = 'C'
+SET array_nulls = on SET xmloption = content
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -16,12 +16,25 @@ struct PinnedSetting {
     const char* value;
 };
 
-// In this order; what a process sets for itself later (a replica's
-// statement_timeout per step, a capture switch's lock_timeout) overrides.
+// In this order, after the session's authorization is set back to the user
+// it connected as (`session_authorization` as a database default — which
+// a superuser's session takes — made every worker run as the database's
+// owner; the in-server processes set it to that user's name, a libpq
+// session runs SET SESSION AUTHORIZATION DEFAULT).  What a process sets
+// for itself later (a replica's statement_timeout per step, a capture
+// switch's lock_timeout) overrides.
 inline constexpr PinnedSetting kPinnedSettings[] = {
+    // Nobody else's role either (`role` as a database default).
+    {"role", "none"},
     // It connects as a privileged role: never resolve a name in a schema
     // another user can create objects in.
     {"search_path", "pg_catalog, pg_temp"},
+    // Rows travel as text (capture reads the WAL's rows back through their
+    // types' input functions; history matches rows by their text): a NULL
+    // array element must read back as NULL, not the string "NULL", and an
+    // xml value that is content, not only a document.
+    {"array_nulls", "on"},
+    {"xmloption", "content"},
     // Its transactions write, and read what committed before each
     // statement (a worker reads the latest state after its own writes).
     {"default_transaction_read_only", "off"},
