@@ -65,6 +65,7 @@ extern "C" {
 #include "pending_writes.hpp"
 #include "../extension/core/keyed_changes.hpp"
 #include "../extension/gucs.hpp"
+#include "../extension/history_writes.hpp"
 #include "../extension/kept_statements.hpp"
 #include "../extension/storage_names.hpp"
 #include "../extension/shmem.hpp"
@@ -350,11 +351,7 @@ bool pending_has_rows(Oid relid) {
         UnlockRelationOid(relid, AccessShareLock);
         return false;  // dropped with its table: nothing of it to decode again
     }
-    TableScanDesc scan = table_beginscan(rel, GetLatestSnapshot(), 0, nullptr);
-    TupleTableSlot* slot = table_slot_create(rel, nullptr);
-    bool any = table_scan_getnextslot(scan, ForwardScanDirection, slot);
-    ExecDropSingleTupleTableSlot(slot);
-    table_endscan(scan);
+    bool any = decoupled::holds_visible_row(rel, GetLatestSnapshot());
     relation_close(rel, AccessShareLock);
     return any;
 }

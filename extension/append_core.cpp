@@ -87,6 +87,7 @@ extern "C" {
 #include "capture.hpp"
 #include "domain_types.hpp"
 #include "gucs.hpp"
+#include "history_writes.hpp"
 #include "index_tick.hpp"
 #include "replace_rows.hpp"
 #include "kept_statements.hpp"
@@ -1159,13 +1160,8 @@ bool has_visible_rows(Oid relid, Snapshot snapshot, BlockNumber* blocks = nullpt
         relation_close(rel, AccessShareLock);
         return true;
     }
-    TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
     // Its size, as the scan read it (no second look at the file).
-    if (blocks) *blocks = reinterpret_cast<HeapScanDesc>(scan)->rs_nblocks;
-    TupleTableSlot* slot = table_slot_create(rel, nullptr);
-    bool any = table_scan_getnextslot(scan, ForwardScanDirection, slot);
-    ExecDropSingleTupleTableSlot(slot);
-    table_endscan(scan);
+    bool any = decoupled::holds_visible_row(rel, snapshot, blocks);
     // Nothing was written: the lock need not outlive the look.
     relation_close(rel, AccessShareLock);
     return any;

@@ -460,6 +460,16 @@ void retract_current(HistoryWriter* w, ItemPointer tid, HeapTuple tuple, int64 t
     add_dead(w, tuple, ts);
 }
 
+bool holds_visible_row(Relation rel, Snapshot snapshot, BlockNumber* blocks) {
+    TableScanDesc scan = table_beginscan(rel, snapshot, 0, nullptr);
+    if (blocks) *blocks = reinterpret_cast<HeapScanDesc>(scan)->rs_nblocks;
+    TupleTableSlot* slot = table_slot_create(rel, nullptr);
+    bool any = table_scan_getnextslot(scan, ForwardScanDirection, slot);
+    ExecDropSingleTupleTableSlot(slot);
+    table_endscan(scan);
+    return any;
+}
+
 bool next_stored_row(IndexScanDesc scan, TupleTableSlot* slot) {
     Relation rel = scan->heapRelation;
     if (rel->rd_rel->relam != HEAP_TABLE_AM_OID || !TTS_IS_BUFFERTUPLE(slot))

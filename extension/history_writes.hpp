@@ -82,6 +82,10 @@ bool same_images(const ImageColumns& cols, const Datum* values, const bool* null
 // index_getnext_slot.
 bool next_stored_row(IndexScanDesc scan, TupleTableSlot* slot);
 
+// Whether `rel` holds a row `snapshot` sees: a scan that stops at the
+// first one.  *blocks (if given): the relation's size as the scan read it.
+bool holds_visible_row(Relation rel, Snapshot snapshot, BlockNumber* blocks = nullptr);
+
 // Whether the first `n` columns of `desc` are `names` of `types`.
 bool starts_with_columns(TupleDesc desc, const char* const* names, const Oid* types, int n);
 
