@@ -200,9 +200,11 @@ struct ReplicaEngine::Impl {
         // it connects as a privileged role (core/worker_settings.hpp).
         pqxx::nontransaction tx(*connection);
         tx.exec("SET SESSION AUTHORIZATION DEFAULT");
+        std::string pin = "SELECT ";
         for (const PinnedSetting& setting : kPinnedSettings)
-            tx.exec("SELECT pg_catalog.set_config(" + tx.quote(setting.name) + ", " +
-                    tx.quote(setting.value) + ", false)");
+            pin += std::string(pin.size() > 7 ? ", " : "") + "pg_catalog.set_config(" +
+                   tx.quote(setting.name) + ", " + tx.quote(setting.value) + ", false)";
+        tx.exec(pin);
         apply_step_timeout(tx);
         // The statements of every pass and step, parsed and planned once
         // per connection: with ten views ticked ten times a second, planning

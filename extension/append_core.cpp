@@ -1645,9 +1645,9 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     int nlarge = 0;
     // Tables this tick moved rows of whose pending relation is logged: it
     // may be unlogged now (record_ticked).
-    const bool unlogged_pending = from_wal && wal_covered &&
-                                  decoupled::guc_capture_unticked_wal_limit > 0 &&
-                                  decoupled::catalog_has_unlogged_pending();
+    const bool records_ticked =
+        from_wal && wal_covered && decoupled::catalog_has_unlogged_pending();
+    const bool unlogged_pending = records_ticked && decoupled::guc_capture_unticked_wal_limit > 0;
     int64* logged = (int64*)palloc(sizeof(int64) * n);
     int nlogged = 0;
     bool* busy = (bool*)palloc(sizeof(bool) * n);
@@ -1728,9 +1728,8 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     // ticked or none, wal_covered).
     int64* unlog = nullptr;
     int nunlog = 0;
-    if (from_wal && wal_covered && decoupled::catalog_has_unlogged_pending()) {
+    if (records_ticked)
         record_ticked(ticked, nticked, logged, nlogged, snapshot, published, &unlog, &nunlog);
-    }
     UnregisterSnapshot(snapshot);
 
     advance(ticked, nticked, ts + 1);
