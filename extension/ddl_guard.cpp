@@ -457,19 +457,42 @@ void check_domain_constraint(AlterDomainStmt* stmt) {
                       not_valid ? "add a NOT VALID constraint to" : "add a constraint to");
 }
 
+// The number of columns of relation `relid` (pg_class.relnatts), dropped
+// ones included.
+int relation_natts(Oid relid) {
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+    if (!HeapTupleIsValid(tuple)) return 0;
+    int natts = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relnatts;
+    ReleaseSysCache(tuple);
+    return natts;
+}
+
 // CREATE OR REPLACE VIEW of a view a maintained view reads.  (A written
 // plan itself, in decoupled_storage, is the catalog's own to refuse.)
-// And of a view whose row type a collection or sink uses: a replacement
-// may add columns to it (check_composite_change).
-void check_view_replace(ViewStmt* stmt) {
-    if (!stmt->replace) return;
+// Returns the view being replaced, if any, and its number of columns in
+// *natts: a replacement may add columns to its row type, which a
+// collection or sink may use (check_view_columns, once it ran).
+Oid check_view_replace(ViewStmt* stmt, int* natts) {
+    if (!stmt->replace) return InvalidOid;
     Oid relid = RangeVarGetRelid(stmt->view, NoLock, true);
-    if (OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_VIEW &&
-        get_rel_namespace(relid) != get_namespace_oid("decoupled_storage", true)) {
-        decoupled::refuse_replacing(RelationRelationId, relid,
-                                    psprintf("view %s", get_rel_name(relid)));
-        check_type_change(get_rel_type_id(relid), "replace the view of");
-    }
+    if (!OidIsValid(relid) || get_rel_relkind(relid) != RELKIND_VIEW ||
+        get_rel_namespace(relid) == get_namespace_oid("decoupled_storage", true))
+        return InvalidOid;
+    decoupled::refuse_replacing(RelationRelationId, relid,
+                                psprintf("view %s", get_rel_name(relid)));
+    *natts = relation_natts(relid);
+    return relid;
+}
+
+// After CREATE OR REPLACE VIEW: PostgreSQL only lets a replacement add
+// columns at the end, so a view that kept its number of columns kept its
+// row type (a new body alone changes no value's text) and is left alone;
+// one that grew changes the text of every value of its row type, which
+// is refused like ALTER TABLE ... ADD COLUMN (check_composite_change).
+void check_view_columns(Oid view, int natts_before) {
+    CommandCounterIncrement();
+    if (relation_natts(view) != natts_before)
+        check_type_change(get_rel_type_id(view), "add columns to the view of");
 }
 
 // ALTER FUNCTION of a function a maintained view reads, changing what it
@@ -594,6 +617,9 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     // relations are then taken first, and the registered tables' replica
     // identities given back before PostgreSQL drops them.
     bool removes_extension = false;
+    // Read after PG_TRY (the statement's own longjmp never returns here).
+    volatile Oid replaced_view = InvalidOid;
+    volatile int replaced_natts = 0;
     switch (nodeTag(stmt)) {
         case T_DropStmt:
             check_relation_drop(castNode(DropStmt, stmt));
@@ -615,7 +641,11 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
             check_domain_constraint(castNode(AlterDomainStmt, stmt));
             break;
         case T_ViewStmt:
-            if (extension_installed()) check_view_replace(castNode(ViewStmt, stmt));
+            if (extension_installed()) {
+                int natts = 0;
+                replaced_view = check_view_replace(castNode(ViewStmt, stmt), &natts);
+                replaced_natts = natts;
+            }
             break;
         case T_AlterFunctionStmt:
             if (extension_installed()) check_function_alter(castNode(AlterFunctionStmt, stmt));
@@ -667,6 +697,7 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
         if (frame != nullptr) decoupled::pop_caller_frame(frame);
     }
     PG_END_TRY();
+    if (OidIsValid(replaced_view)) check_view_columns(replaced_view, replaced_natts);
 }
 
 // COPY t TO of a registered table reads the table itself, which is its

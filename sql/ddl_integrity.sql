@@ -169,8 +169,9 @@ SELECT name, status FROM decoupled.object_statuses WHERE kind = 'table' ORDER BY
 -- ADD / DROP COLUMN or ALTER COLUMN TYPE of a relation whose row type a
 -- collection's column holds changes that column's text as well — also
 -- where the change reaches it through inheritance, through ALTER TYPE ...
--- CASCADE (a typed table), or through a replaced view.  Renames,
--- constraints and relations nobody's column holds are left alone.
+-- CASCADE (a typed table), or through a replaced view that adds columns.
+-- Renames, constraints, a view replaced with the same columns and
+-- relations nobody's column holds are left alone.
 CREATE TABLE pt (a int, b int);
 CREATE TABLE pt_child () INHERITS (pt);
 CREATE TYPE ct AS (a int);
@@ -187,6 +188,7 @@ SELECT s AS statement, regress_try(s) AS outcome FROM (VALUES
     ($$ALTER TABLE pt DROP COLUMN b$$),
     ($$ALTER TYPE ct ADD ATTRIBUTE z int CASCADE$$),
     ($$CREATE OR REPLACE VIEW pv AS SELECT 1 AS a, 2 AS b$$),
+    ($$CREATE OR REPLACE VIEW pv AS SELECT 2 AS a$$),
     ($$ALTER TABLE pt RENAME COLUMN b TO bb$$),
     ($$ALTER TABLE pt ADD CONSTRAINT pt_a CHECK (a > 0)$$),
     ($$ALTER TABLE ONLY pt_free ADD COLUMN b int$$),
