@@ -784,21 +784,34 @@ RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
-    i       decoupled.catalog_replica_incarnations;
-    v_upper bigint;
+    i decoupled.catalog_replica_incarnations;
 BEGIN
     i := decoupled._live_incarnation(_lock_output.incarnation);
     PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
+    RETURN decoupled._lock_output_row(_lock_output.lifetime_id, _lock_output.kind);
+END
+$$;
+
+-- The output's frontier row, once the caller checked its write authority
+-- in this transaction (_lock_output; replica_maintain_many, once for all
+-- its views): its upper.
+CREATE FUNCTION decoupled._lock_output_row(lifetime_id bigint, kind text)
+RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_upper bigint;
+BEGIN
     -- The catalog row without waiting: a drop of this output in a
     -- transaction still open holds it, and a replica waiting for that
     -- transaction would hold up every other object it maintains.
     SELECT f.upper INTO v_upper FROM decoupled.catalog_frontiers f
       JOIN decoupled.catalog_objects c USING (lifetime_id)
-     WHERE f.lifetime_id = _lock_output.lifetime_id AND c.dropped_at IS NULL
-       AND c.kind = _lock_output.kind
+     WHERE f.lifetime_id = _lock_output_row.lifetime_id AND c.dropped_at IS NULL
+       AND c.kind = _lock_output_row.kind
        FOR UPDATE OF f FOR SHARE OF c SKIP LOCKED;
     IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_objects c
-                              WHERE c.lifetime_id = _lock_output.lifetime_id
+                              WHERE c.lifetime_id = _lock_output_row.lifetime_id
                                 AND c.dropped_at IS NULL) THEN
         RAISE EXCEPTION '% % is being changed by another transaction', kind, lifetime_id
             USING ERRCODE = 'ZD004',  -- busy: tried again shortly (extension/write_locks.hpp)
@@ -855,9 +868,14 @@ CREATE FUNCTION decoupled._bound_step() RETURNS void
 -- actual upper is returned.  caught_up: the view reached its inputs'
 -- frontier.  required: what the view now requires of its inputs (NULL if
 -- nothing was stepped); the caller advances the requirements (C3.4).
+-- authority_checked: the caller checked the incarnation's write authority
+-- in this transaction, outside any subtransaction that could roll its
+-- locks back (replica_maintain_many, once for all its views).
 CREATE FUNCTION decoupled._maintain_view(incarnation bigint, lifetime_id bigint,
-                                         expected_upper bigint, OUT upper bigint,
-                                         OUT caught_up boolean, OUT required bigint)
+                                         expected_upper bigint,
+                                         authority_checked boolean DEFAULT false,
+                                         OUT upper bigint, OUT caught_up boolean,
+                                         OUT required bigint)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -888,7 +906,11 @@ DECLARE
     v_replace   boolean;
     v_work_mem  text;
 BEGIN
-    upper := decoupled._lock_output(_maintain_view.incarnation, id, 'materialized view');
+    IF authority_checked THEN
+        upper := decoupled._lock_output_row(id, 'materialized view');
+    ELSE
+        upper := decoupled._lock_output(_maintain_view.incarnation, id, 'materialized view');
+    END IF;
     caught_up := false;
     required := NULL;
     IF upper <> expected_upper THEN
@@ -1085,6 +1107,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_started  timestamptz := clock_timestamp();
+    v_live     decoupled.catalog_replica_incarnations;
     v_ids      bigint[] := '{}';
     v_required bigint[] := '{}';
     v_req      bigint;
@@ -1094,6 +1117,14 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM decoupled._bound_step();
+    -- Write authority once for all the views (each view's own check, in
+    -- its subtransaction, was 5% of a small step): the locks it takes
+    -- hold until the call's transaction ends.  A fenced incarnation fails
+    -- the call, as it would at any view; so does a deployment without
+    -- write authority, whose views then each take a step of their own that
+    -- says so (bgworker/replica_engine.cpp).
+    v_live := decoupled._live_incarnation(replica_maintain_many.incarnation);
+    PERFORM decoupled._assert_write_authority(v_live.deployment, v_live.incarnation);
     FOR k IN 1 .. coalesce(cardinality(lifetime_ids), 0) LOOP
         EXIT WHEN k > 1
               AND clock_timestamp() - v_started >= make_interval(secs => budget_ms / 1000.0);
@@ -1103,7 +1134,7 @@ BEGIN
         BEGIN
             SELECT m.upper, m.caught_up, m.required INTO upper, caught_up, v_req
               FROM decoupled._maintain_view(replica_maintain_many.incarnation, lifetime_ids[k],
-                                            expected_uppers[k]) m;
+                                            expected_uppers[k], true) m;
             PERFORM decoupled._wait_point('replica_maintain:computed');
         EXCEPTION WHEN OTHERS THEN
             GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE,
