@@ -35,6 +35,10 @@ constexpr const char* kLostRace = "ZD003";      // a concurrent start of the sam
 // is tried again shortly, reported stalled only once that has lasted
 // kBusyStallMs (extension/write_locks.hpp).
 constexpr const char* kBusy = "ZD004";
+// So is a step whose computation could not lock what its view reads within
+// a moment (lock_timeout, extension/step_deadline.hpp): a role that may
+// lock one of its tables holds up that view, not the replica.
+constexpr const char* kLockNotAvailable = "55P03";
 constexpr int64_t kBusyRetryMs = 50;
 // A step's session ended under it (attempt_in_session): PostgreSQL's code
 // for a session ended by the server or an administrator.
@@ -768,7 +772,7 @@ struct ReplicaEngine::Impl {
             return false;
         }
         if (f.sqlstate == kLostRace) return true;
-        if (f.sqlstate == kBusy) {
+        if (f.sqlstate == kBusy || f.sqlstate == kLockNotAvailable) {
             if (o.busy_since == 0) o.busy_since = now;
             if (now - o.busy_since < kBusyStallMs) {
                 o.retry_at = now + kBusyRetryMs;
@@ -785,7 +789,10 @@ struct ReplicaEngine::Impl {
             catalog_version = -1;
             return false;
         }
-        const std::string& error = f.text;
+        const std::string error =
+            f.sqlstate == kLockNotAvailable
+                ? "another transaction holds a lock on what it reads (" + f.text + ")"
+                : f.text;
         o.failures++;
         // A step that ran out of time is held back ten times that; one that
         // ignored its cancel until its session ended, twice as long again

@@ -2777,6 +2777,114 @@ BEGIN
 END
 $$;
 
+-- CREATE SCHEMA's own statements are checked as well, and inheritance
+-- only for the relations a command made or changed (33_drops.sql).
+DROP EVENT TRIGGER decoupled_ddl_end;
+DROP FUNCTION decoupled._check_inheritance();
+
+-- No registered table (nor a sink's table) takes part in inheritance or
+-- partitioning on either side: writes through a parent or to a child
+-- would bypass capture, and a child's rows would show in its reads.
+-- Checked for the relations a command made or changed (`relations`), so
+-- that nothing some other command left behind fails everyone's DDL.
+CREATE FUNCTION decoupled._check_inheritance(relations oid[]) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v record;
+BEGIN
+    SELECT i.inhrelid::regclass AS child, i.inhparent::regclass AS parent,
+           o.relation = i.inhparent AS is_parent, o.kind,
+           CASE WHEN o.kind = 'table' THEN format('registered table "%s"', o.relation::regclass)
+                ELSE format('the table of sink "%s"', o.name) END AS what
+      INTO v
+      FROM pg_inherits i
+      JOIN decoupled.catalog_objects o
+        ON o.dropped_at IS NULL AND o.kind IN ('table', 'sink')
+       AND o.relation IN (i.inhrelid, i.inhparent)
+     WHERE i.inhrelid = ANY (relations) OR i.inhparent = ANY (relations)
+     LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    ELSIF v.is_parent THEN
+        RAISE EXCEPTION 'cannot inherit from %', v.what
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = CASE WHEN v.kind = 'table'
+                                THEN 'Writes to a child would bypass its capture.'
+                                ELSE 'A child''s rows would show in its output.' END;
+    END IF;
+    RAISE EXCEPTION '% cannot become a partition or an inheritance child of "%"', v.what, v.parent
+        USING ERRCODE = 'feature_not_supported',
+              DETAIL = CASE WHEN v.kind = 'table'
+                            THEN 'Writes through the parent would bypass its capture.'
+                            ELSE 'It belongs to the extension while the sink lives.' END,
+              HINT = CASE WHEN v.kind = 'table'
+                          THEN 'Unregister it with decoupled.unregister_table() first.'
+                          ELSE 'Drop the sink with decoupled.drop() first.' END;
+END
+$$;
+
+REVOKE ALL ON FUNCTION decoupled._check_inheritance(oid[]) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION decoupled._on_ddl_end() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r           record;
+    v_relations oid[] := '{}';
+BEGIN
+    IF to_regclass('decoupled.catalog_objects') IS NULL THEN
+        RETURN;
+    END IF;
+    -- CREATE SCHEMA's own statements (CREATE TABLE ... INHERITS, CREATE
+    -- TRIGGER, ...) are listed here with their own tags.
+    FOR r IN SELECT c.classid, c.objid, c.command_tag FROM pg_event_trigger_ddl_commands() c LOOP
+        IF r.classid = 'pg_trigger'::regclass THEN
+            PERFORM decoupled._check_trigger(r.objid);
+        ELSIF r.classid = 'pg_rewrite'::regclass THEN
+            PERFORM decoupled._check_relation_ddl(w.ev_class, r.command_tag)
+               FROM pg_rewrite w WHERE w.oid = r.objid;
+        ELSIF r.classid = 'pg_class'::regclass THEN
+            PERFORM decoupled._check_relation_ddl(r.objid, r.command_tag);
+            v_relations := v_relations || r.objid;
+        END IF;
+    END LOOP;
+    PERFORM decoupled._check_inheritance(v_relations);
+END
+$$;
+CREATE EVENT TRIGGER decoupled_ddl_end ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
+                 'CREATE VIEW', 'ALTER VIEW', 'ALTER MATERIALIZED VIEW', 'CREATE RULE',
+                 'CREATE TRIGGER', 'ALTER TRIGGER', 'CREATE SCHEMA', 'IMPORT FOREIGN SCHEMA')
+    EXECUTE FUNCTION decoupled._on_ddl_end();
+-- Columns of a range type whose subtype_diff (or canonical function) a
+-- role other than a superuser owns: 1.1 refuses them (_check_columns);
+-- where 1.0 accepted one, its relations keep no statistics of it, so that
+-- ANALYZE of them never runs that function with the extension's rights.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT DISTINCT c.oid::regclass AS rel, a.attname
+          FROM decoupled.catalog_objects o
+          CROSS JOIN LATERAL jsonb_array_elements(o.definition->'columns') col
+          JOIN pg_class c
+            ON (c.relnamespace = 'decoupled_storage'::regnamespace
+                AND c.relname LIKE 'c' || o.lifetime_id || '\_%')
+            OR (o.kind = 'sink' AND c.oid = o.relation)
+          JOIN pg_attribute a
+            ON a.attrelid = c.oid AND a.attname = col->>'name' AND NOT a.attisdropped
+         WHERE o.dropped_at IS NULL AND c.relkind IN ('r', 'p')
+           AND EXISTS (SELECT FROM decoupled._column_types(jsonb_build_array(col)) x(oid)
+                         JOIN pg_range g ON g.rngtypid = x.oid
+                         JOIN pg_proc p ON p.oid IN (g.rngsubdiff, g.rngcanonical)
+                         JOIN pg_roles w ON w.oid = p.proowner
+                        WHERE NOT w.rolsuper)
+    LOOP
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET STATISTICS 0', r.rel, r.attname);
+    END LOOP;
+END
+$$;
+
 -- Whatever session_replication_role says (33_drops.sql).
 ALTER EVENT TRIGGER decoupled_ddl_end ENABLE ALWAYS;
 ALTER EVENT TRIGGER decoupled_sql_drop ENABLE ALWAYS;
@@ -4841,6 +4949,27 @@ BEGIN
                            'call a function such a role owns, and would run with the '
                            'extension''s rights when history is written.',
                   HINT = 'Use its base type, or a domain owned by a superuser.';
+    END IF;
+    -- A range type's subtype_diff runs wherever PostgreSQL gathers the
+    -- statistics of a column of it (ANALYZE, autovacuum's too) or plans
+    -- with them — of storage and sinks' tables as their owner, the
+    -- extension's.  (Its canonical function is C: a superuser's.)
+    SELECT t.oid::regtype INTO v_type
+      FROM decoupled._column_types(columns) x(oid)
+      JOIN pg_type t ON t.oid = x.oid
+      JOIN pg_range g ON g.rngtypid = t.oid
+      JOIN pg_proc p ON p.oid IN (g.rngsubdiff, g.rngcanonical)
+      JOIN pg_roles o ON o.oid = p.proowner
+     WHERE NOT o.rolsuper
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot use range type % in % "%"', v_type, what, name
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its subtype_diff function is owned by a role that is not a '
+                           'superuser, and would run with the extension''s rights whenever '
+                           'the statistics of its history are gathered.',
+                  HINT = 'Use a range type without subtype_diff, or one whose function a '
+                         'superuser owns.';
     END IF;
     -- A registered table's captured rows travel as text (decoding prints
     -- the WAL's values with the catalog of their time, the capture worker

@@ -36,6 +36,7 @@ extern "C" {
 #include <csignal>
 
 #include "gucs.hpp"
+#include "step_deadline.hpp"
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_bound_step);
@@ -81,6 +82,8 @@ void at_transaction_end(XactEvent event, void*) {
 }
 
 }  // namespace
+
+bool decoupled::in_replica_step() { return armed; }
 
 // decoupled._bound_step() -> void
 Datum decoupled_bound_step(PG_FUNCTION_ARGS) {

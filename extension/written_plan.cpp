@@ -56,6 +56,7 @@ extern "C" {
 #include "kept_statements.hpp"
 #include "scratch.hpp"
 #include "shmem.hpp"
+#include "step_deadline.hpp"
 #include "written_plan.hpp"
 
 extern "C" {
@@ -425,6 +426,18 @@ void decoupled::enter_owner(Oid plan, Oid owner, int64 ts, OwnerScope* scope) {
     // query that ran in 400 ms (a LEFT JOIN of 1,000,000 rows recomputed).
     (void)set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                             false);
+    // A replica's step never waits long for a lock on what the view reads:
+    // a role that may lock one of its tables (LOCK TABLE ... IN ACCESS
+    // EXCLUSIVE MODE, with UPDATE on it) held up every object of the
+    // cluster behind that view's step until decoupled.step_timeout.  The
+    // step fails with 55P03 instead, and the replica tries that view again
+    // shortly, as it does for busy storage (bgworker/replica_engine.cpp).
+    if (decoupled::in_replica_step()) {
+        char timeout[16];
+        snprintf(timeout, sizeof(timeout), "%dms", decoupled::kStepLockTimeoutMs);
+        (void)set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION,
+                                GUC_ACTION_SAVE, true, 0, false);
+    }
 }
 
 // Every setting the computation changed goes back, set_config(..., false)
@@ -449,7 +462,20 @@ void decoupled::leave_owner(const OwnerScope* scope) {
 // needs no right on it.  With `keep`, from a plan kept for the text
 // (kept_statements.hpp): only for texts a view runs at every step, never
 // for one naming this step's touched groups.
-bool decoupled::names_literals(const char* filter) { return strchr(filter, '\'') != nullptr; }
+// Whether a filter the extension built names literals: a single quote
+// outside a double-quoted identifier (a key column may be called "a'b").
+// The extension's filters hold no comments or dollar quotes, and the first
+// quote outside an identifier opens a literal.
+bool decoupled::names_literals(const char* filter) {
+    bool in_identifier = false;
+    for (const char* c = filter; *c != '\0'; ++c) {
+        if (*c == '"')
+            in_identifier = !in_identifier;  // "" inside one closes and reopens it
+        else if (*c == '\'' && !in_identifier)
+            return true;
+    }
+    return false;
+}
 
 uint64 decoupled::stage_rows(Relation target, const char* sql, int64 ts, bool keep,
                              Oid read_scratch) {

@@ -666,6 +666,58 @@ RESET decoupled.as_of;
 RESET ROLE;
 SELECT decoupled.unregister_table('atk.acl');
 
+------------------------------------------------------------------------------
+-- 15. A range type's subtype_diff runs when PostgreSQL gathers statistics
+-- of a column of it — ANALYZE of storage, autovacuum's too, as storage's
+-- owner, a superuser.  Its function an ordinary role owns (and may
+-- replace) is refused wherever a column of it would reach storage or a
+-- sink's table: directly, in a domain, an array or a multirange.  A range
+-- whose subtype_diff a superuser owns is fine.
+SET ROLE atk_admin;
+CREATE FUNCTION atk.diff(a float8, b float8) RETURNS float8
+    LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN a - b; END';
+CREATE TYPE atk.fr AS RANGE (subtype = float8, subtype_diff = atk.diff);
+CREATE DOMAIN atk.fr_dom AS atk.fr;
+CREATE TYPE atk.fr_builtin AS RANGE (subtype = float8, subtype_diff = float8mi);
+CREATE TABLE atk.diffed (id int PRIMARY KEY, r atk.fr);
+SELECT decoupled.register_table('atk.diffed');
+CREATE TABLE atk.diffed_dom (id int PRIMARY KEY, r atk.fr_dom[]);
+SELECT decoupled.register_table('atk.diffed_dom');
+CREATE TABLE atk.diffed_multi (id int PRIMARY KEY, r atk.fr_multirange);
+SELECT decoupled.register_table('atk.diffed_multi');
+CREATE TABLE atk.diffed_ok (id int PRIMARY KEY, r atk.fr_builtin);
+SELECT decoupled.register_table('atk.diffed_ok') > 0 AS registered;
+SET search_path = atk;
+SELECT decoupled.create_materialized_view('atk_diffed_mv',
+    'SELECT id, atk.fr(1, 2) AS r FROM atk.diffed_ok');
+RESET search_path;
+SELECT decoupled.unregister_table('atk.diffed_ok');
+RESET ROLE;
+
+-- 16. CREATE SCHEMA's own statements pass the DDL checks as any other: no
+-- child of a registered table made inside it.  And a check of inheritance
+-- looks at the command's own relations: whatever else exists fails no
+-- other role's DDL.
+DO $$ BEGIN EXECUTE format('GRANT CREATE ON DATABASE %I TO atk_admin', current_database()); END $$;
+SET ROLE atk_admin;
+CREATE TABLE atk.parent (id int PRIMARY KEY, v int);
+SELECT decoupled.register_table('atk.parent') > 0 AS registered;
+CREATE SCHEMA atk_sneak CREATE TABLE kid (extra int) INHERITS (atk.parent);
+SELECT to_regclass('atk_sneak.kid') IS NULL AS no_child;
+RESET ROLE;
+SET client_min_messages = warning;
+ALTER EVENT TRIGGER decoupled_ddl_end DISABLE;
+CREATE TABLE atk_left_behind () INHERITS (atk.parent);
+ALTER EVENT TRIGGER decoupled_ddl_end ENABLE ALWAYS;
+RESET client_min_messages;
+SET ROLE atk_user;
+CREATE TEMP TABLE atk_unrelated (id int);
+DROP TABLE atk_unrelated;
+RESET ROLE;
+DROP TABLE atk_left_behind;
+SELECT decoupled.unregister_table('atk.parent');
+DO $$ BEGIN EXECUTE format('REVOKE CREATE ON DATABASE %I FROM atk_admin', current_database()); END $$;
+
 -- Clean up.
 SELECT decoupled.unregister_table('atk.codes'), decoupled.unregister_table('atk.labelled'),
        decoupled.unregister_table('atk.plain');

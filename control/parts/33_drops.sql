@@ -626,7 +626,9 @@ $$;
 -- No registered table (nor a sink's table) takes part in inheritance or
 -- partitioning on either side: writes through a parent or to a child
 -- would bypass capture, and a child's rows would show in its reads.
-CREATE FUNCTION decoupled._check_inheritance() RETURNS void
+-- Checked for the relations a command made or changed (`relations`), so
+-- that nothing some other command left behind fails everyone's DDL.
+CREATE FUNCTION decoupled._check_inheritance(relations oid[]) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v record;
@@ -640,6 +642,7 @@ BEGIN
       JOIN decoupled.catalog_objects o
         ON o.dropped_at IS NULL AND o.kind IN ('table', 'sink')
        AND o.relation IN (i.inhrelid, i.inhparent)
+     WHERE i.inhrelid = ANY (relations) OR i.inhparent = ANY (relations)
      LIMIT 1;
     IF NOT FOUND THEN
         RETURN;
@@ -664,11 +667,14 @@ $$;
 CREATE FUNCTION decoupled._on_ddl_end() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    r record;
+    r           record;
+    v_relations oid[] := '{}';
 BEGIN
     IF to_regclass('decoupled.catalog_objects') IS NULL THEN
         RETURN;
     END IF;
+    -- CREATE SCHEMA's own statements (CREATE TABLE ... INHERITS, CREATE
+    -- TRIGGER, ...) are listed here with their own tags.
     FOR r IN SELECT c.classid, c.objid, c.command_tag FROM pg_event_trigger_ddl_commands() c LOOP
         IF r.classid = 'pg_trigger'::regclass THEN
             PERFORM decoupled._check_trigger(r.objid);
@@ -677,15 +683,16 @@ BEGIN
                FROM pg_rewrite w WHERE w.oid = r.objid;
         ELSIF r.classid = 'pg_class'::regclass THEN
             PERFORM decoupled._check_relation_ddl(r.objid, r.command_tag);
+            v_relations := v_relations || r.objid;
         END IF;
     END LOOP;
-    PERFORM decoupled._check_inheritance();
+    PERFORM decoupled._check_inheritance(v_relations);
 END
 $$;
 CREATE EVENT TRIGGER decoupled_ddl_end ON ddl_command_end
     WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
                  'CREATE VIEW', 'ALTER VIEW', 'ALTER MATERIALIZED VIEW', 'CREATE RULE',
-                 'CREATE TRIGGER', 'ALTER TRIGGER')
+                 'CREATE TRIGGER', 'ALTER TRIGGER', 'CREATE SCHEMA', 'IMPORT FOREIGN SCHEMA')
     EXECUTE FUNCTION decoupled._on_ddl_end();
 ALTER EVENT TRIGGER decoupled_ddl_end ENABLE ALWAYS;
 

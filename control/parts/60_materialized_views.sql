@@ -136,7 +136,8 @@ $$;
 -- Columns of collections and sinks: no name that storage, staging and
 -- sinks use for themselves, and no domain whose checks an ordinary role
 -- wrote — they would run with the extension's rights whenever history is
--- written.
+-- written —, nor a range type whose subtype_diff such a role owns (run by
+-- ANALYZE of the extension's relations).
 CREATE FUNCTION decoupled._check_columns(what text, name text, columns jsonb) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -178,6 +179,27 @@ BEGIN
                            'call a function such a role owns, and would run with the '
                            'extension''s rights when history is written.',
                   HINT = 'Use its base type, or a domain owned by a superuser.';
+    END IF;
+    -- A range type's subtype_diff runs wherever PostgreSQL gathers the
+    -- statistics of a column of it (ANALYZE, autovacuum's too) or plans
+    -- with them — of storage and sinks' tables as their owner, the
+    -- extension's.  (Its canonical function is C: a superuser's.)
+    SELECT t.oid::regtype INTO v_type
+      FROM decoupled._column_types(columns) x(oid)
+      JOIN pg_type t ON t.oid = x.oid
+      JOIN pg_range g ON g.rngtypid = t.oid
+      JOIN pg_proc p ON p.oid IN (g.rngsubdiff, g.rngcanonical)
+      JOIN pg_roles o ON o.oid = p.proowner
+     WHERE NOT o.rolsuper
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot use range type % in % "%"', v_type, what, name
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'Its subtype_diff function is owned by a role that is not a '
+                           'superuser, and would run with the extension''s rights whenever '
+                           'the statistics of its history are gathered.',
+                  HINT = 'Use a range type without subtype_diff, or one whose function a '
+                         'superuser owns.';
     END IF;
     -- A registered table's captured rows travel as text (decoding prints
     -- the WAL's values with the catalog of their time, the capture worker

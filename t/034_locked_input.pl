@@ -1,0 +1,97 @@
+# A role that may lock a registered table (LOCK TABLE ... IN ACCESS
+# EXCLUSIVE MODE needs UPDATE, DELETE or TRUNCATE on it: any writer of the
+# application) holds up the views that read that table, and only them: a
+# replica's step waits a moment for the lock (lock_timeout), then tries
+# that view again shortly, while it steps the cluster's other views. Once
+# the lock has been held for ten seconds the waiting views are reported
+# stalled, saying why; when it goes they catch up and verify.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DecoupledTest;
+
+my $node = DecoupledTest::new_node('locked_input', wal_level => 'logical',
+    'decoupled.table_tick_interval' => '100ms');
+$node->start;
+$node->safe_psql('postgres', q{
+    CREATE EXTENSION pg_decoupled;
+    CREATE ROLE mallory LOGIN IN ROLE decoupled_admin;
+    CREATE ROLE bob LOGIN IN ROLE decoupled_admin;
+    CREATE ROLE app LOGIN;
+    GRANT CREATE ON SCHEMA public TO mallory, bob;
+    SET ROLE mallory;
+    CREATE TABLE m (id int PRIMARY KEY, g int NOT NULL);
+    INSERT INTO m SELECT i, i % 5 FROM generate_series(1, 50) i;
+    GRANT SELECT, UPDATE ON m TO app;
+    CREATE TABLE n (g int PRIMARY KEY, w text NOT NULL);
+    INSERT INTO n SELECT g, 'w' || g FROM generate_series(0, 4) g;
+    SELECT decoupled.register_table('m');
+    SELECT decoupled.register_table('n');
+    SELECT decoupled.create_materialized_view('m_counts',
+        'SELECT n.w, string_agg(m.id::text, '','' ORDER BY m.id) AS ids
+           FROM m JOIN n ON n.g = m.g GROUP BY n.w');
+    SELECT decoupled.create_materialized_view('m_rows',
+        'SELECT m.id, n.w, row_number() OVER (PARTITION BY n.w ORDER BY m.id) AS r
+           FROM m JOIN n ON n.g = m.g');
+    RESET ROLE;
+    SET ROLE bob;
+    CREATE TABLE b (id int PRIMARY KEY, v int NOT NULL);
+    SELECT decoupled.register_table('b');
+    SELECT decoupled.create_materialized_view('b_total', 'SELECT count(*) AS n, sum(v) AS s FROM b');
+});
+my $now = $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()');
+DecoupledTest::wait_upper($node, $_, $now) for qw(m_counts m_rows b_total);
+
+# The application's role takes m and keeps it; then n changes, and the
+# views over both must read m to step (a grouped view computes its touched
+# groups from the tables, the other one all of it: both through the plan
+# that reads m).
+my $locker = $node->background_psql('postgres', on_error_stop => 1);
+$locker->query_safe('SET ROLE app');
+$locker->query_safe('BEGIN');
+$locker->query_safe('LOCK TABLE m IN ACCESS EXCLUSIVE MODE');
+my $before = $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()');
+$node->safe_psql('postgres', "UPDATE n SET w = w || 'x' WHERE g = 3");
+
+for my $i (1 .. 5) {
+    $node->safe_psql('postgres', "INSERT INTO b VALUES ($i, $i)");
+    my $ts = $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()');
+    $node->safe_psql('postgres', "SELECT decoupled.wait_for_upper('b_total', $ts, '20s')");
+}
+pass('while another role holds a lock on m, a view over another table keeps up');
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM decoupled.status_history WHERE name = 'b_total' AND status = 'stalled'}),
+    '0', 'and it was never reported stalled');
+is($node->safe_psql('postgres', qq{
+    SELECT count(*) FROM decoupled.frontiers
+     WHERE name IN ('m_counts', 'm_rows') AND upper > $before}),
+    '0', 'the views over m wait for it');
+
+# Held ten seconds: they are reported stalled, with the reason.
+$node->poll_query_until('postgres', q{
+    SELECT count(DISTINCT name) = 2 FROM decoupled.object_statuses
+     WHERE name IN ('m_counts', 'm_rows') AND status = 'stalled'
+       AND error LIKE 'another transaction holds a lock on what it reads%'})
+  or die 'the views over m were not reported stalled: '
+  . $node->safe_psql('postgres',
+      q{SELECT string_agg(name || ' ' || status || ' ' || coalesce(error, ''), '; ')
+          FROM decoupled.object_statuses WHERE name IN ('m_counts', 'm_rows')});
+pass('held for ten seconds, the views over m are reported stalled, saying why');
+
+$locker->query_safe('ROLLBACK');
+$locker->quit;
+$now = $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()');
+DecoupledTest::wait_upper($node, $_, $now) for qw(m_counts m_rows);
+is($node->safe_psql('postgres', q{
+    SELECT decoupled.verify('m_counts') AND decoupled.verify('m_rows')}), 't',
+    'once the lock goes, they catch up and verify');
+$node->poll_query_until('postgres', q{
+    SELECT bool_and(status = 'running') FROM decoupled.object_statuses
+     WHERE name IN ('m_counts', 'm_rows')})
+  or die 'the views over m did not run again';
+pass('and run again');
+
+$node->stop;
+done_testing();
