@@ -22,6 +22,7 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -166,7 +167,11 @@ bool is_fenced(const decoupled::PgError& e) {
 void decoupled_adapterd_main(Datum arg) {
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGINT, SIG_IGN);
+    // A query cancel is how lock_timeout ends a wait (a round takes bound
+    // rows that a transaction creating views may hold with a moment's
+    // timeout, then tries again: ZD004); it surfaces inside pg_call as any
+    // SQL error does.  One that arrives between rounds is dropped there.
+    pqsignal(SIGINT, StatementCancelHandler);
     BackgroundWorkerUnblockSignals();
 
     decoupled::SpecSlot spec;
@@ -206,6 +211,7 @@ void decoupled_adapterd_main(Datum arg) {
             continue;
         }
         long sleep_ms = kRoundMs;
+        QueryCancelPending = false;  // one that came between rounds cancels nothing
         try {
             if (incarnation == 0) {
                 incarnation = decoupled::pg_call([] { return start_incarnation(); });

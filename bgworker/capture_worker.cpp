@@ -594,8 +594,10 @@ void keyed_lookups(Target* t) {
     int sec_context;
     GetUserIdAndSecContext(&user, &sec_context);
     SetUserIdAndSecContext(t->owner, sec_context | SECURITY_RESTRICTED_OPERATION);
+    int owner_level = NewGUCNestLevel();  // what the owner's code sets goes with it
     bool probed = decoupled::probe_live_rows(t->lifetime_id, t->key_fields, t->nkeys, nlookups,
                                              texts, need_row, resolve_lookup, resolve_current, t);
+    AtEOXact_GUC(false, owner_level);
     SetUserIdAndSecContext(user, sec_context);
     pfree(need_row);
     if (probed) {
@@ -789,7 +791,11 @@ Datum parse_as_owner(Target* t, Datum text_rows) {
     int context;
     GetUserIdAndSecContext(&user, &context);
     SetUserIdAndSecContext(t->owner, context | SECURITY_RESTRICTED_OPERATION);
+    // Whatever the owner's code sets in this session goes with it, as
+    // after REFRESH MATERIALIZED VIEW.
+    int level = NewGUCNestLevel();
     int rc = SPI_execute_plan(t->parse, &text_rows, nullptr, true, 1);
+    AtEOXact_GUC(false, level);
     SetUserIdAndSecContext(user, context);
     if (rc != SPI_OK_SELECT || SPI_processed != 1)
         elog(ERROR, "could not read captured rows of collection " INT64_FORMAT, t->lifetime_id);

@@ -22,6 +22,7 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -625,8 +626,13 @@ class Controller {
 void decoupled_controller_main(Datum) {
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-    // No query cancel: a cancel would longjmp through C++ frames.
-    pqsignal(SIGINT, SIG_IGN);
+    // A query cancel is how lock_timeout ends a wait: finalization takes a
+    // dropped view's relation, which a reader may hold, and arrangements,
+    // with a moment's timeout each.  Ignored, the controller waited for
+    // that reader, and every table's ticks with it.  The cancel surfaces as
+    // an ordinary error inside pg_call, as any SQL error does; between
+    // passes there is nothing to cancel (below).
+    pqsignal(SIGINT, StatementCancelHandler);
     BackgroundWorkerUnblockSignals();
     BackgroundWorkerInitializeConnection(decoupled::guc_database, nullptr, 0);
     // Its own settings, over the database's defaults (search_path first).
@@ -658,6 +664,7 @@ void decoupled_controller_main(Datum) {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
+        QueryCancelPending = false;  // a cancel between passes cancels nothing
         CHECK_FOR_INTERRUPTS();
         if (ShutdownRequestPending) break;
     }

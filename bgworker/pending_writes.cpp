@@ -27,6 +27,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -64,12 +65,14 @@ bool write_pending_rows(int64 id, Oid owner, const Datum* rows, int n) {
     int sec_context;
     GetUserIdAndSecContext(&user, &sec_context);
     SetUserIdAndSecContext(owner, sec_context | SECURITY_RESTRICTED_OPERATION);
+    int level = NewGUCNestLevel();  // what the owner's code sets goes with it
     for (int i = 0; i < n; i++) {
         char* literal = TextDatumGetCString(rows[i]);
         read[i] = DatumGetHeapTupleHeader(InputFunctionCall(&record_in, literal, rowtype, -1));
         pfree(literal);
         CHECK_FOR_INTERRUPTS();
     }
+    AtEOXact_GUC(false, level);
     SetUserIdAndSecContext(user, sec_context);
 
     // Written as the worker, indexes and constraints as for a statement's

@@ -184,10 +184,17 @@ void pin_worker_settings() {
     // in a transaction.
     bool outside = !IsTransactionState();
     if (outside) StartTransactionCommand();
+    // Above the database's and roles' defaults.  A setting the process
+    // sets again later is pinned as a session's own SET, which that later
+    // setting overrides: as an override, every later set_config of the
+    // timeouts was ignored — the controller's lock_timeout around a drop
+    // a reader held, which then waited for that reader and held up every
+    // table's ticks.
     SetConfigOption("session_authorization", GetUserNameFromId(GetAuthenticatedUserId(), false),
                     PGC_SUSET, PGC_S_OVERRIDE);
     for (const PinnedSetting& setting : kPinnedSettings)
-        SetConfigOption(setting.name, setting.value, PGC_SUSET, PGC_S_OVERRIDE);
+        SetConfigOption(setting.name, setting.value, PGC_SUSET,
+                        setting.set_later ? PGC_S_SESSION : PGC_S_OVERRIDE);
     if (outside) CommitTransactionCommand();
 }
 

@@ -5,6 +5,12 @@
 # that view again shortly, while it steps the cluster's other views. Once
 # the lock has been held for ten seconds the waiting views are reported
 # stalled, saying why; when it goes they catch up and verify.
+#
+# And a reader that keeps a dropped view open holds up nothing: not the
+# controller, which removes the dropped view's relation with a moment's
+# lock timeout (the controller's own cancel is what ends that wait), nor
+# any table's ticks — also while the view's owner tries to create a view of
+# the same name, which says why it cannot yet.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -13,7 +19,9 @@ use Test::More;
 use DecoupledTest;
 
 my $node = DecoupledTest::new_node('locked_input', wal_level => 'logical',
-    'decoupled.table_tick_interval' => '100ms');
+    'decoupled.table_tick_interval' => '100ms',
+    # The controller's rounds: publication, compaction, finalization.
+    'decoupled.bound_publication_interval' => '200ms');
 $node->start;
 $node->safe_psql('postgres', q{
     CREATE EXTENSION pg_decoupled;
@@ -94,6 +102,35 @@ $node->poll_query_until('postgres', q{
      WHERE name IN ('m_counts', 'm_rows')})
   or die 'the views over m did not run again';
 pass('and run again');
+
+# A reader keeps a dropped view open.
+$node->safe_psql('postgres', q{
+    SELECT decoupled.create_materialized_view('b_rows', 'SELECT id, v FROM b')});
+$now = $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()');
+DecoupledTest::wait_upper($node, 'b_rows', $now);
+my $reader = $node->background_psql('postgres', on_error_stop => 1);
+$reader->query_safe('BEGIN');
+$reader->query_safe('DECLARE c CURSOR FOR SELECT * FROM b_rows');
+$reader->query_safe('FETCH 1 FROM c');
+$node->safe_psql('postgres', q{SELECT decoupled.drop('b_rows')});
+my ($ret, $stdout, $stderr) = $node->psql('postgres', q{
+    SELECT decoupled.create_materialized_view('b_rows', 'SELECT id FROM b')});
+like($stderr, qr/relation "b_rows" already exists.*\n.*dropped materialized view "b_rows", which a transaction still open reads/,
+    'its name is taken while the reader is open, and the error says why');
+for my $i (6 .. 10) {
+    $node->safe_psql('postgres', "INSERT INTO b VALUES ($i, $i)");
+    my $ts = $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()');
+    $node->safe_psql('postgres', "SELECT decoupled.wait_for_upper('b', $ts, '20s'),
+                                         decoupled.wait_for_upper('b_total', $ts, '20s')");
+}
+pass('tables tick and views step while the reader holds the dropped view');
+$reader->query_safe('COMMIT');
+$reader->quit;
+$node->poll_query_until('postgres', q{SELECT to_regclass('public.b_rows') IS NULL})
+  or die 'the dropped view\'s relation was not removed after the reader ended';
+$node->safe_psql('postgres', q{
+    SELECT decoupled.create_materialized_view('b_rows', 'SELECT id FROM b')});
+pass('once the reader ends, the name is free again');
 
 $node->stop;
 done_testing();

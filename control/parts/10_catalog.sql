@@ -533,6 +533,8 @@ $$;
 -- names must be free.
 CREATE FUNCTION decoupled._check_free(name text, schema text, relname text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_dropped text;
 BEGIN
     IF EXISTS (SELECT FROM decoupled.catalog_objects o
                 WHERE o.name = _check_free.name AND o.dropped_at IS NULL) THEN
@@ -540,6 +542,21 @@ BEGIN
             USING ERRCODE = 'duplicate_object';
     END IF;
     IF to_regclass(format('%I.%I', schema, relname)) IS NOT NULL THEN
+        -- A dropped view's or source's relation goes at once, unless a
+        -- transaction still reads it (a drop never waits): then it goes
+        -- when that transaction ends (finalize_dropped).
+        SELECT format('%s "%s"', o.kind, o.name) INTO v_dropped
+          FROM decoupled.catalog_objects o
+         WHERE o.relation = to_regclass(format('%I.%I', schema, relname))
+           AND o.dropped_at IS NOT NULL AND o.finalized_at IS NULL
+         LIMIT 1;
+        IF v_dropped IS NOT NULL THEN
+            RAISE EXCEPTION 'relation "%" already exists in schema "%"', relname, schema
+                USING ERRCODE = 'duplicate_table',
+                      DETAIL = format('It belongs to dropped %s, which a transaction still open '
+                                      'reads.', v_dropped),
+                      HINT = 'It is removed once that transaction ends; try again then.';
+        END IF;
         RAISE EXCEPTION 'relation "%" already exists in schema "%"', relname, schema
             USING ERRCODE = 'duplicate_table';
     END IF;

@@ -14,6 +14,14 @@ namespace decoupled {
 struct PinnedSetting {
     const char* name;
     const char* value;
+    // The process bounds its own waits with it later (the controller's
+    // lock_timeout around a drop a reader may hold, a replica's
+    // statement_timeout per step): pinned as a session's own SET, which
+    // those later settings override.  The others are pinned above
+    // anything set later in the session — code that runs there as a
+    // table's owner (a domain's check, say) cannot change them for the
+    // process.
+    bool set_later = false;
 };
 
 // In this order, after the session's authorization is set back to the user
@@ -42,10 +50,10 @@ inline constexpr PinnedSetting kPinnedSettings[] = {
     {"default_transaction_deferrable", "off"},
     // Its own bounds, never a database's: a long tick or catch-up is not an
     // error, and an idle connection is how a replica waits.
-    {"statement_timeout", "0"},
-    {"lock_timeout", "0"},
-    {"idle_in_transaction_session_timeout", "0"},
-    {"idle_session_timeout", "0"},
+    {"statement_timeout", "0", true},
+    {"lock_timeout", "0", true},
+    {"idle_in_transaction_session_timeout", "0", true},
+    {"idle_session_timeout", "0", true},
 };
 
 }  // namespace decoupled
