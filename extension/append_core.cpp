@@ -175,6 +175,7 @@ SPIPlanPtr columns_plan = nullptr;
 SPIPlanPtr advance_plan = nullptr;
 SPIPlanPtr tick_lock_plan[2] = {nullptr, nullptr};       // without, with capture_resyncs
 SPIPlanPtr tick_lock_skip_plan[2] = {nullptr, nullptr};
+SPIPlanPtr tick_held_plan[2] = {nullptr, nullptr};        // the frontiers it skipped
 SPIPlanPtr wal_tables_plan = nullptr;
 SPIPlanPtr trigger_tables_plan = nullptr;
 SPIPlanPtr stalled_plan = nullptr;
@@ -1105,6 +1106,7 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot, bool appended) {
 TimestampTz tick_skipped_since = 0;
 TimestampTz tick_last_skipped = 0;
 bool tick_skip_logged = false;
+bool tick_skip_logged_tables = false;  // the tables left behind in this episode, said
 
 // A skipped tick is normal for a moment (a view's creation builds its
 // arrangements); an episode of them that lasts 10 s is said in the log,
@@ -1114,6 +1116,7 @@ void note_tick_skipped(const char* what) {
     if (tick_skipped_since == 0 || TimestampDifferenceExceeds(tick_last_skipped, now, 5000)) {
         tick_skipped_since = now;
         tick_skip_logged = false;
+        tick_skip_logged_tables = false;
     } else if (!tick_skip_logged && TimestampDifferenceExceeds(tick_skipped_since, now, 10000)) {
         tick_skip_logged = true;
         ereport(LOG, (errmsg("registered tables have not ticked for 10 s: %s is locked by another "
@@ -1123,6 +1126,24 @@ void note_tick_skipped(const char* what) {
                                 "until it ends; the controller tries again at every tick.")));
     }
     tick_last_skipped = now;
+}
+
+// Whether the episode of skipped ticks has lasted 10 s: from then on the
+// controller's tick leaves the tables another transaction holds behind
+// and ticks the others, rather than none (below, tick_tables).
+bool skipped_for_long() {
+    return tick_skipped_since != 0 &&
+           TimestampDifferenceExceeds(tick_skipped_since, GetCurrentTimestamp(), 10000);
+}
+
+// Said once per table and episode.
+void note_left_behind(const char* name) {
+    ereport(LOG, (errmsg("registered table \"%s\" is left out of ticks while another "
+                         "transaction holds it",
+                         name),
+                  errdetail("It has not ticked for 10 s; the other registered tables tick on. "
+                            "Its changes land in its history when it ticks again, after those "
+                            "of other tables written in the same transactions.")));
 }
 
 // The tick's statement that locks its tables' frontiers ($1: whether it
@@ -1147,6 +1168,26 @@ char* tick_lock_sql(bool skip_locked, const char* not_aside) {
                     " ORDER BY f.lifetime_id FOR UPDATE OF f%s",
                     counted, psprintf(covered, "o"), psprintf(not_aside, "o"),
                     skip_locked ? " SKIP LOCKED" : "");
+}
+
+// The tables the controller's tick should have locked ($1 as above) other
+// than those it did ($2): the frontiers another transaction holds.
+char* tick_held_sql(const char* not_aside) {
+    const char* covered = "($1 OR NOT EXISTS (SELECT FROM decoupled.capture_relations c "
+                          "                     WHERE c.lifetime_id = o.lifetime_id))";
+    return psprintf("SELECT o.lifetime_id, o.name::text FROM decoupled.catalog_objects o "
+                    " WHERE o.kind = 'table' AND o.dropped_at IS NULL AND %s %s"
+                    "   AND NOT (o.lifetime_id OPERATOR(pg_catalog.=) ANY ($2))",
+                    covered, psprintf(not_aside, "o"));
+}
+
+// Which of tables `ids[0..n)` relation `relid` (their cur or dead, as
+// lock_all_storage_for_writes takes them) belongs to; -1 if none.
+int storage_owner(Oid relid, const int64* ids, int n) {
+    for (int i = 0; i < n; i++)
+        if (storage_relid(ids[i], "cur") == relid || storage_relid(ids[i], "dead") == relid)
+            return i;
+    return -1;
 }
 
 // Whether `relid` holds a row visible to `snapshot`: a scan that stops at
@@ -1584,22 +1625,23 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         SPI_finish();
         PG_RETURN_INT32(0);
     }
+    // The controller's tick skipped frontiers another transaction holds
+    // (one that appended, say): which tables, below, once it knows what
+    // its snapshot sees of them.
     int64 live_tables = n;
-    if (never_wait && get_int8(0, 6, &live_tables) && live_tables > n) {
-        note_tick_skipped("a table's frontier");
-        let_writers_go();
-        SPI_finish();
-        PG_RETURN_INT32(0);
-    }
+    const bool frontiers_held = never_wait && get_int8(0, 6, &live_tables) && live_tables > n;
     int64* ids = (int64*)palloc(sizeof(int64) * n);
     char** names = (char**)palloc(sizeof(char*) * n);
     Oid* relations = (Oid*)palloc(sizeof(Oid) * n);
     bool* appended = (bool*)palloc(sizeof(bool) * n);
     int64 max_upper = 0;
     int kept = 0;  // the tables left out above are not ticked
+    Datum* locked = (Datum*)palloc(sizeof(Datum) * n);  // every frontier locked
+    const int nlocked = n;
     for (int i = 0; i < n; i++) {
         int64 id = 0, upper = 0;
         get_int8(i, 1, &id);
+        locked[i] = Int64GetDatum(id);
         bool out = false;
         for (int j = 0; j < nleft_out; j++) out |= left_out[j] == id;
         if (out) continue;
@@ -1631,6 +1673,29 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         return false;
     };
 
+    // The tables whose frontier the tick could not lock.
+    int64* held_ids = nullptr;
+    char** held_names = nullptr;
+    int nheld = 0;
+    if (frontiers_held) {
+        Oid held_types[2] = {BOOLOID, INT8ARRAYOID};
+        Datum held_args[2] = {BoolGetDatum(wal_covered),
+                              PointerGetDatum(construct_array(locked, nlocked, INT8OID,
+                                                              sizeof(int64), true,
+                                                              TYPALIGN_DOUBLE))};
+        SPIPlanPtr* held_plan = &tick_held_plan[resyncs];
+        if (*held_plan == nullptr)
+            global_plan(held_plan, tick_held_sql(not_aside), 2, held_types);
+        run(*held_plan, held_args);
+        nheld = (int)SPI_processed;
+        held_ids = (int64*)palloc(sizeof(int64) * Max(nheld, 1));
+        held_names = (char**)palloc(sizeof(char*) * Max(nheld, 1));
+        for (int i = 0; i < nheld; i++) {
+            get_int8(i, 1, &held_ids[i]);
+            held_names[i] = get_text(i, 2);
+        }
+    }
+
     // What this tick moves: the captured rows this snapshot sees, for every
     // table alike.
     // Read before the snapshot: every pass it covers has committed.
@@ -1654,6 +1719,24 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     BlockNumber* blocks = (BlockNumber*)palloc0(sizeof(BlockNumber) * n);
     for (int i = 0; i < n; i++)
         busy[i] = has_visible_rows(storage_relid(ids[i], "pending"), snapshot, &blocks[i]);
+    // A table whose frontier another transaction holds is left behind (its
+    // upper stays) when this snapshot sees none of its changes: the tick
+    // moves nothing of it, so every transaction lands whole.  One with
+    // changes holds the tick back, as a table's held storage does below —
+    // a transaction that wrote it and another table lands in one tick — for
+    // 10 s; then the others tick without it (note_left_behind).
+    bool left_behind_logged = false;
+    for (int i = 0; i < nheld; i++) {
+        if (!has_visible_rows(storage_relid(held_ids[i], "pending"), snapshot)) continue;
+        note_tick_skipped("a table's frontier");
+        if (!skipped_for_long()) {
+            UnregisterSnapshot(snapshot);
+            SPI_finish();
+            PG_RETURN_INT32(0);
+        }
+        if (!tick_skip_logged_tables) note_left_behind(held_names[i]);
+        left_behind_logged = true;
+    }
     // The busy tables' storage, all at once or none: a transaction creating
     // views over a table may hold its storage and then wait for this tick,
     // so a tick never waits holding any of it (write_locks.hpp).  The
@@ -1665,20 +1748,37 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     int nbusy = 0;
     for (int i = 0; i < n; i++)
         if (busy[i]) busy_ids[nbusy++] = ids[i];
+    bool* behind = (bool*)palloc0(sizeof(bool) * n);  // busy, its storage held: not ticked
     while (nbusy > 0) {
         Oid held = decoupled::lock_all_storage_for_writes(busy_ids, nbusy);
         if (!OidIsValid(held)) break;
         if (never_wait) {
             note_tick_skipped(psprintf("\"%s\"", get_rel_name(held)));
-            UnregisterSnapshot(snapshot);
-            SPI_finish();
-            PG_RETURN_INT32(0);
+            int k = skipped_for_long() ? storage_owner(held, busy_ids, nbusy) : -1;
+            if (k < 0) {
+                UnregisterSnapshot(snapshot);
+                SPI_finish();
+                PG_RETURN_INT32(0);
+            }
+            // Held for 10 s: the others tick without it.
+            for (int i = 0; i < n; i++)
+                if (ids[i] == busy_ids[k]) {
+                    behind[i] = true;
+                    if (!tick_skip_logged_tables) note_left_behind(names[i]);
+                }
+            left_behind_logged = true;
+            busy_ids[k] = busy_ids[--nbusy];
+            continue;
         }
         LockRelationOid(held, RowExclusiveLock);
         UnlockRelationOid(held, RowExclusiveLock);
     }
-    tick_skipped_since = 0;
+    if (left_behind_logged)
+        tick_skip_logged_tables = true;
+    else
+        tick_skipped_since = 0;
     for (int i = 0; i < n; i++) {
+        if (behind[i]) continue;
         Oid pending = storage_relid(ids[i], "pending");
         if (!busy[i]) {
             ticked[nticked++] = ids[i];

@@ -11,6 +11,12 @@
 # lock timeout (the controller's own cancel is what ends that wait), nor
 # any table's ticks — also while the view's owner tries to create a view of
 # the same name, which says why it cannot yet.
+#
+# A transaction that creates a view over a table holds that table's
+# storage until it ends, so a tick cannot move the table's changes: ticks
+# wait for it (a transaction that wrote it and another table lands in one
+# tick), but for 10 s at most; then the other tables tick without it, and
+# it catches up once the transaction ends.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -131,6 +137,41 @@ $node->poll_query_until('postgres', q{SELECT to_regclass('public.b_rows') IS NUL
 $node->safe_psql('postgres', q{
     SELECT decoupled.create_materialized_view('b_rows', 'SELECT id FROM b')});
 pass('once the reader ends, the name is free again');
+
+# A view's creation over q stays open while q has changes to tick.
+$node->safe_psql('postgres', q{
+    SET ROLE mallory;
+    CREATE TABLE q (id int PRIMARY KEY, h int NOT NULL);
+    INSERT INTO q SELECT i, i % 3 FROM generate_series(1, 30) i;
+    SELECT decoupled.register_table('q');
+    SELECT decoupled.create_materialized_view('q_rows', 'SELECT id, h FROM q');
+});
+$now = $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()');
+DecoupledTest::wait_upper($node, 'q_rows', $now);
+my $creator = $node->background_psql('postgres', on_error_stop => 1);
+$creator->query_safe('SET ROLE mallory');
+$creator->query_safe('BEGIN');
+# (A grouped view that computes its touched groups from q: its arrangement,
+# an index on h over q's storage, is new and held until commit.)
+$creator->query_safe(q{SELECT decoupled.create_materialized_view('q_by_h',
+    'SELECT h, string_agg(id::text, '','' ORDER BY id) AS ids FROM q GROUP BY h')});
+$node->safe_psql('postgres', 'UPDATE q SET h = h + 1 WHERE id <= 10');
+$node->safe_psql('postgres', 'INSERT INTO b VALUES (11, 11)');
+my $ts = $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()');
+$node->safe_psql('postgres', "SELECT decoupled.wait_for_upper('b', $ts, '60s')");
+pass('another table ticks while a view\'s creation holds q\'s storage');
+is($node->safe_psql('postgres', "SELECT upper <= $ts FROM decoupled.frontiers WHERE name = 'q'"),
+    't', 'q is left behind meanwhile');
+ok(slurp_file($node->logfile) =~ /registered table "q" is left out of ticks while another transaction holds it/,
+    'and the log says so');
+$creator->query_safe('COMMIT');
+$creator->quit;
+$now = $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()');
+DecoupledTest::wait_upper($node, $_, $now) for qw(q q_rows q_by_h);
+is($node->safe_psql('postgres', q{
+    SELECT decoupled.verify('q_rows') AND decoupled.verify('q_by_h')
+       AND (SELECT count(*) FROM q_rows WHERE h = 3) = 3}), 't',
+    'once the creation commits, q catches up and its views verify');
 
 $node->stop;
 done_testing();
