@@ -490,6 +490,19 @@ BEGIN
         RAISE EXCEPTION 'new upper % is more than a day ahead of the clock', new_upper
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Its frontier row without waiting (ZD004, retried shortly): a session
+    -- that ran apply_compaction() or publish_bounds() holds such rows until
+    -- its transaction ends, and a replica waiting for it held up every
+    -- object of its cluster.
+    PERFORM FROM decoupled.catalog_frontiers f
+     WHERE f.lifetime_id = replica_append.lifetime_id FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_frontiers f
+                              WHERE f.lifetime_id = replica_append.lifetime_id) THEN
+        RAISE EXCEPTION 'collection % is being changed by another transaction',
+                        replica_append.lifetime_id
+            USING ERRCODE = 'ZD004',  -- busy: tried again shortly (extension/write_locks.hpp)
+                  DETAIL = 'A transaction that holds its frontier has not ended yet.';
+    END IF;
     -- Its storage without waiting (ZD004, retried shortly): a transaction
     -- creating views over the collection may hold it (write_locks.hpp).
     PERFORM decoupled._lock_storage_nowait(replica_append.lifetime_id);

@@ -831,13 +831,14 @@ BEGIN
       JOIN decoupled.catalog_objects c USING (lifetime_id)
      WHERE f.lifetime_id = _lock_output_row.lifetime_id AND c.dropped_at IS NULL
        AND c.kind = _lock_output_row.kind
-       FOR UPDATE OF f FOR SHARE OF c SKIP LOCKED;
+       FOR UPDATE OF f SKIP LOCKED FOR SHARE OF c SKIP LOCKED;
     IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_objects c
                               WHERE c.lifetime_id = _lock_output_row.lifetime_id
                                 AND c.dropped_at IS NULL) THEN
         RAISE EXCEPTION '% % is being changed by another transaction', kind, lifetime_id
             USING ERRCODE = 'ZD004',  -- busy: tried again shortly (extension/write_locks.hpp)
-                  DETAIL = 'A transaction that drops or alters it has not ended yet.';
+                  DETAIL = 'A transaction that holds it (one that drops or alters it, a '
+                           'sibling replica''s step) has not ended yet.';
     END IF;
     IF NOT FOUND THEN
         RAISE EXCEPTION '% % was dropped', kind, lifetime_id
