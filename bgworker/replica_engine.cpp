@@ -35,9 +35,10 @@ constexpr const char* kLostRace = "ZD003";      // a concurrent start of the sam
 // is tried again shortly, reported stalled only once that has lasted
 // kBusyStallMs (extension/write_locks.hpp).
 constexpr const char* kBusy = "ZD004";
-// So is a step whose computation could not lock what its view reads within
-// a moment (lock_timeout, extension/step_deadline.hpp): a role that may
-// lock one of its tables holds up that view, not the replica.
+// So is a step that could not take a lock within a moment (lock_timeout):
+// what its view reads (extension/step_deadline.hpp) — a role that may lock
+// one of its tables holds up that view, not the replica — or its frontier
+// row, which a session's open apply_compaction() may hold.
 constexpr const char* kLockNotAvailable = "55P03";
 constexpr int64_t kBusyRetryMs = 50;
 // A step's session ended under it (attempt_in_session): PostgreSQL's code
@@ -791,7 +792,7 @@ struct ReplicaEngine::Impl {
         }
         const std::string error =
             f.sqlstate == kLockNotAvailable
-                ? "another transaction holds a lock on what it reads (" + f.text + ")"
+                ? "another transaction holds a lock it needs (" + f.text + ")"
                 : f.text;
         o.failures++;
         // A step that ran out of time is held back ten times that; one that

@@ -6218,6 +6218,7 @@ AS $$
 DECLARE
     i       decoupled.catalog_replica_incarnations;
     v_upper bigint;
+    v_lock  text := current_setting('lock_timeout');
 BEGIN
     i := decoupled._live_incarnation(replica_append.incarnation);
     PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
@@ -6239,19 +6240,14 @@ BEGIN
         RAISE EXCEPTION 'new upper % is more than a day ahead of the clock', new_upper
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- Its frontier row without waiting (ZD004, retried shortly): a session
-    -- that ran apply_compaction() or publish_bounds() holds such rows until
-    -- its transaction ends, and a replica waiting for it held up every
-    -- object of its cluster.
+    -- Its frontier row a moment at most: a sibling replica's append holds
+    -- it that long, and a session that holds it longer (an open
+    -- apply_compaction()) fails the append with 55P03, which the replica
+    -- tries again shortly, as busy storage.
+    PERFORM set_config('lock_timeout', '200ms', true);
     PERFORM FROM decoupled.catalog_frontiers f
-     WHERE f.lifetime_id = replica_append.lifetime_id FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_frontiers f
-                              WHERE f.lifetime_id = replica_append.lifetime_id) THEN
-        RAISE EXCEPTION 'collection % is being changed by another transaction',
-                        replica_append.lifetime_id
-            USING ERRCODE = 'ZD004',  -- busy: tried again shortly (extension/write_locks.hpp)
-                  DETAIL = 'A transaction that holds its frontier has not ended yet.';
-    END IF;
+     WHERE f.lifetime_id = replica_append.lifetime_id FOR UPDATE;
+    PERFORM set_config('lock_timeout', v_lock, true);
     -- Its storage without waiting (ZD004, retried shortly): a transaction
     -- creating views over the collection may hold it (write_locks.hpp).
     PERFORM decoupled._lock_storage_nowait(replica_append.lifetime_id);
@@ -6774,24 +6770,32 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     v_upper bigint;
+    v_lock  text := current_setting('lock_timeout');
+    v_found boolean;
 BEGIN
     -- The catalog row without waiting: a drop of this output in a
     -- transaction still open holds it, and a replica waiting for that
-    -- transaction would hold up every other object it maintains.
+    -- transaction would hold up every other object it maintains.  The
+    -- frontier row a moment at most: a sibling replica's step holds it
+    -- that long (its upper is then returned), and a session that holds it
+    -- longer (an open apply_compaction()) fails this step with 55P03,
+    -- which the replica tries again shortly, as busy storage.
+    PERFORM set_config('lock_timeout', '200ms', true);
     SELECT f.upper INTO v_upper FROM decoupled.catalog_frontiers f
       JOIN decoupled.catalog_objects c USING (lifetime_id)
      WHERE f.lifetime_id = _lock_output_row.lifetime_id AND c.dropped_at IS NULL
        AND c.kind = _lock_output_row.kind
-       FOR UPDATE OF f SKIP LOCKED FOR SHARE OF c SKIP LOCKED;
-    IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_objects c
+       FOR UPDATE OF f FOR SHARE OF c SKIP LOCKED;
+    v_found := FOUND;
+    PERFORM set_config('lock_timeout', v_lock, true);
+    IF NOT v_found AND EXISTS (SELECT FROM decoupled.catalog_objects c
                               WHERE c.lifetime_id = _lock_output_row.lifetime_id
                                 AND c.dropped_at IS NULL) THEN
         RAISE EXCEPTION '% % is being changed by another transaction', kind, lifetime_id
             USING ERRCODE = 'ZD004',  -- busy: tried again shortly (extension/write_locks.hpp)
-                  DETAIL = 'A transaction that holds it (one that drops or alters it, a '
-                           'sibling replica''s step) has not ended yet.';
+                  DETAIL = 'A transaction that drops or alters it has not ended yet.';
     END IF;
-    IF NOT FOUND THEN
+    IF NOT v_found THEN
         RAISE EXCEPTION '% % was dropped', kind, lifetime_id
             USING ERRCODE = 'ZD002',  -- dropped meanwhile: the protocol's own class
                   DETAIL = 'The catalog dropped it after the replica last read it.';

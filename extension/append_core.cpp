@@ -1106,7 +1106,6 @@ void tick_busy(int64 id, int64 ts, Snapshot snapshot, bool appended) {
 TimestampTz tick_skipped_since = 0;
 TimestampTz tick_last_skipped = 0;
 bool tick_skip_logged = false;
-bool tick_skip_logged_tables = false;  // the tables left behind in this episode, said
 
 // A skipped tick is normal for a moment (a view's creation builds its
 // arrangements); an episode of them that lasts 10 s is said in the log,
@@ -1116,7 +1115,6 @@ void note_tick_skipped(const char* what) {
     if (tick_skipped_since == 0 || TimestampDifferenceExceeds(tick_last_skipped, now, 5000)) {
         tick_skipped_since = now;
         tick_skip_logged = false;
-        tick_skip_logged_tables = false;
     } else if (!tick_skip_logged && TimestampDifferenceExceeds(tick_skipped_since, now, 10000)) {
         tick_skip_logged = true;
         ereport(LOG, (errmsg("registered tables have not ticked for 10 s: %s is locked by another "
@@ -1128,22 +1126,66 @@ void note_tick_skipped(const char* what) {
     tick_last_skipped = now;
 }
 
-// Whether the episode of skipped ticks has lasted 10 s: from then on the
-// controller's tick leaves the tables another transaction holds behind
-// and ticks the others, rather than none (below, tick_tables).
-bool skipped_for_long() {
-    return tick_skipped_since != 0 &&
-           TimestampDifferenceExceeds(tick_skipped_since, GetCurrentTimestamp(), 10000);
+// How long each table has been held by another transaction, as the
+// controller's ticks found it: the tables a tick could not lock, each from
+// the first tick that found it so until a tick that locked it (or none
+// looked for 5 s).  A fixed array of the backend (no destructors): tables
+// held at once are few; when it is full, a table counts as held from now.
+struct HeldTable {
+    int64 id;
+    TimestampTz since;
+    TimestampTz seen;
+    bool logged;
+};
+constexpr int kHeldSlots = 64;
+HeldTable held_tables[kHeldSlots];
+int nheld_tables = 0;
+
+// Table `id` (`name`) is held at this tick: whether that has lasted 10 s,
+// from when the controller's tick leaves it behind and ticks the others
+// (said in the log once per episode of that table).  Each table's own
+// time: one held for long never shortens another's 10 s.
+bool held_for_long(int64 id, const char* name) {
+    TimestampTz now = GetCurrentTimestamp();
+    HeldTable* entry = nullptr;
+    for (int i = 0; i < nheld_tables; i++)
+        if (held_tables[i].id == id) entry = &held_tables[i];
+    if (entry != nullptr && TimestampDifferenceExceeds(entry->seen, now, 5000)) {
+        entry->since = now;  // a new episode
+        entry->logged = false;
+    }
+    if (entry == nullptr && nheld_tables < kHeldSlots) {
+        entry = &held_tables[nheld_tables++];
+        *entry = HeldTable{id, now, now, false};
+    }
+    if (entry == nullptr) return false;
+    entry->seen = now;
+    if (!TimestampDifferenceExceeds(entry->since, now, 10000)) return false;
+    if (!entry->logged) {
+        entry->logged = true;
+        ereport(LOG,
+                (errmsg("registered table \"%s\" is left out of ticks while another "
+                        "transaction holds it",
+                        name),
+                 errdetail("It has been held for 10 s; the other registered tables tick on. "
+                           "Its changes land in its history when it ticks again, after those "
+                           "of other tables written in the same transactions.")));
+    }
+    return true;
 }
 
-// Said once per table and episode.
-void note_left_behind(const char* name) {
-    ereport(LOG, (errmsg("registered table \"%s\" is left out of ticks while another "
-                         "transaction holds it",
-                         name),
-                  errdetail("It has not ticked for 10 s; the other registered tables tick on. "
-                            "Its changes land in its history when it ticks again, after those "
-                            "of other tables written in the same transactions.")));
+// Tables a tick locked, or that were not looked at for 5 s, are no longer
+// held.
+void forget_held(const int64* ticked, int nticked) {
+    TimestampTz now = GetCurrentTimestamp();
+    for (int i = 0; i < nheld_tables;) {
+        bool gone = TimestampDifferenceExceeds(held_tables[i].seen, now, 5000);
+        for (int j = 0; !gone && j < nticked; j++) gone = ticked[j] == held_tables[i].id;
+        if (gone)
+            held_tables[i] = held_tables[--nheld_tables];
+        else
+            i++;
+    }
 }
 
 // The tick's statement that locks its tables' frontiers ($1: whether it
@@ -1725,17 +1767,16 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     // changes holds the tick back, as a table's held storage does below —
     // a transaction that wrote it and another table lands in one tick — for
     // 10 s; then the others tick without it (note_left_behind).
-    bool left_behind_logged = false;
+    bool left_behind = false;
     for (int i = 0; i < nheld; i++) {
         if (!has_visible_rows(storage_relid(held_ids[i], "pending"), snapshot)) continue;
         note_tick_skipped("a table's frontier");
-        if (!skipped_for_long()) {
+        if (!held_for_long(held_ids[i], held_names[i])) {
             UnregisterSnapshot(snapshot);
             SPI_finish();
             PG_RETURN_INT32(0);
         }
-        if (!tick_skip_logged_tables) note_left_behind(held_names[i]);
-        left_behind_logged = true;
+        left_behind = true;
     }
     // The busy tables' storage, all at once or none: a transaction creating
     // views over a table may hold its storage and then wait for this tick,
@@ -1754,29 +1795,25 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         if (!OidIsValid(held)) break;
         if (never_wait) {
             note_tick_skipped(psprintf("\"%s\"", get_rel_name(held)));
-            int k = skipped_for_long() ? storage_owner(held, busy_ids, nbusy) : -1;
-            if (k < 0) {
+            int k = storage_owner(held, busy_ids, nbusy);
+            int at = -1;  // its place in ids
+            for (int i = 0; k >= 0 && i < n; i++)
+                if (ids[i] == busy_ids[k]) at = i;
+            if (at < 0 || !held_for_long(ids[at], names[at])) {
                 UnregisterSnapshot(snapshot);
                 SPI_finish();
                 PG_RETURN_INT32(0);
             }
             // Held for 10 s: the others tick without it.
-            for (int i = 0; i < n; i++)
-                if (ids[i] == busy_ids[k]) {
-                    behind[i] = true;
-                    if (!tick_skip_logged_tables) note_left_behind(names[i]);
-                }
-            left_behind_logged = true;
+            behind[at] = true;
+            left_behind = true;
             busy_ids[k] = busy_ids[--nbusy];
             continue;
         }
         LockRelationOid(held, RowExclusiveLock);
         UnlockRelationOid(held, RowExclusiveLock);
     }
-    if (left_behind_logged)
-        tick_skip_logged_tables = true;
-    else
-        tick_skipped_since = 0;
+    if (!left_behind) tick_skipped_since = 0;
     for (int i = 0; i < n; i++) {
         if (behind[i]) continue;
         Oid pending = storage_relid(ids[i], "pending");
@@ -1833,6 +1870,7 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     UnregisterSnapshot(snapshot);
 
     advance(ticked, nticked, ts + 1);
+    forget_held(ticked, nticked);
     for (int i = 0; i < nticked; i++)
         if (was_stalled(ticked[i])) table_health(ticked[i], "running", nullptr);
     // Last, holding nothing more to wait for: whoever waits for a pending

@@ -89,7 +89,7 @@ is($node->safe_psql('postgres', q{
 $node->poll_query_until('postgres', q{
     SELECT count(DISTINCT name) = 2 FROM decoupled.object_statuses
      WHERE name IN ('m_counts', 'm_rows') AND status = 'stalled'
-       AND error LIKE 'another transaction holds a lock on what it reads%'})
+       AND error LIKE 'another transaction holds a lock it needs%'})
   or die 'the views over m were not reported stalled: '
   . $node->safe_psql('postgres',
       q{SELECT string_agg(name || ' ' || status || ' ' || coalesce(error, ''), '; ')

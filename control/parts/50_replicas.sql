@@ -469,6 +469,7 @@ AS $$
 DECLARE
     i       decoupled.catalog_replica_incarnations;
     v_upper bigint;
+    v_lock  text := current_setting('lock_timeout');
 BEGIN
     i := decoupled._live_incarnation(replica_append.incarnation);
     PERFORM decoupled._assert_write_authority(i.deployment, i.incarnation);
@@ -490,19 +491,14 @@ BEGIN
         RAISE EXCEPTION 'new upper % is more than a day ahead of the clock', new_upper
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- Its frontier row without waiting (ZD004, retried shortly): a session
-    -- that ran apply_compaction() or publish_bounds() holds such rows until
-    -- its transaction ends, and a replica waiting for it held up every
-    -- object of its cluster.
+    -- Its frontier row a moment at most: a sibling replica's append holds
+    -- it that long, and a session that holds it longer (an open
+    -- apply_compaction()) fails the append with 55P03, which the replica
+    -- tries again shortly, as busy storage.
+    PERFORM set_config('lock_timeout', '200ms', true);
     PERFORM FROM decoupled.catalog_frontiers f
-     WHERE f.lifetime_id = replica_append.lifetime_id FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_frontiers f
-                              WHERE f.lifetime_id = replica_append.lifetime_id) THEN
-        RAISE EXCEPTION 'collection % is being changed by another transaction',
-                        replica_append.lifetime_id
-            USING ERRCODE = 'ZD004',  -- busy: tried again shortly (extension/write_locks.hpp)
-                  DETAIL = 'A transaction that holds its frontier has not ended yet.';
-    END IF;
+     WHERE f.lifetime_id = replica_append.lifetime_id FOR UPDATE;
+    PERFORM set_config('lock_timeout', v_lock, true);
     -- Its storage without waiting (ZD004, retried shortly): a transaction
     -- creating views over the collection may hold it (write_locks.hpp).
     PERFORM decoupled._lock_storage_nowait(replica_append.lifetime_id);
