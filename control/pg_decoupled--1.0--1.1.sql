@@ -6766,36 +6766,31 @@ REVOKE ALL ON FUNCTION decoupled._refuse_duplicate_key(decoupled.catalog_objects
 -- its views): its upper.
 CREATE FUNCTION decoupled._lock_output_row(lifetime_id bigint, kind text)
 RETURNS bigint
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+-- lock_timeout: the frontier row a moment at most.  A sibling replica's
+-- step holds it that long (its upper is then returned); a session that
+-- holds it longer (an open apply_compaction()) fails this step with 55P03,
+-- which the replica tries again shortly, as busy storage.
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '200ms' AS $$
 #variable_conflict use_column
 DECLARE
     v_upper bigint;
-    v_lock  text := current_setting('lock_timeout');
-    v_found boolean;
 BEGIN
-    -- The catalog row without waiting: a drop of this output in a
+    -- The objects row without waiting: a drop of this output in a
     -- transaction still open holds it, and a replica waiting for that
-    -- transaction would hold up every other object it maintains.  The
-    -- frontier row a moment at most: a sibling replica's step holds it
-    -- that long (its upper is then returned), and a session that holds it
-    -- longer (an open apply_compaction()) fails this step with 55P03,
-    -- which the replica tries again shortly, as busy storage.
-    PERFORM set_config('lock_timeout', '200ms', true);
+    -- transaction would hold up every other object it maintains.
     SELECT f.upper INTO v_upper FROM decoupled.catalog_frontiers f
       JOIN decoupled.catalog_objects c USING (lifetime_id)
      WHERE f.lifetime_id = _lock_output_row.lifetime_id AND c.dropped_at IS NULL
        AND c.kind = _lock_output_row.kind
        FOR UPDATE OF f FOR SHARE OF c SKIP LOCKED;
-    v_found := FOUND;
-    PERFORM set_config('lock_timeout', v_lock, true);
-    IF NOT v_found AND EXISTS (SELECT FROM decoupled.catalog_objects c
+    IF NOT FOUND AND EXISTS (SELECT FROM decoupled.catalog_objects c
                               WHERE c.lifetime_id = _lock_output_row.lifetime_id
                                 AND c.dropped_at IS NULL) THEN
         RAISE EXCEPTION '% % is being changed by another transaction', kind, lifetime_id
             USING ERRCODE = 'ZD004',  -- busy: tried again shortly (extension/write_locks.hpp)
                   DETAIL = 'A transaction that drops or alters it has not ended yet.';
     END IF;
-    IF NOT v_found THEN
+    IF NOT FOUND THEN
         RAISE EXCEPTION '% % was dropped', kind, lifetime_id
             USING ERRCODE = 'ZD002',  -- dropped meanwhile: the protocol's own class
                   DETAIL = 'The catalog dropped it after the replica last read it.';

@@ -1223,15 +1223,6 @@ char* tick_held_sql(const char* not_aside) {
                     covered, psprintf(not_aside, "o"));
 }
 
-// Which of tables `ids[0..n)` relation `relid` (their cur or dead, as
-// lock_all_storage_for_writes takes them) belongs to; -1 if none.
-int storage_owner(Oid relid, const int64* ids, int n) {
-    for (int i = 0; i < n; i++)
-        if (storage_relid(ids[i], "cur") == relid || storage_relid(ids[i], "dead") == relid)
-            return i;
-    return -1;
-}
-
 // Whether `relid` holds a row visible to `snapshot`: a scan that stops at
 // the first one.  A relation that cannot be opened counts as busy, so that
 // its tick fails (and says why) in its own subtransaction.
@@ -1791,11 +1782,11 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         if (busy[i]) busy_ids[nbusy++] = ids[i];
     bool* behind = (bool*)palloc0(sizeof(bool) * n);  // busy, its storage held: not ticked
     while (nbusy > 0) {
-        Oid held = decoupled::lock_all_storage_for_writes(busy_ids, nbusy);
+        int k = -1;  // the busy table whose storage is held
+        Oid held = decoupled::lock_all_storage_for_writes(busy_ids, nbusy, &k);
         if (!OidIsValid(held)) break;
         if (never_wait) {
             note_tick_skipped(psprintf("\"%s\"", get_rel_name(held)));
-            int k = storage_owner(held, busy_ids, nbusy);
             int at = -1;  // its place in ids
             for (int i = 0; k >= 0 && i < n; i++)
                 if (ids[i] == busy_ids[k]) at = i;

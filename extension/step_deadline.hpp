@@ -12,6 +12,6 @@ bool in_replica_step();
 // reads before it gives up (lock_timeout, SQLSTATE 55P03): the replica
 // tries that view again shortly and steps its other objects meanwhile, as
 // for storage another transaction holds (ZD004).
-constexpr int kStepLockTimeoutMs = 10;
+constexpr const char* kStepLockTimeout = "10ms";
 
 }  // namespace decoupled

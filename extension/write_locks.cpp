@@ -67,16 +67,25 @@ Oid decoupled::lock_all_without_waiting(List* relids, LOCKMODE mode) {
     return busy;
 }
 
-Oid decoupled::lock_all_storage_for_writes(const int64* ids, int n) {
+Oid decoupled::lock_all_storage_for_writes(const int64* ids, int n, int* holder) {
     List* relids = NIL;
+    List* owners = NIL;  // each relation's place in ids
     static const char* const parts[] = {"cur", "dead"};
     for (int i = 0; i < n; i++)
         for (const char* part : parts) {
             Oid relid = storage_relid(ids[i], part);
-            if (OidIsValid(relid)) relids = lappend_oid(relids, relid);
+            if (!OidIsValid(relid)) continue;
+            relids = lappend_oid(relids, relid);
+            owners = lappend_int(owners, i);
         }
     Oid busy = lock_all_without_waiting(relids, RowExclusiveLock);
+    if (holder != nullptr) {
+        *holder = -1;
+        ListCell *r, *o;
+        forboth(r, relids, o, owners) if (lfirst_oid(r) == busy) *holder = lfirst_int(o);
+    }
     list_free(relids);
+    list_free(owners);
     return busy;
 }
 

@@ -41,7 +41,8 @@ Oid lock_storage_for_writes(int64 id);
 // (and none held).  The DDL guard takes DROP EXTENSION's relations so too.
 Oid lock_all_without_waiting(List* relids, LOCKMODE mode);
 
-// ROW EXCLUSIVE on the storage of every collection in ids[0..n), so.
-Oid lock_all_storage_for_writes(const int64* ids, int n);
+// ROW EXCLUSIVE on the storage of every collection in ids[0..n), so; with
+// `holder`, the place in ids of the collection whose relation was busy.
+Oid lock_all_storage_for_writes(const int64* ids, int n, int* holder = nullptr);
 
 }  // namespace decoupled

@@ -432,12 +432,9 @@ void decoupled::enter_owner(Oid plan, Oid owner, int64 ts, OwnerScope* scope) {
     // cluster behind that view's step until decoupled.step_timeout.  The
     // step fails with 55P03 instead, and the replica tries that view again
     // shortly, as it does for busy storage (bgworker/replica_engine.cpp).
-    if (decoupled::in_replica_step()) {
-        char timeout[16];
-        snprintf(timeout, sizeof(timeout), "%dms", decoupled::kStepLockTimeoutMs);
-        (void)set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION,
-                                GUC_ACTION_SAVE, true, 0, false);
-    }
+    if (decoupled::in_replica_step())
+        (void)set_config_option("lock_timeout", decoupled::kStepLockTimeout, PGC_USERSET,
+                                PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 }
 
 // Every setting the computation changed goes back, set_config(..., false)
