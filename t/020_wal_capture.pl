@@ -281,19 +281,7 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM mismatches()'), '0',
 # A slot dropped by hand: the tables are taken again from their contents.
 # The worker holds the slot while it captures, and gives it back after a
 # second without a captured change: drop it then.
-$node->safe_psql('postgres', q{
-    DO $$
-    BEGIN
-        FOR i IN 1 .. 3000 LOOP
-            BEGIN
-                PERFORM pg_drop_replication_slot('pg_decoupled');
-                RETURN;
-            EXCEPTION WHEN object_in_use THEN
-                PERFORM pg_sleep(0.01);
-            END;
-        END LOOP;
-        RAISE EXCEPTION 'the capture worker kept the slot active for 30 s';
-    END $$});
+$node->safe_psql('postgres', DecoupledTest::drop_capture_slot_sql());
 $node->safe_psql('postgres', q{INSERT INTO acct VALUES (2005002, 1, 'while the slot was gone')});
 DecoupledTest::wait_for($node,
     q{SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'pg_decoupled'}, '1');

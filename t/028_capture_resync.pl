@@ -59,9 +59,7 @@ my $slot_idle = q{SELECT count(*) FROM pg_replication_slots
 $node->poll_query_until('postgres', $slot_idle, '1') or die 'the slot stayed active';
 # One transaction: the worker, which notices the loss at once, cannot take
 # ra for the resynchronisation before these writes committed.
-$node->safe_psql('postgres', q{
-    BEGIN;
-    SELECT pg_drop_replication_slot('pg_decoupled');
+$node->safe_psql('postgres', 'BEGIN;' . DecoupledTest::drop_capture_slot_sql() . q{;
     INSERT INTO ra VALUES (2, 0);
     UPDATE ra SET v = 1 WHERE id = 1;
     COMMIT});
@@ -100,9 +98,7 @@ $node->poll_query_until('postgres', q{
      WHERE c.relname = 'rb' AND l.mode = 'RowExclusiveLock' AND l.granted}, '1')
   or die 'the holder did not lock rb';
 $node->poll_query_until('postgres', $slot_idle, '1') or die 'the slot stayed active';
-$node->safe_psql('postgres', q{
-    BEGIN;
-    SELECT pg_drop_replication_slot('pg_decoupled');
+$node->safe_psql('postgres', 'BEGIN;' . DecoupledTest::drop_capture_slot_sql() . q{;
     INSERT INTO ra VALUES (3, 0);
     DELETE FROM ra WHERE id = 2;
     COMMIT});

@@ -106,6 +106,25 @@ sub wait_for {
       or die "timed out waiting for: $sql = $expected";
 }
 
+# An SQL statement that drops the capture slot by hand. The capture worker
+# takes the slot whenever it decodes and gives it back after a second without
+# a change, so a drop may find it active: try again (30 s at most).
+sub drop_capture_slot_sql {
+    return q{
+    DO $$
+    BEGIN
+        FOR i IN 1 .. 3000 LOOP
+            BEGIN
+                PERFORM pg_drop_replication_slot('pg_decoupled');
+                RETURN;
+            EXCEPTION WHEN object_in_use THEN
+                PERFORM pg_sleep(0.01);
+            END;
+        END LOOP;
+        RAISE EXCEPTION 'the capture worker kept the slot active for 30 s';
+    END $$};
+}
+
 sub replica_pid {
     my ($node, $cluster, $replica) = @_;
     $replica //= 'r1';
