@@ -62,6 +62,7 @@ OBJS = \
 	extension/domain_types.o \
 	extension/write_locks.o \
 	extension/index_tick.o \
+	extension/table_contents.o \
 	extension/history_writes.o \
 	extension/replace_rows.o \
 	extension/written_plan.o \

@@ -68,6 +68,7 @@ extern "C" {
 #include "../extension/history_writes.hpp"
 #include "../extension/kept_statements.hpp"
 #include "../extension/storage_names.hpp"
+#include "../extension/wait_points.hpp"
 #include "../extension/shmem.hpp"
 
 extern "C" {
@@ -1155,6 +1156,8 @@ void quiet_decoding() { log_min_messages = Max(saved_log_min_messages, FATAL); }
 bool capture() {
     working_on = 0;
     begin("pg_decoupled capture: decoding");
+    // Tests hold capture here (capture lagging, a switch between passes).
+    decoupled::wait_point("capture:decoding");
     has_resyncs = decoupled::catalog_has_capture_resyncs();
     quiet_decoding();
     if (SearchNamedReplicationSlot(kSlot, true) == nullptr) {
@@ -1185,8 +1188,17 @@ bool capture() {
         if (confirmed != InvalidXLogRecPtr) publish_progress(confirmed);
         return false;
     }
-    bool more = upto > from + kMaxBatchWal;
-    if (more) upto = from + kMaxBatchWal;
+    // A pass reads at most kMaxBatchWal past what capture has already
+    // taken in.  A decoding opened afresh starts at the confirmed position,
+    // which unticked pending changes hold back (the slot is confirmed only
+    // as far as ticks moved), so it first decodes again what it captured
+    // before: a window counted from there ended where capture already was
+    // whenever more than kMaxBatchWal of WAL lay between, and such a pass,
+    // capturing nothing, closed the decoding for the next to start at the
+    // same place — capture never caught up, and no table ticked again.
+    const XLogRecPtr window_from = Max(from, through);
+    bool more = upto > window_from + kMaxBatchWal;
+    if (more) upto = window_from + kMaxBatchWal;
     XLogRecPtr recorded =
         (XLogRecPtr)query_int8("SELECT captured_lsn FROM decoupled.capture_progress");
     // After a crash the unlogged pending relations are empty: the first
@@ -1336,7 +1348,8 @@ bool capture() {
     }
     publish_progress(upto);
     keep_restart_point_close(captured > 0);
-    note_capture(captured > 0);
+    // Catching up is not idle: the decoding stays open for the next window.
+    note_capture(captured > 0 || more);
     int64 logged = limited ? log_lagging_pending(upto, limit) : 0;
     if (logged > 0) {
         log_min_messages = saved_log_min_messages;
@@ -1656,8 +1669,16 @@ bool release_tables() {
             LockRelationIdForSession(&table, AccessExclusiveLock);
         }
         commit();
-        if (!locked) continue;
-        any |= release_holding(copy[i], table);
+        if (!locked) {
+            elog(DEBUG1, "pg_decoupled capture: table " INT64_FORMAT " stays captured from the WAL "
+                 "for now (its writers or readers hold it)", copy[i]);
+            continue;
+        }
+        bool released = release_holding(copy[i], table);
+        if (!released)
+            elog(DEBUG1, "pg_decoupled capture: table " INT64_FORMAT " stays captured from the WAL "
+                 "for now (its registration or pending changes are in use)", copy[i]);
+        any |= released;
     }
     working_on = 0;
     pfree(copy);

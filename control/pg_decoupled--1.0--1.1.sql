@@ -1465,6 +1465,14 @@ BEGIN
        OR EXISTS (SELECT FROM decoupled.capture_relations c WHERE c.lifetime_id = id) THEN
         RETURN false;
     END IF;
+    -- Pending too, as briefly (its key index is made below): a transaction
+    -- that ticked the table holds pending until it ends, and waiting for
+    -- it here, with the table held, would hold up every user of the table
+    -- meanwhile — and deadlock with that transaction once it reads the
+    -- table.
+    IF NOT decoupled._lock_for_switch(decoupled._storage(id, 'pending')::regclass) THEN
+        RETURN false;
+    END IF;
     PERFORM decoupled._set_capture_switching(true);
     INSERT INTO decoupled.capture_relations (relation, lifetime_id) VALUES (v_rel, id);
     PERFORM decoupled._index_pending_key(id, true);
@@ -1484,7 +1492,9 @@ BEGIN
     IF v_rel IS NULL OR NOT decoupled._lock_for_switch(v_rel) THEN
         RETURN false;
     END IF;
-    IF NOT decoupled._lock_registration(id, v_rel) THEN
+    IF NOT decoupled._lock_registration(id, v_rel)
+       OR NOT decoupled._lock_for_switch(decoupled._storage(id, 'pending')::regclass) THEN
+        -- Pending as briefly as the table (_capture_adopt says why).
         RETURN false;
     END IF;
     -- Its triggers write pending rows in their writers' transactions, which
@@ -3332,6 +3342,23 @@ BEGIN
     IF v_expr !~ '^\(("([^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\)(, \(("([^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\))*$' THEN
         RETURN;
     END IF;
+    -- Every arrangement costs each write of the input's history an index
+    -- entry in cur and in dead, paid by the input's ticks (its owner's) and
+    -- every view over it.  A role that may only read the input adds at most
+    -- a few: once the input has four, its views read the
+    -- input without one of their own (their steps are slower, the input's
+    -- writes are not).  The input's owner (and whoever acts as it) adds as
+    -- many as its own views need.
+    IF NOT EXISTS (SELECT FROM decoupled.catalog_arrangements a
+                    WHERE a.input = _arrange.input AND a.index_name = v_name)
+       AND (SELECT count(DISTINCT a.index_name) FROM decoupled.catalog_arrangements a
+             WHERE a.input = _arrange.input) >= 4
+       AND NOT (SELECT pg_has_role((v.definition->>'owner')::oid, c.relowner, 'USAGE')
+                  FROM decoupled.catalog_objects v, decoupled.catalog_objects i
+                  JOIN pg_class c ON c.oid = i.relation
+                 WHERE v.lifetime_id = _arrange.view_id AND i.lifetime_id = _arrange.input) THEN
+        RETURN;
+    END IF;
     -- Likewise one key value wider than a btree entry holds would stop
     -- the input's ticks (_equality_index_columns).
     SELECT e.fixed, e.wide INTO v_fixed, v_wide
@@ -4378,11 +4405,7 @@ BEGIN
     UPDATE decoupled.catalog_objects o SET relation = tbl WHERE o.lifetime_id = v_id;
 
     v_ts := decoupled._next_timestamp(0);
-    EXECUTE format('INSERT INTO %s SELECT nextval(''decoupled.rowid_seq''), $1, '
-                   'hashtext(ROW(%s)::text), %s FROM ONLY %s t',
-                   decoupled._storage(v_id, 'cur'), decoupled._cols(v_id, 't.'),
-                   decoupled._cols(v_id, 't.'), tbl)
-        USING v_ts;
+    PERFORM decoupled._take_table_rows(v_id, tbl, 1, v_ts);
     INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, v_ts, v_ts + 1);
     INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_id, v_ts);
     IF current_setting('decoupled.capture') = 'wal'
@@ -4562,6 +4585,28 @@ BEGIN
     IF NOT decoupled._caller_can_select(o.relation) THEN
         RAISE EXCEPTION 'permission denied for materialized view "%"', o.name
             USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- The recomputation below runs the owner's code, with the owner's
+    -- rights, in this session — whose temporary schema is its caller's, and
+    -- is searched first for relations by any of the owner's functions with
+    -- a search_path of its own that does not name pg_temp: a caller's
+    -- temporary view of the name such a function reads would run the
+    -- caller's code as the owner.  (A replica's session has no such
+    -- relations.)  So a caller who cannot act as the owner verifies in a
+    -- session whose temporary schema holds only verify()'s own tables.
+    IF NOT pg_has_role(decoupled._caller(), (o.definition->>'owner')::oid, 'USAGE')
+       AND EXISTS (SELECT FROM pg_class c
+                    WHERE c.relnamespace = pg_my_temp_schema()
+                      AND NOT (c.relname ~ '^decoupled_verify_(view_)?[0-9]+$'
+                               AND c.relkind = 'r' AND c.relowner = current_user::regrole
+                               AND NOT c.relhastriggers AND NOT c.relhasrules)) THEN
+        RAISE EXCEPTION 'cannot verify materialized view "%" in a session with temporary relations',
+                        o.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'verify() recomputes the view with its owner''s rights in this session, '
+                           'where the owner''s functions would find these relations before their own.',
+                  HINT = 'Call it in a session without temporary relations (or after DISCARD TEMP), '
+                         'or as the view''s owner.';
     END IF;
     SELECT coalesce(_verify.as_of, f.upper - 1) INTO v_t FROM decoupled.catalog_frontiers f
      WHERE f.lifetime_id = o.lifetime_id;
@@ -6985,9 +7030,11 @@ REVOKE ALL ON FUNCTION decoupled._capture_set_aside(bigint, text) FROM PUBLIC;
 CREATE FUNCTION decoupled._capture_take_contents(id bigint, rel oid) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    EXECUTE format('INSERT INTO %1$s %2$s UNION ALL SELECT 1, %3$s FROM ONLY %4$s t',
-                   decoupled._storage(id, 'pending'), decoupled._capture_held_negated(id),
-                   decoupled._cols(id, 't.'), rel::regclass);
+    EXECUTE format('INSERT INTO %s %s', decoupled._storage(id, 'pending'),
+                   decoupled._capture_held_negated(id));
+    -- The table by a scan, not a query (_take_table_rows): this worker is a
+    -- superuser, and planning a query over the table runs its owner's code.
+    PERFORM decoupled._take_table_rows(id, rel, 1);
 END
 $$;
 
@@ -7178,3 +7225,45 @@ REVOKE ALL ON decoupled.capture_ticked, decoupled.capture_lagging,
               decoupled.capture_unlogged_intact FROM PUBLIC;
 REVOKE ALL ON FUNCTION decoupled._unlogged_pending() FROM PUBLIC;
 REVOKE ALL ON FUNCTION decoupled._set_pending_logged(bigint, boolean, boolean) FROM PUBLIC;
+
+-- The rows of a registered table (ordinary, read ONLY) into its
+-- collection's pending changes with mz_diff `diff`, or into its cur at
+-- `ts`; returns how many.  Read by a scan of its heap, never by a query:
+-- planning a query over the table runs its owner's code (the constant
+-- calls of its index and statistics expressions, folded by the planner),
+-- and the callers read with the extension's rights
+-- (extension/table_contents.cpp).
+CREATE FUNCTION decoupled._take_table_rows(id bigint, source oid, diff bigint,
+                                           ts bigint DEFAULT NULL) RETURNS bigint
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_take_table_rows';
+REVOKE ALL ON FUNCTION decoupled._take_table_rows(bigint, oid, bigint, bigint) FROM PUBLIC;
+
+-- The TRUNCATE capture reads the table by a scan (_take_table_rows).
+CREATE OR REPLACE FUNCTION decoupled._capture() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET decoupled.as_of = '' AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        EXECUTE format('INSERT INTO %s SELECT 1, n.* FROM decoupled_new n', TG_ARGV[0]);
+    ELSIF TG_OP = 'DELETE' THEN
+        EXECUTE format('INSERT INTO %s SELECT -1, o.* FROM decoupled_old o', TG_ARGV[0]);
+    ELSIF TG_OP = 'UPDATE' THEN
+        EXECUTE format('INSERT INTO %s SELECT -1, o.* FROM decoupled_old o '
+                       'UNION ALL SELECT 1, n.* FROM decoupled_new n', TG_ARGV[0]);
+    ELSIF TG_OP = 'TRUNCATE' THEN
+        -- TRUNCATE removes every row, including rows committed after an older
+        -- snapshot: only a fresh snapshot sees exactly what it removes.
+        IF current_setting('transaction_isolation') <> 'read committed' THEN
+            RAISE EXCEPTION 'cannot truncate registered table "%" at isolation level %',
+                            TG_RELID::regclass, current_setting('transaction_isolation')
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Truncate it in a READ COMMITTED transaction, or use DELETE.';
+        END IF;
+        -- Read by a scan (_take_table_rows): this function runs with the
+        -- extension's rights.  Its argument is pending's name, c<id>_pending.
+        PERFORM decoupled._take_table_rows(
+                    substring(TG_ARGV[0] FROM '\.c([0-9]+)_pending$')::bigint, TG_RELID, -1);
+    END IF;
+    RETURN NULL;
+END
+$$;

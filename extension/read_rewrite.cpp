@@ -14,7 +14,9 @@
 // the first branch alone (see "Plan time" below).  A SELECT the session
 // runs itself has that replacement made at plan time instead, only where
 // the table alone will not do (see "Decided at plan time").  Targets of
-// INSERT/UPDATE/DELETE/MERGE and FOR UPDATE references are left alone.
+// INSERT/UPDATE/DELETE/MERGE, FOR UPDATE and TABLESAMPLE references (a
+// sample is of the table's pages) are left alone: they act on the table
+// itself, AS OF a time too (README).
 //
 // The rewrite applies once.  A tree that already holds it reaches the hook
 // again — EXPLAIN calls the hook on its inner query after the statement's

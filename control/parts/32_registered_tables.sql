@@ -8,6 +8,17 @@
 -- Dropping goes through 33_drops.sql like any object's.
 ------------------------------------------------------------------------------
 
+-- The rows of a registered table (ordinary, read ONLY) into its
+-- collection's pending changes with mz_diff `diff`, or into its cur at
+-- `ts`; returns how many.  Read by a scan of its heap, never by a query:
+-- planning a query over the table runs its owner's code (the constant
+-- calls of its index and statistics expressions, folded by the planner),
+-- and the callers read with the extension's rights
+-- (extension/table_contents.cpp).
+CREATE FUNCTION decoupled._take_table_rows(id bigint, source oid, diff bigint,
+                                           ts bigint DEFAULT NULL) RETURNS bigint
+    LANGUAGE C VOLATILE AS 'MODULE_PATHNAME', 'decoupled_take_table_rows';
+
 -- Statement-level capture: one INSERT per statement into the pending table;
 -- writers never wait for each other here.
 CREATE FUNCTION decoupled._capture() RETURNS trigger
@@ -30,8 +41,10 @@ BEGIN
                 USING ERRCODE = 'feature_not_supported',
                       HINT = 'Truncate it in a READ COMMITTED transaction, or use DELETE.';
         END IF;
-        EXECUTE format('INSERT INTO %s SELECT -1, t.* FROM ONLY %s t',
-                       TG_ARGV[0], TG_RELID::regclass);
+        -- Read by a scan (_take_table_rows): this function runs with the
+        -- extension's rights.  Its argument is pending's name, c<id>_pending.
+        PERFORM decoupled._take_table_rows(
+                    substring(TG_ARGV[0] FROM '\.c([0-9]+)_pending$')::bigint, TG_RELID, -1);
     END IF;
     RETURN NULL;
 END
@@ -237,11 +250,7 @@ BEGIN
     UPDATE decoupled.catalog_objects o SET relation = tbl WHERE o.lifetime_id = v_id;
 
     v_ts := decoupled._next_timestamp(0);
-    EXECUTE format('INSERT INTO %s SELECT nextval(''decoupled.rowid_seq''), $1, '
-                   'hashtext(ROW(%s)::text), %s FROM ONLY %s t',
-                   decoupled._storage(v_id, 'cur'), decoupled._cols(v_id, 't.'),
-                   decoupled._cols(v_id, 't.'), tbl)
-        USING v_ts;
+    PERFORM decoupled._take_table_rows(v_id, tbl, 1, v_ts);
     INSERT INTO decoupled.catalog_frontiers (lifetime_id, since, upper) VALUES (v_id, v_ts, v_ts + 1);
     INSERT INTO decoupled.catalog_bounds (lifetime_id, bound) VALUES (v_id, v_ts);
     IF current_setting('decoupled.capture') = 'wal'

@@ -198,7 +198,8 @@ BEGIN
 END
 $$;
 
--- Takes the table for a switch: ACCESS EXCLUSIVE, since dropping a trigger
+-- Takes the table (or its pending relation) for a switch: ACCESS
+-- EXCLUSIVE, since dropping a trigger (an index, making pending logged)
 -- needs it.  It waits 20 ms at most, so that writers and readers queued
 -- behind the request are barely delayed; a table that stays busy (a long
 -- reader, a writer holding its transaction open) is switched at a later
@@ -272,6 +273,14 @@ BEGIN
        OR EXISTS (SELECT FROM decoupled.capture_relations c WHERE c.lifetime_id = id) THEN
         RETURN false;
     END IF;
+    -- Pending too, as briefly (its key index is made below): a transaction
+    -- that ticked the table holds pending until it ends, and waiting for
+    -- it here, with the table held, would hold up every user of the table
+    -- meanwhile — and deadlock with that transaction once it reads the
+    -- table.
+    IF NOT decoupled._lock_for_switch(decoupled._storage(id, 'pending')::regclass) THEN
+        RETURN false;
+    END IF;
     PERFORM decoupled._set_capture_switching(true);
     INSERT INTO decoupled.capture_relations (relation, lifetime_id) VALUES (v_rel, id);
     PERFORM decoupled._index_pending_key(id, true);
@@ -293,7 +302,9 @@ BEGIN
     IF v_rel IS NULL OR NOT decoupled._lock_for_switch(v_rel) THEN
         RETURN false;
     END IF;
-    IF NOT decoupled._lock_registration(id, v_rel) THEN
+    IF NOT decoupled._lock_registration(id, v_rel)
+       OR NOT decoupled._lock_for_switch(decoupled._storage(id, 'pending')::regclass) THEN
+        -- Pending as briefly as the table (_capture_adopt says why).
         RETURN false;
     END IF;
     -- Its triggers write pending rows in their writers' transactions, which
@@ -548,9 +559,11 @@ $$;
 CREATE FUNCTION decoupled._capture_take_contents(id bigint, rel oid) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    EXECUTE format('INSERT INTO %1$s %2$s UNION ALL SELECT 1, %3$s FROM ONLY %4$s t',
-                   decoupled._storage(id, 'pending'), decoupled._capture_held_negated(id),
-                   decoupled._cols(id, 't.'), rel::regclass);
+    EXECUTE format('INSERT INTO %s %s', decoupled._storage(id, 'pending'),
+                   decoupled._capture_held_negated(id));
+    -- The table by a scan, not a query (_take_table_rows): this worker is a
+    -- superuser, and planning a query over the table runs its owner's code.
+    PERFORM decoupled._take_table_rows(id, rel, 1);
 END
 $$;
 

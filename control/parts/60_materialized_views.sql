@@ -625,6 +625,23 @@ BEGIN
     IF v_expr !~ '^\(("([^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\)(, \(("([^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\))*$' THEN
         RETURN;
     END IF;
+    -- Every arrangement costs each write of the input's history an index
+    -- entry in cur and in dead, paid by the input's ticks (its owner's) and
+    -- every view over it.  A role that may only read the input adds at most
+    -- a few: once the input has four, its views read the
+    -- input without one of their own (their steps are slower, the input's
+    -- writes are not).  The input's owner (and whoever acts as it) adds as
+    -- many as its own views need.
+    IF NOT EXISTS (SELECT FROM decoupled.catalog_arrangements a
+                    WHERE a.input = _arrange.input AND a.index_name = v_name)
+       AND (SELECT count(DISTINCT a.index_name) FROM decoupled.catalog_arrangements a
+             WHERE a.input = _arrange.input) >= 4
+       AND NOT (SELECT pg_has_role((v.definition->>'owner')::oid, c.relowner, 'USAGE')
+                  FROM decoupled.catalog_objects v, decoupled.catalog_objects i
+                  JOIN pg_class c ON c.oid = i.relation
+                 WHERE v.lifetime_id = _arrange.view_id AND i.lifetime_id = _arrange.input) THEN
+        RETURN;
+    END IF;
     -- Likewise one key value wider than a btree entry holds would stop
     -- the input's ticks (_equality_index_columns).
     SELECT e.fixed, e.wide INTO v_fixed, v_wide
@@ -1338,6 +1355,28 @@ BEGIN
     IF NOT decoupled._caller_can_select(o.relation) THEN
         RAISE EXCEPTION 'permission denied for materialized view "%"', o.name
             USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- The recomputation below runs the owner's code, with the owner's
+    -- rights, in this session — whose temporary schema is its caller's, and
+    -- is searched first for relations by any of the owner's functions with
+    -- a search_path of its own that does not name pg_temp: a caller's
+    -- temporary view of the name such a function reads would run the
+    -- caller's code as the owner.  (A replica's session has no such
+    -- relations.)  So a caller who cannot act as the owner verifies in a
+    -- session whose temporary schema holds only verify()'s own tables.
+    IF NOT pg_has_role(decoupled._caller(), (o.definition->>'owner')::oid, 'USAGE')
+       AND EXISTS (SELECT FROM pg_class c
+                    WHERE c.relnamespace = pg_my_temp_schema()
+                      AND NOT (c.relname ~ '^decoupled_verify_(view_)?[0-9]+$'
+                               AND c.relkind = 'r' AND c.relowner = current_user::regrole
+                               AND NOT c.relhastriggers AND NOT c.relhasrules)) THEN
+        RAISE EXCEPTION 'cannot verify materialized view "%" in a session with temporary relations',
+                        o.name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'verify() recomputes the view with its owner''s rights in this session, '
+                           'where the owner''s functions would find these relations before their own.',
+                  HINT = 'Call it in a session without temporary relations (or after DISCARD TEMP), '
+                         'or as the view''s owner.';
     END IF;
     SELECT coalesce(_verify.as_of, f.upper - 1) INTO v_t FROM decoupled.catalog_frontiers f
      WHERE f.lifetime_id = o.lifetime_id;
