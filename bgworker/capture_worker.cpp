@@ -1706,6 +1706,13 @@ Situation look() {
     now.restoring = now.extension && OidIsValid(nsp) &&
                     OidIsValid(get_relname_relid("catalog_restore", nsp)) &&
                     query_int8("SELECT count(*) FROM decoupled.catalog_restore") > 0;
+    // Right as CREATE EXTENSION commits, the extension can be seen before
+    // its tables (a pass failed, and said so in the log, now and then):
+    // nothing to do until they are there, as while a restore loads them.
+    if (now.extension && !now.restoring &&
+        (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("capture_progress", nsp)) ||
+         !OidIsValid(get_relname_relid("capture_relations", nsp))))
+        now.restoring = true;
     if (now.extension && !now.restoring) {
         now.progress_rows = query_int8("SELECT count(*) FROM decoupled.capture_progress");
         now.wal_tables = query_int8("SELECT count(*) FROM decoupled.capture_relations");

@@ -1540,6 +1540,11 @@ Datum decoupled_compare_and_append(PG_FUNCTION_ARGS) {
 // decoupled.tick_tables(): moves the committed captured changes of every
 // registered table into its collection at one new timestamp and advances
 // every upper, idle tables' too.  Returns the number of tables ticked.
+static int int64_order(const void* a, const void* b) {
+    int64 x = *static_cast<const int64*>(a), y = *static_cast<const int64*>(b);
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+
 // Whether the controller's tick may tick trigger-captured tables while
 // `lagging`: tables captured from the WAL are not covered (and some are
 // captured by triggers).  Once that has lasted kCaptureWaitMs since a tick
@@ -1727,11 +1732,8 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         locked[i] = Int64GetDatum(id);
         bool out = false;
         for (int j = 0; j < nleft_out; j++) out |= left_out[j] == id;
-        if (from_wal) {
-            bool was_known = false;
-            for (int j = 0; j < nknown && !was_known; j++) was_known = known[j] == id;
-            out |= !was_known;
-        }
+        // (known is in lifetime_id order: ORDER BY of its statement)
+        if (from_wal) out |= bsearch(&id, known, nknown, sizeof(int64), int64_order) == nullptr;
         if (out) continue;
         ids[kept] = id;
         get_int8(i, 2, &upper);
