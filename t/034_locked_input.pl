@@ -148,6 +148,12 @@ $node->safe_psql('postgres', q{
 });
 $now = $node->safe_psql('postgres', 'SELECT decoupled.oracle_now()');
 DecoupledTest::wait_upper($node, 'q_rows', $now);
+# Captured from the WAL, as b: the capture worker adopts a new table once
+# it can take it and its pending changes for a moment (a tick or a step
+# may have them), which the view's creation below would keep it from.
+DecoupledTest::wait_for($node, q{
+    SELECT count(*) FROM decoupled.capture_relations r
+      JOIN decoupled.catalog_objects o USING (lifetime_id) WHERE o.name = 'q'}, '1');
 my $creator = $node->background_psql('postgres', on_error_stop => 1);
 $creator->query_safe('SET ROLE mallory');
 $creator->query_safe('BEGIN');
