@@ -58,8 +58,8 @@ extern "C" {
 
 namespace {
 
-constexpr int kCurPrefix = 3;      // mz_rowid, mz_ts, mz_hash, then the table's columns
-constexpr int kPendingPrefix = 1;  // mz_diff, then the table's columns
+using decoupled::kPendingPrefix;  // mz_diff, then the table's columns
+constexpr int kCurPrefix = decoupled::kHistoryPrefix;  // mz_rowid, mz_ts, mz_hash, then the table's
 
 // One of the two relations probed: the heap, its index on the key, and
 // for each index column the key column it holds.

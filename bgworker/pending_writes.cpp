@@ -40,14 +40,10 @@ extern "C" {
 namespace decoupled {
 
 bool write_pending_rows(int64 id, Oid owner, const Datum* rows, int n) {
-    static const char* const names[] = {"mz_diff"};
-    static const Oid types[] = {INT8OID};
     Oid relid = storage_relid(id, "pending");
     if (!OidIsValid(relid)) return false;
     Relation pending = table_open(relid, RowExclusiveLock);
-    if (pending->rd_rel->relkind != RELKIND_RELATION || pending->rd_rel->relhastriggers ||
-        pending->rd_rel->relrowsecurity ||
-        !starts_with_columns(RelationGetDescr(pending), names, types, 1)) {
+    if (!pending_laid_out(pending)) {
         table_close(pending, NoLock);
         return false;
     }
@@ -78,29 +74,19 @@ bool write_pending_rows(int64 id, Oid owner, const Datum* rows, int n) {
     // Written as the worker, indexes and constraints as for a statement's
     // insert.
     PushActiveSnapshot(GetTransactionSnapshot());
-    EState* estate = CreateExecutorState();
-    ExecInitRangeTable(estate, list_make1(relation_rte(pending)));
-    estate->es_output_cid = GetCurrentCommandId(true);
-    estate->es_snapshot = GetActiveSnapshot();
-    ResultRelInfo* target = makeNode(ResultRelInfo);
-    InitResultRelInfo(target, pending, 1, nullptr, 0);
-    ExecOpenIndices(target, false);
-    InsertBuffer buffer;
-    init_insert_buffer(&buffer, target);
+    PendingWriter w;
+    begin_pending_writes(&w, pending, GetActiveSnapshot());
     for (int i = 0; i < n; i++) {
         HeapTupleData tuple;
         tuple.t_len = HeapTupleHeaderGetDatumLength(read[i]);
         ItemPointerSetInvalid(&tuple.t_self);
         tuple.t_tableOid = InvalidOid;
         tuple.t_data = read[i];
-        TupleTableSlot* slot = buffered_slot(estate, &buffer);
+        TupleTableSlot* slot = pending_slot(&w);
         heap_deform_tuple(&tuple, desc, slot->tts_values, slot->tts_isnull);
-        add_buffered(estate, &buffer, slot);
+        add_buffered(w.estate, &w.rows, slot);
     }
-    flush_buffered(estate, &buffer);
-    ExecCloseIndices(target);
-    ExecResetTupleTable(estate->es_tupleTable, false);
-    FreeExecutorState(estate);
+    end_pending_writes(&w);
     PopActiveSnapshot();
     table_close(pending, NoLock);
     MemoryContextSwitchTo(caller);

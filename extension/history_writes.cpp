@@ -326,6 +326,34 @@ void add_buffered(EState* estate, InsertBuffer* b, TupleTableSlot* slot) {
     if (b->used == kBufferedRows || b->bytes >= kBufferedBytes) flush_buffered(estate, b);
 }
 
+bool pending_laid_out(Relation pending) {
+    static const char* const names[] = {"mz_diff"};
+    static const Oid types[] = {INT8OID};
+    return pending->rd_rel->relkind == RELKIND_RELATION && !pending->rd_rel->relhastriggers &&
+           !pending->rd_rel->relrowsecurity &&
+           starts_with_columns(RelationGetDescr(pending), names, types, kPendingPrefix);
+}
+
+void begin_pending_writes(PendingWriter* w, Relation pending, Snapshot snapshot) {
+    w->estate = CreateExecutorState();
+    ExecInitRangeTable(w->estate, list_make1(relation_rte(pending)));
+    w->estate->es_output_cid = GetCurrentCommandId(true);
+    w->estate->es_snapshot = snapshot;
+    w->target = makeNode(ResultRelInfo);
+    InitResultRelInfo(w->target, pending, 1, nullptr, 0);
+    ExecOpenIndices(w->target, false);
+    init_insert_buffer(&w->rows, w->target);
+}
+
+TupleTableSlot* pending_slot(PendingWriter* w) { return buffered_slot(w->estate, &w->rows); }
+
+void end_pending_writes(PendingWriter* w) {
+    flush_buffered(w->estate, &w->rows);
+    ExecCloseIndices(w->target);
+    ExecResetTupleTable(w->estate->es_tupleTable, false);
+    FreeExecutorState(w->estate);
+}
+
 void begin_history_writes(HistoryWriter* w, Relation cur, Relation dead, int ncols,
                           Snapshot snapshot) {
     w->cur_rel = cur;

@@ -126,6 +126,29 @@ TupleTableSlot* buffered_slot(EState* estate, InsertBuffer* b);
 void add_buffered(EState* estate, InsertBuffer* b, TupleTableSlot* slot);
 // The buffered rows into the table, then their index entries.
 void flush_buffered(EState* estate, InsertBuffer* b);
+// The columns of pending before a collection's own: mz_diff.
+constexpr int kPendingPrefix = 1;
+
+// Whether `pending` is a plain table laid out as _create_storage made it
+// (mz_diff first) and written by nothing but the extension (no trigger, no
+// row security).
+bool pending_laid_out(Relation pending);
+
+// Rows into a collection's pending changes (open, RowExclusiveLock) at the
+// current command id, a few pages at a time with its indexes maintained:
+// the capture worker's writes and a table's contents taken again.
+struct PendingWriter {
+    EState* estate;
+    ResultRelInfo* target;
+    InsertBuffer rows;
+};
+void begin_pending_writes(PendingWriter* w, Relation pending, Snapshot snapshot);
+// An empty slot for the next row (mz_diff, then the collection's columns);
+// filled, add_buffered(w->estate, &w->rows, slot) takes it.
+TupleTableSlot* pending_slot(PendingWriter* w);
+// Writes what is buffered, then closes the indexes.
+void end_pending_writes(PendingWriter* w);
+
 // Everything the writes of one statement's worth of history share.
 struct HistoryWriter {
     Relation cur_rel;

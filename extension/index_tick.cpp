@@ -56,7 +56,7 @@ extern "C" {
 
 namespace {
 
-constexpr int kPendingPrefix = 1;  // pending: mz_diff, then the table's columns
+using decoupled::kPendingPrefix;  // pending: mz_diff, then the table's columns
 using decoupled::kHistoryPrefix;
 
 // One captured row, its values copied by copy_images.
@@ -83,14 +83,6 @@ struct Copy {
     int64 rowid;
     HeapTuple tuple;
 };
-
-bool pending_laid_out(Relation pending) {
-    static const char* const names[] = {"mz_diff"};
-    static const Oid types[] = {INT8OID};
-    return pending->rd_rel->relkind == RELKIND_RELATION && !pending->rd_rel->relhastriggers &&
-           !pending->rd_rel->relrowsecurity &&
-           decoupled::starts_with_columns(RelationGetDescr(pending), names, types, kPendingPrefix);
-}
 
 // A valid btree index on cur that finds a row's copies: its keys exactly
 // the table's key columns (in any order), or mz_hash alone for a table
@@ -318,7 +310,7 @@ bool tick_by_index(const IndexedTick& tick, int64* wanted, int64* moved) {
     if (!fits)
         elog(DEBUG1, "tick of \"%s\" by statement: its captured rows take %zu kB, more than "
              "maintenance_work_mem", tick.name, bytes / 1024);
-    if (fits && pending_laid_out(pending) &&
+    if (fits && decoupled::pending_laid_out(pending) &&
         decoupled::history_laid_out(cur, dead, RelationGetDescr(pending), kPendingPrefix, tick.ncols))
         index = probe_index(cur, tick.is_key, tick.ncols);
     if (!index) {

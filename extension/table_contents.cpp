@@ -122,9 +122,7 @@ extern "C" Datum decoupled_take_table_rows(PG_FUNCTION_ARGS) {
     MemoryContext per_row = AllocSetContextCreate(CurrentMemoryContext, "decoupled table row",
                                                   ALLOCSET_DEFAULT_SIZES);
     Snapshot snap = GetActiveSnapshot();
-    EState* estate = nullptr;
-    ResultRelInfo* target_info = nullptr;
-    decoupled::InsertBuffer buffer;
+    decoupled::PendingWriter p;
     decoupled::HistoryWriter w;
     Relation target, dead = nullptr;
     int from, ncols;
@@ -138,21 +136,12 @@ extern "C" Datum decoupled_take_table_rows(PG_FUNCTION_ARGS) {
         decoupled::begin_history_writes(&w, target, dead, ncols, snap);
     } else {
         target = open_storage(id, "pending");
-        from = 1;
+        from = decoupled::kPendingPrefix;
         ncols = columns_from(target, from);
-        static const char* const names[] = {"mz_diff"};
-        static const Oid types[] = {INT8OID};
-        if (!decoupled::starts_with_columns(RelationGetDescr(target), names, types, 1))
+        if (!decoupled::pending_laid_out(target))
             elog(ERROR, "pending changes of collection " INT64_FORMAT " are not laid out as made",
                  id);
-        estate = CreateExecutorState();
-        ExecInitRangeTable(estate, list_make1(decoupled::relation_rte(target)));
-        estate->es_output_cid = GetCurrentCommandId(true);
-        estate->es_snapshot = snap;
-        target_info = makeNode(ResultRelInfo);
-        InitResultRelInfo(target_info, target, 1, nullptr, 0);
-        ExecOpenIndices(target_info, false);
-        decoupled::init_insert_buffer(&buffer, target_info);
+        decoupled::begin_pending_writes(&p, target, snap);
     }
     int* map = column_map(source, target, from, ncols);
 
@@ -172,12 +161,12 @@ extern "C" Datum decoupled_take_table_rows(PG_FUNCTION_ARGS) {
             decoupled::insert_current(&w, values, nulls, ts,
                                       decoupled::row_text_hash(&w, values, nulls));
         } else {
-            TupleTableSlot* out = decoupled::buffered_slot(estate, &buffer);
+            TupleTableSlot* out = decoupled::pending_slot(&p);
             out->tts_values[0] = Int64GetDatum(diff);
             out->tts_isnull[0] = false;
             memcpy(out->tts_values + 1, values, sizeof(Datum) * ncols);
             memcpy(out->tts_isnull + 1, nulls, sizeof(bool) * ncols);
-            decoupled::add_buffered(estate, &buffer, out);
+            decoupled::add_buffered(p.estate, &p.rows, out);
         }
         MemoryContextSwitchTo(caller);
         MemoryContextReset(per_row);
@@ -190,10 +179,7 @@ extern "C" Datum decoupled_take_table_rows(PG_FUNCTION_ARGS) {
         decoupled::end_history_writes(&w);
         table_close(dead, NoLock);
     } else {
-        decoupled::flush_buffered(estate, &buffer);
-        ExecCloseIndices(target_info);
-        ExecResetTupleTable(estate->es_tupleTable, false);
-        FreeExecutorState(estate);
+        decoupled::end_pending_writes(&p);
     }
     table_close(target, NoLock);
     table_close(source, NoLock);
