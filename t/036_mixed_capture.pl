@@ -85,7 +85,11 @@ $ticker->query_safe(q{INSERT INTO wa VALUES (2, 2)});
 $node->poll_query_until('postgres', 'SELECT decoupled.wait_for_capture()', 't')
   or die 'capture did not catch up';
 $ticker->query_safe(q{BEGIN; SELECT decoupled.tick_tables()});
+# The worker's attempts say at DEBUG1 that they gave up: logged for the
+# window only, they show the switch was tried while the table was held.
+my $switch_offset = -s $node->logfile;
 $node->safe_psql('postgres', q{
+    ALTER SYSTEM SET log_min_messages = 'debug1';
     ALTER SYSTEM SET decoupled.capture = 'trigger';
     SELECT pg_reload_conf()});
 # The worker tries once a second: readers meanwhile are not held up.
@@ -95,9 +99,14 @@ foreach my $round (1 .. 3) {
         SELECT count(*) FROM wa, pg_sleep(0.5)}), '2',
         "the table stays readable while the switch cannot finish ($round)");
 }
+ok($node->wait_for_log(qr/table \d+ stays captured from the WAL for now/, $switch_offset),
+    'the worker tried the switch meanwhile and gave up at once');
 my $read = $ticker->query(q{SELECT count(*) FROM wa});
 is($read, '2', 'the transaction that ticked reads the table: no deadlock');
 $ticker->query_safe('COMMIT');
+$node->safe_psql('postgres', q{
+    ALTER SYSTEM RESET log_min_messages;
+    SELECT pg_reload_conf()});
 $ticker->quit;
 $holder->quit;
 DecoupledTest::wait_for($node, q{SELECT wal_tables FROM decoupled.capture}, '0');
