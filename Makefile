@@ -53,6 +53,7 @@ OBJS = \
 	extension/as_of.o \
 	extension/storage_stats.o \
 	extension/caller.o \
+	extension/owner_errors.o \
 	extension/permission.o \
 	extension/read_rewrite.o \
 	extension/ddl_guard.o \

@@ -67,6 +67,7 @@ extern "C" {
 #include "../extension/gucs.hpp"
 #include "../extension/history_writes.hpp"
 #include "../extension/kept_statements.hpp"
+#include "../extension/owner_errors.hpp"
 #include "../extension/storage_names.hpp"
 #include "../extension/wait_points.hpp"
 #include "../extension/shmem.hpp"
@@ -596,8 +597,11 @@ void keyed_lookups(Target* t) {
     GetUserIdAndSecContext(&user, &sec_context);
     SetUserIdAndSecContext(t->owner, sec_context | SECURITY_RESTRICTED_OPERATION);
     int owner_level = NewGUCNestLevel();  // what the owner's code sets goes with it
+    decoupled::OwnerErrors errors;
+    decoupled::mark_owner_errors(&errors);
     bool probed = decoupled::probe_live_rows(t->lifetime_id, t->key_fields, t->nkeys, nlookups,
                                              texts, need_row, resolve_lookup, resolve_current, t);
+    decoupled::unmark_owner_errors(&errors);
     AtEOXact_GUC(false, owner_level);
     SetUserIdAndSecContext(user, sec_context);
     pfree(need_row);
@@ -795,7 +799,10 @@ Datum parse_as_owner(Target* t, Datum text_rows) {
     // Whatever the owner's code sets in this session goes with it, as
     // after REFRESH MATERIALIZED VIEW.
     int level = NewGUCNestLevel();
+    decoupled::OwnerErrors errors;
+    decoupled::mark_owner_errors(&errors);
     int rc = SPI_execute_plan(t->parse, &text_rows, nullptr, true, 1);
+    decoupled::unmark_owner_errors(&errors);
     AtEOXact_GUC(false, level);
     SetUserIdAndSecContext(user, context);
     if (rc != SPI_OK_SELECT || SPI_processed != 1)

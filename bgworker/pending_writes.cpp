@@ -34,6 +34,7 @@ extern "C" {
 }
 
 #include "../extension/history_writes.hpp"
+#include "../extension/owner_errors.hpp"
 #include "../extension/storage_names.hpp"
 #include "pending_writes.hpp"
 
@@ -62,12 +63,15 @@ bool write_pending_rows(int64 id, Oid owner, const Datum* rows, int n) {
     GetUserIdAndSecContext(&user, &sec_context);
     SetUserIdAndSecContext(owner, sec_context | SECURITY_RESTRICTED_OPERATION);
     int level = NewGUCNestLevel();  // what the owner's code sets goes with it
+    OwnerErrors errors;
+    mark_owner_errors(&errors);
     for (int i = 0; i < n; i++) {
         char* literal = TextDatumGetCString(rows[i]);
         read[i] = DatumGetHeapTupleHeader(InputFunctionCall(&record_in, literal, rowtype, -1));
         pfree(literal);
         CHECK_FOR_INTERRUPTS();
     }
+    unmark_owner_errors(&errors);
     AtEOXact_GUC(false, level);
     SetUserIdAndSecContext(user, sec_context);
 

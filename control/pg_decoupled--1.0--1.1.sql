@@ -4588,25 +4588,35 @@ BEGIN
     END IF;
     -- The recomputation below runs the owner's code, with the owner's
     -- rights, in this session — whose temporary schema is its caller's, and
-    -- is searched first for relations by any of the owner's functions with
-    -- a search_path of its own that does not name pg_temp: a caller's
-    -- temporary view of the name such a function reads would run the
-    -- caller's code as the owner.  (A replica's session has no such
-    -- relations.)  So a caller who cannot act as the owner verifies in a
-    -- session whose temporary schema holds only verify()'s own tables.
+    -- is searched first for relations and types (the names PostgreSQL looks
+    -- up there: never functions, operators or collations) by any of the
+    -- owner's functions with a search_path of its own that does not name
+    -- pg_temp: a caller's temporary view of the name such a function reads,
+    -- or a temporary domain of the name of a type it declares, whose CHECK
+    -- calls the caller's function, would run the caller's code as the
+    -- owner.  (A replica's session has no temporary schema.)  So a caller
+    -- who cannot act as the owner verifies in a session whose temporary
+    -- schema holds only verify()'s own tables and their row types.
     IF NOT pg_has_role(decoupled._caller(), (o.definition->>'owner')::oid, 'USAGE')
-       AND EXISTS (SELECT FROM pg_class c
-                    WHERE c.relnamespace = pg_my_temp_schema()
-                      AND NOT (c.relname ~ '^decoupled_verify_(view_)?[0-9]+$'
-                               AND c.relkind = 'r' AND c.relowner = current_user::regrole
-                               AND NOT c.relhastriggers AND NOT c.relhasrules)) THEN
-        RAISE EXCEPTION 'cannot verify materialized view "%" in a session with temporary relations',
+       AND (EXISTS (SELECT FROM pg_class c
+                     WHERE c.relnamespace = pg_my_temp_schema()
+                       AND NOT (c.relname ~ '^decoupled_verify_(view_)?[0-9]+$'
+                                AND c.relkind = 'r' AND c.relowner = current_user::regrole
+                                AND NOT c.relhastriggers AND NOT c.relhasrules))
+            -- A type of no relation (a relation's row type and its array
+            -- go with the relation, checked above).
+            OR EXISTS (SELECT FROM pg_type t
+                        WHERE t.typnamespace = pg_my_temp_schema() AND t.typrelid = 0
+                          AND NOT EXISTS (SELECT FROM pg_type e
+                                           WHERE e.oid = t.typelem AND e.typrelid <> 0))) THEN
+        RAISE EXCEPTION 'cannot verify materialized view "%" in a session with temporary relations or types',
                         o.name
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = 'verify() recomputes the view with its owner''s rights in this session, '
-                           'where the owner''s functions would find these relations before their own.',
-                  HINT = 'Call it in a session without temporary relations (or after DISCARD TEMP), '
-                         'or as the view''s owner.';
+                           'where the owner''s functions would find these relations or types '
+                           'before their own.',
+                  HINT = 'Call it in a session without temporary relations or types (or after '
+                         'DISCARD TEMP), or as the view''s owner.';
     END IF;
     SELECT coalesce(_verify.as_of, f.upper - 1) INTO v_t FROM decoupled.catalog_frontiers f
      WHERE f.lifetime_id = o.lifetime_id;

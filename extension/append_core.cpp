@@ -880,12 +880,16 @@ void convert(Collection* c, PlanKind kind, Datum updates) {
         Oid user;
         int sec_context;
         GetUserIdAndSecContext(&user, &sec_context);
-        if (OidIsValid(c->converts_as))
+        decoupled::OwnerErrors errors;
+        if (OidIsValid(c->converts_as)) {
             SetUserIdAndSecContext(c->converts_as, sec_context | SECURITY_RESTRICTED_OPERATION);
+            decoupled::mark_owner_errors(&errors);
+        }
         if (stage)
             run_into(p, &updates, JSONBOID, decoupled::scratch_receiver(stage, &staged));
         else
             run(p, &updates);
+        if (OidIsValid(c->converts_as)) decoupled::unmark_owner_errors(&errors);
         SetUserIdAndSecContext(user, sec_context);
     });
     if (stage) relation_close(stage, NoLock);
@@ -931,11 +935,15 @@ void diagnose(Collection* c, Datum updates) {
     Oid user;
     int sec_context;
     GetUserIdAndSecContext(&user, &sec_context);
-    if (OidIsValid(c->converts_as))
+    decoupled::OwnerErrors errors;
+    if (OidIsValid(c->converts_as)) {
         SetUserIdAndSecContext(c->converts_as, sec_context | SECURITY_RESTRICTED_OPERATION);
+        decoupled::mark_owner_errors(&errors);
+    }
     if (SPI_execute_with_args("SELECT decoupled._diagnose_values($1, $2, $3)", 3, argtypes, args,
                               nullptr, false, 0) < 0)
         elog(ERROR, "could not diagnose the values of an append");
+    if (OidIsValid(c->converts_as)) decoupled::unmark_owner_errors(&errors);
     SetUserIdAndSecContext(user, sec_context);
 }
 

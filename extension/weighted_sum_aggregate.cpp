@@ -28,6 +28,8 @@ struct State {
     decoupled::WeightedSum sum;
     Datum carried;  // numeric, or 0 while nothing overflowed
 };
+// palloc aligns to MAXIMUM_ALIGNOF only (core/weighted_sum.hpp says why).
+static_assert(alignof(State) <= MAXIMUM_ALIGNOF, "State must fit palloc's alignment");
 
 Datum numeric_of(__int128 v) {
     char buf[decoupled::kInt128DecimalSize];

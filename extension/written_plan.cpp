@@ -435,6 +435,7 @@ void decoupled::enter_owner(Oid plan, Oid owner, int64 ts, OwnerScope* scope) {
     if (decoupled::in_replica_step())
         (void)set_config_option("lock_timeout", decoupled::kStepLockTimeout, PGC_USERSET,
                                 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+    decoupled::mark_owner_errors(&scope->errors);
 }
 
 // Every setting the computation changed goes back, set_config(..., false)
@@ -447,7 +448,8 @@ void decoupled::serial_only() {
                             GUC_ACTION_SAVE, true, 0, false);
 }
 
-void decoupled::leave_owner(const OwnerScope* scope) {
+void decoupled::leave_owner(OwnerScope* scope) {
+    decoupled::unmark_owner_errors(&scope->errors);
     SetUserIdAndSecContext(scope->saved_user, scope->saved_context);
     AtEOXact_GUC(false, scope->guc_level);
 }

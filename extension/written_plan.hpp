@@ -10,12 +10,15 @@ extern "C" {
 #include "utils/rel.h"
 }
 
+#include "owner_errors.hpp"
+
 namespace decoupled {
 
 struct OwnerScope {
     Oid saved_user;
     int saved_context;
     int guc_level;
+    OwnerErrors errors;
 };
 
 // Switches to `owner` under SECURITY_RESTRICTED_OPERATION with the pinned
@@ -23,9 +26,10 @@ struct OwnerScope {
 // DateStyle order of the view whose written plan is `plan` (its creator's),
 // and decoupled.as_of = ts; leave_owner restores everything, settings the
 // owner's code changed included.  An error in between is cleaned up by the
-// (sub)transaction's abort.
+// (sub)transaction's abort.  In between, errors are the owner's
+// (owner_errors.hpp): none passes for one of the extension's conditions.
 void enter_owner(Oid plan, Oid owner, int64 ts, OwnerScope* scope);
-void leave_owner(const OwnerScope* scope);
+void leave_owner(OwnerScope* scope);
 // Inside an owner scope: no parallel workers (a step that costs what
 // changed would pay more to start them than to run).
 void serial_only();

@@ -4,7 +4,8 @@
 -- `stalled` with the error, in its current health and in the history; the
 -- replica goes on with its other work, retries the view, and the view runs
 -- again once the cause is gone.  Only the protocol's own SQLSTATEs (class
--- ZD) mean fenced, dropped meanwhile or a lost race.
+-- ZD) mean fenced, dropped meanwhile or a lost race — raised by the
+-- extension, never by a view's code.
 \set SHOW_CONTEXT never
 -- Waits until `name` caught up with the latest tick of re_t.
 CREATE FUNCTION pg_temp.caught_up(name text) RETURNS boolean LANGUAGE sql AS $$
@@ -74,12 +75,84 @@ SELECT name, status, error FROM decoupled.object_statuses WHERE name = 're_v';
 SELECT * FROM re_v ORDER BY v;
 SELECT decoupled.verify('re_v') AS verified;
 
+-- The protocol's SQLSTATEs raised by a view's own code mean nothing to
+-- the replica: a view that raised ZD001 (fenced) kept its cluster's replica
+-- restarting, every other view with it.  Raised by the code a role wrote,
+-- class ZD and class 08 (a lost connection) come out as 38000, and the view
+-- stalls as with any other error; the replica's incarnation stays the same
+-- and it maintains the rest meanwhile.
+CREATE TABLE re_raise (code text);
+CREATE FUNCTION re_raising(k int) RETURNS int STABLE LANGUAGE plpgsql AS $$
+DECLARE
+    v_code text := (SELECT code FROM public.re_raise);
+BEGIN
+    IF v_code IS NOT NULL THEN
+        RAISE EXCEPTION 'the view''s own % for %', v_code, k USING ERRCODE = v_code;
+    END IF;
+    RETURN k;
+END
+$$;
+SELECT decoupled.create_materialized_view('re_z', 'SELECT re_raising(k) AS v FROM re_t') > 0
+    AS created;
+SELECT pg_temp.caught_up('re_z') AS caught_up;
+SELECT pg_temp.wait_status('re_z', 'running') AS running;
+SELECT i.incarnation AS incarnation_before
+  FROM decoupled.catalog_replica_incarnations i JOIN decoupled.catalog_replicas r USING (replica_id)
+ WHERE r.cluster = 'default' AND i.retired_at IS NULL \gset
+-- Each code in turn: the view's code raises it at the next step, then
+-- stops raising it.
+INSERT INTO re_raise VALUES (NULL);
+CREATE FUNCTION pg_temp.raise_next(code text) RETURNS void LANGUAGE sql AS $$
+    UPDATE public.re_raise SET code = raise_next.code;
+    INSERT INTO public.re_t SELECT max(k) + 1 FROM public.re_t;
+$$;
+CREATE FUNCTION pg_temp.stalled_with() RETURNS TABLE (stalled boolean, error text,
+                                                      others_caught_up boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    stalled := pg_temp.wait_status('re_z', 'stalled');
+    SELECT regexp_replace(s.error, '\d+$', 'N') INTO error
+      FROM decoupled.object_statuses s WHERE s.name = 're_z';
+    others_caught_up := pg_temp.caught_up('re_n');
+    RETURN NEXT;
+END
+$$;
+SELECT format('SELECT pg_temp.raise_next(%L)', c),
+       'SELECT decoupled.tick_tables() > 0 AS ticked',
+       'SELECT * FROM pg_temp.stalled_with()',
+       'UPDATE re_raise SET code = NULL',
+       'SELECT pg_temp.caught_up(''re_z'') AS caught_up, '
+       '       pg_temp.wait_status(''re_z'', ''running'') AS running'
+  FROM unnest(ARRAY['ZD001', 'ZD002', 'ZD003', 'ZD004', '08006']) c \gexec
+-- verify() runs the same code in its caller's session: the error comes
+-- with 38000 there too, and a context line names the SQLSTATE it asked for.
+UPDATE re_raise SET code = 'ZD001';
+DO $$
+BEGIN
+    PERFORM decoupled.verify('re_z');
+EXCEPTION WHEN OTHERS THEN
+    DECLARE
+        v_context text;
+    BEGIN
+        GET STACKED DIAGNOSTICS v_context = PG_EXCEPTION_CONTEXT;
+        RAISE NOTICE 'verify() failed: % %; %', SQLSTATE, regexp_replace(SQLERRM, '\d+$', 'N'),
+                     substring(v_context FROM 'raised with SQLSTATE [^\n]*');
+    END;
+END
+$$;
+UPDATE re_raise SET code = NULL;
+SELECT i.incarnation = :incarnation_before AS same_incarnation
+  FROM decoupled.catalog_replica_incarnations i JOIN decoupled.catalog_replicas r USING (replica_id)
+ WHERE r.cluster = 'default' AND i.retired_at IS NULL;
+SELECT decoupled.verify('re_z') AS verified, decoupled.verify('re_n') AS verified;
+
 DO $$ BEGIN
     PERFORM decoupled.drop('re_t', cascade => true);
     PERFORM decoupled.finalize_dropped();
 END $$;
-DROP TABLE re_t, re_broken;
+DROP TABLE re_t, re_broken, re_raise;
 DROP FUNCTION re_lookup(int);
+DROP FUNCTION re_raising(int);
 
 -- Health of a process that stopped reporting (C6): a replica or adapterd
 -- reports every second; one silent for 30 s (hung, gone, or in one long

@@ -43,11 +43,15 @@
 --  15. range types whose subtype_diff an ordinary role owns;
 --  16. CREATE SCHEMA's own statements pass the DDL checks;
 --  17. verify() runs the owner's code in the caller's session: a caller
---      who cannot act as the owner must have no temporary relations there,
+--      who cannot act as the owner must have no temporary relations (nor
+--      types, 20) there,
 --      which the owner's functions would find before their own;
 --  18. a role that may only read a collection adds at most a few
 --      arrangements (indexes) to its storage, which every write of the
---      collection's history pays for.
+--      collection's history pays for;
+--  19. functions everyone may call, with the largest arguments;
+--  20. verify() and the caller's temporary types (a domain the owner's
+--      functions would find before their own).
 
 \set SHOW_CONTEXT never
 CREATE ROLE atk_user;
@@ -806,6 +810,58 @@ SELECT decoupled.drop(o.name) FROM decoupled.objects o WHERE o.name LIKE 'atk_wi
  ORDER BY o.name;
 SELECT decoupled.unregister_table('atk_wide');
 DROP TABLE atk_wide;
+
+-- 19. What everyone may call, with the largest arguments: a kept sum's
+-- aggregate that overflows its 128 bits carries into numeric (its state,
+-- in memory aligned to 8 bytes, crashed the server there before).
+SET ROLE atk_user;
+SELECT decoupled._weighted_sum(9223372036854775807, 9223372036854775807) AS overflowing
+  FROM generate_series(1, 3);
+SELECT decoupled._weighted_sum(d, v) AS exact
+  FROM (VALUES (9223372036854775807, 9223372036854775807),
+               (9223372036854775807, 9223372036854775807),
+               (9223372036854775807, 9223372036854775807),
+               (-9223372036854775808, 9223372036854775807),
+               (-9223372036854775808, -9223372036854775808)) x(d, v);
+SELECT (9223372036854775807::numeric ^ 2 * 3 - 9223372036854775808::numeric * 9223372036854775807
+        + 9223372036854775808::numeric ^ 2)::numeric(80, 0) AS expected;
+SELECT decoupled._kept_sum_int8(9223372036854775807, 9223372036854775807) AS int8_sum,
+       decoupled._kept_avg(9223372036854775807, -9223372036854775808) AS avg;
+RESET ROLE;
+
+-- 20. verify() and the caller's temporary types: a domain in pg_temp
+-- named as a type the owner's function declares (its search_path does not
+-- name pg_temp) is found first, and its CHECK would run the caller's code
+-- as the owner.
+SET ROLE atk_admin;
+CREATE DOMAIN atk.atk_score AS numeric;
+CREATE FUNCTION atk.normed(x numeric) RETURNS numeric IMMUTABLE LANGUAGE plpgsql
+    SET search_path = atk AS $$ DECLARE v atk_score; BEGIN v := x; RETURN v; END $$;
+SET search_path = atk;
+SELECT decoupled.create_materialized_view('atk_normed',
+    'SELECT id, atk.normed(bal) AS nb FROM atk.atk_acct') > 0 AS created;
+RESET search_path;
+GRANT SELECT ON atk.atk_normed TO atk_user;
+SELECT decoupled.wait_for_upper('atk_normed', (SELECT upper - 1 FROM decoupled.frontiers
+                                                WHERE name = 'atk_acct'), '60s') > 0 AS caught_up;
+RESET ROLE;
+SET ROLE atk_user;
+CREATE FUNCTION pg_temp.grab2() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.atk_loot SELECT current_user, string_agg(s, ',') FROM atk.secret;
+    RETURN true;
+END $$;
+CREATE DOMAIN pg_temp.atk_score AS numeric CHECK (pg_temp.grab2());
+SELECT decoupled.verify('atk_normed');
+-- A temporary range type (and its multirange) is a type of no relation too.
+DROP DOMAIN pg_temp.atk_score;
+CREATE TYPE pg_temp.atk_span AS RANGE (subtype = int4);
+SELECT decoupled.verify('atk_normed');
+SELECT count(*) AS looted FROM atk_loot;
+DISCARD TEMP;
+SELECT decoupled.verify('atk_normed') AS verified_without_them;
+RESET ROLE;
+SELECT decoupled.drop('atk_normed');
 
 -- Clean up.
 SELECT decoupled.unregister_table('atk.codes'), decoupled.unregister_table('atk.labelled'),

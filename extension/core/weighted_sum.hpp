@@ -16,10 +16,18 @@
 
 namespace decoupled {
 
+// A 128-bit integer aligned as a 64-bit one, as PostgreSQL's own int128:
+// the aggregate's state lives in memory PostgreSQL allocates, aligned to 8
+// bytes only, and the compiler may store a 16-byte-aligned __int128 with
+// instructions that fault on anything less (a sum that overflowed crashed
+// the server).
+typedef __int128 int128_a8 __attribute__((aligned(8)));
+
 struct WeightedSum {
-    __int128 sum = 0;
+    int128_a8 sum = 0;
     bool any = false;  // something was added (NULL values are not)
 };
+static_assert(alignof(WeightedSum) <= 8, "palloc'd state must need no more than 8-byte alignment");
 
 // Adds diff * value to s->sum and returns true; false, with s unchanged,
 // when the sum would overflow 128 bits: the caller carries s->sum away,
