@@ -5528,13 +5528,33 @@ $$;
 CREATE OR REPLACE FUNCTION decoupled._release_hold(id bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
+DECLARE
+    v_incarnation bigint;
+    v_adapter     text;
 BEGIN
     IF _release_hold.id IS NULL THEN
         RAISE EXCEPTION 'hold id must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    SELECT s.incarnation INTO v_incarnation FROM decoupled._shared_holds() s
+     WHERE s.hold_id = _release_hold.id;
     -- The durable protection is lifted lazily, at adapterd's next hold
     -- publication (decoupled.publish_holds() runs one now).
     PERFORM decoupled._hold_release(_release_hold.id, decoupled._caller_is_admin());
+    -- A hold of a retired incarnation protected nothing since it was
+    -- retired: released now, and said, as at the session's other protected
+    -- operations (C7.4).
+    IF v_incarnation IS NOT NULL
+       AND NOT EXISTS (SELECT FROM decoupled.catalog_adapter_incarnations i
+                        WHERE i.incarnation = v_incarnation AND i.retired_at IS NULL) THEN
+        SELECT i.adapter INTO v_adapter FROM decoupled.catalog_adapter_incarnations i
+         WHERE i.incarnation = v_incarnation;
+        RAISE EXCEPTION 'incarnation % of adapter "%" that hold % was taken under was retired',
+                        v_incarnation, coalesce(v_adapter, '?'), _release_hold.id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Its holds were released when it was retired; compaction may have '
+                           'passed this one since.  It is gone now.',
+                  HINT = 'Reconnect to attach to the adapter''s current incarnation.';
+    END IF;
 END
 $$;
 
@@ -7277,3 +7297,110 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+-- Incarnations above every one this server handed out in an earlier life
+-- of the extension (a catalog dropped and created again restarts the
+-- sequence, and sessions of the dropped one may still be attached).
+CREATE FUNCTION decoupled._claim_incarnation(candidate bigint) RETURNS bigint
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_claim_incarnation';
+CREATE FUNCTION decoupled._next_incarnation() RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_next    bigint := nextval('decoupled.incarnation_seq');
+    v_claimed bigint := decoupled._claim_incarnation(v_next);
+BEGIN
+    IF v_claimed <> v_next THEN
+        PERFORM setval('decoupled.incarnation_seq', v_claimed);
+    END IF;
+    RETURN v_claimed;
+END
+$$;
+REVOKE ALL ON FUNCTION decoupled._claim_incarnation(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION decoupled._next_incarnation() FROM PUBLIC;
+CREATE OR REPLACE FUNCTION decoupled.replica_start(replica_id bigint, deployment text, pid integer,
+                                        host text DEFAULT NULL) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_incarnation bigint;
+BEGIN
+    PERFORM FROM decoupled.catalog_replicas r WHERE r.replica_id = replica_start.replica_id FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'replica % does not exist', replica_start.replica_id
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    PERFORM FROM decoupled.catalog_deployments d
+     WHERE d.name = replica_start.deployment AND d.state <> 'retired';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'deployment "%" does not exist or is retired', replica_start.deployment
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    UPDATE decoupled.catalog_replica_incarnations i
+       SET retired_at = now(), status = 'stopped'
+     WHERE i.replica_id = replica_start.replica_id AND i.deployment = replica_start.deployment
+       AND i.retired_at IS NULL;
+    BEGIN
+        INSERT INTO decoupled.catalog_replica_incarnations
+               (replica_id, deployment, incarnation, pid, host, status, heartbeat_at)
+        VALUES (replica_start.replica_id, replica_start.deployment,
+                decoupled._next_incarnation(), replica_start.pid, replica_start.host,
+                'starting', now())
+        RETURNING incarnation INTO v_incarnation;
+    EXCEPTION WHEN unique_violation THEN
+        -- Two processes started this replica at once; the other registered
+        -- first and is the live incarnation.
+        RAISE EXCEPTION 'replica % was started by another process at the same time',
+                        replica_start.replica_id
+            USING ERRCODE = 'ZD003',  -- lost race: the protocol's own class
+                  DETAIL = 'Only one incarnation of a replica is live in a deployment.';
+    END;
+    RETURN v_incarnation;
+END
+$$;
+CREATE OR REPLACE FUNCTION decoupled._adapter_start(adapter text, deployment text, pid integer)
+RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_incarnation bigint;
+BEGIN
+    PERFORM FROM decoupled.catalog_adapters a
+     WHERE a.name = _adapter_start.adapter AND a.deployment = _adapter_start.deployment FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'adapter "%" does not exist in deployment "%"', adapter, deployment
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF EXISTS (SELECT FROM decoupled.catalog_adapter_stops s
+                WHERE s.adapter = _adapter_start.adapter AND s.deployment = _adapter_start.deployment)
+    THEN
+        RAISE EXCEPTION 'adapter "%" is stopped', adapter
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    UPDATE decoupled.catalog_adapter_incarnations i SET retired_at = now(), status = 'stopped'
+     WHERE i.adapter = _adapter_start.adapter AND i.deployment = _adapter_start.deployment
+       AND i.retired_at IS NULL;
+    BEGIN
+        INSERT INTO decoupled.catalog_adapter_incarnations
+               (adapter, deployment, incarnation, pid, status, heartbeat_at)
+        VALUES (adapter, deployment, decoupled._next_incarnation(), pid, 'running', now())
+        RETURNING incarnation INTO v_incarnation;
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'adapter "%" was started by another process at the same time', adapter
+            USING ERRCODE = 'ZD003',  -- lost race: the protocol's own class
+                  DETAIL = 'Only one incarnation of an adapter is live in a deployment.';
+    END;
+    RETURN v_incarnation;
+END
+$$;
+
+-- A retired incarnation's session holds are not listed.
+CREATE OR REPLACE VIEW decoupled.session_holds AS
+    SELECT s.hold_id, s.session_pid, i.adapter::text, i.deployment::text, s.incarnation,
+           o.name::text AS collection, s.frontier, s.subscription
+      FROM decoupled._shared_holds() s
+      JOIN decoupled.catalog_objects o USING (lifetime_id)
+      JOIN decoupled.catalog_adapter_incarnations i USING (incarnation)
+     WHERE o.dropped_at IS NULL
+       -- A retired incarnation's holds protect nothing (its session's next
+       -- protected operation says so); nor do those of a dropped catalog.
+       AND i.retired_at IS NULL;

@@ -36,6 +36,7 @@ extern "C" {
 
 #include "core/frontier.hpp"
 #include "gucs.hpp"
+#include "shmem.hpp"
 #include "read_rewrite.hpp"
 
 extern "C" {
@@ -268,6 +269,25 @@ static bool history_gate(int64 lifetime_id, int64 t) {
                          errhint("Wait for it with decoupled.wait_for_upper(%s, " INT64_FORMAT
                                  ").",
                                  quote_literal_cstr(name), since)));
+            // Compacted under this session's own hold: its adapter
+            // incarnation was retired, which released it (C4.3, C7.4).
+            {
+                int64 retired = 0;
+                char* adapter = nullptr;
+                if (decoupled::retired_hold(lifetime_id, &retired, &adapter))
+                    ereport(ERROR,
+                            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                             errmsg("incarnation " INT64_FORMAT " of adapter \"%s\" that this "
+                                    "session attached to was retired",
+                                    retired, adapter),
+                             errdetail("Its holds are released: %s \"%s\" was compacted past "
+                                       "this session's hold (decoupled.as_of is " INT64_FORMAT
+                                       "; readable times are [" INT64_FORMAT ", " INT64_FORMAT
+                                       ")).",
+                                       kind, name, t, since, upper),
+                             errhint("Reconnect to attach to the adapter's current incarnation, "
+                                     "and take the hold again.")));
+            }
             ereport(ERROR,
                     (errcode(ERRCODE_SNAPSHOT_TOO_OLD),
                      errmsg("%s \"%s\" is not readable at decoupled.as_of: its history there "

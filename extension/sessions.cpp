@@ -22,14 +22,22 @@
 extern "C" {
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "pgstat.h"
 #include "storage/condition_variable.h"
@@ -54,6 +62,7 @@ PG_FUNCTION_INFO_V1(decoupled_hold_advance);
 PG_FUNCTION_INFO_V1(decoupled_publication_in_flight);
 PG_FUNCTION_INFO_V1(decoupled_hold_confirm);
 PG_FUNCTION_INFO_V1(decoupled_request_hold_publication);
+PG_FUNCTION_INFO_V1(decoupled_claim_incarnation);
 }
 
 namespace {
@@ -212,6 +221,25 @@ Datum decoupled_session_attach(PG_FUNCTION_ARGS) {
     a->incarnation = PG_GETARG_INT64(1);
     a->in_xact = true;
     PG_RETURN_VOID();
+}
+
+// decoupled._claim_incarnation(candidate bigint) -> bigint: `candidate` (the
+// incarnation sequence's next value), or, when this server has already
+// handed out one at or above it, the next number above all of them.  A
+// catalog dropped and created again restarts the sequence while sessions of
+// the dropped one may still be attached to its incarnations and hold under
+// them (in shared memory): a number handed out again would pass those off
+// as the new catalog's.  The caller moves the sequence past the result.
+Datum decoupled_claim_incarnation(PG_FUNCTION_ARGS) {
+    int64 candidate = PG_GETARG_INT64(0);
+    decoupled::SharedState* s = decoupled::shared_state_if_any();
+    if (s == nullptr || candidate <= 0) PG_RETURN_INT64(candidate);
+    uint64 seen = pg_atomic_read_u64(&s->incarnations_seen);
+    for (;;) {
+        uint64 claimed = Max(static_cast<uint64>(candidate), seen + 1);
+        if (pg_atomic_compare_exchange_u64(&s->incarnations_seen, &seen, claimed))
+            PG_RETURN_INT64(static_cast<int64>(claimed));
+    }
 }
 
 // Whether slot `h` is one of this session's holds.
@@ -562,6 +590,55 @@ bool publication_requested(int slot) {
     bool requested = s->specs[slot].publish_requested;
     LWLockRelease(s->holds_lock);
     return requested;
+}
+
+// Whether incarnation `incarnation` of an adapter is live in the catalog,
+// as the active snapshot sees it; *adapter: its adapter, or "".
+static bool incarnation_live(int64 incarnation, char** adapter) {
+    *adapter = pstrdup("");
+    Oid nsp = get_namespace_oid("decoupled", false);
+    Oid relid = get_relname_relid("catalog_adapter_incarnations", nsp);
+    Oid index = get_relname_relid("catalog_adapter_incarnations_incarnation_key", nsp);
+    if (!OidIsValid(relid) || !OidIsValid(index))
+        elog(ERROR, "catalog table decoupled.catalog_adapter_incarnations or its key is missing");
+    Relation rel = table_open(relid, AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, get_attnum(relid, "incarnation"), BTEqualStrategyNumber, F_INT8EQ,
+                Int64GetDatum(incarnation));
+    SysScanDesc scan = systable_beginscan(rel, index, true, GetActiveSnapshot(), 1, &key);
+    HeapTuple row = systable_getnext(scan);
+    bool live = false;
+    if (row != nullptr) {
+        bool isnull;
+        Datum name = heap_getattr(row, get_attnum(relid, "adapter"), RelationGetDescr(rel),
+                                  &isnull);
+        if (!isnull) *adapter = TextDatumGetCString(name);
+        (void)heap_getattr(row, get_attnum(relid, "retired_at"), RelationGetDescr(rel), &isnull);
+        live = isnull;
+    }
+    systable_endscan(scan);
+    table_close(rel, AccessShareLock);
+    return live;
+}
+
+bool retired_hold(int64 lifetime_id, int64* incarnation, char** adapter) {
+    SharedState* s = shared_state_if_any();
+    if (s == nullptr || MyProc == nullptr || MyProc->pgprocno < 0) return false;
+    // This session's slots only: its share of them.
+    int first = MyProc->pgprocno * s->holds_per_backend;
+    int n = 0;
+    int64* held = static_cast<int64*>(palloc(sizeof(int64) * Max(s->holds_per_backend, 1)));
+    LWLockAcquire(s->holds_lock, LW_SHARED);
+    for (int i = first; i < first + s->holds_per_backend && i < s->nholds; ++i)
+        if (mine(s->holds[i]) && s->holds[i].lifetime_id == lifetime_id)
+            held[n++] = s->holds[i].incarnation;
+    LWLockRelease(s->holds_lock);
+    for (int i = 0; i < n; ++i) {
+        if (incarnation_live(held[i], adapter)) continue;
+        *incarnation = held[i];
+        return true;
+    }
+    return false;
 }
 
 bool holds_pending(int64 incarnation) {

@@ -51,6 +51,7 @@ void startup_shmem() {
         ConditionVariableInit(&state->observed_cv);
         ConditionVariableInit(&state->upper_cv);
         ConditionVariableInit(&state->holds_cv);
+        pg_atomic_init_u64(&state->incarnations_seen, 0);
         pg_atomic_init_u64(&state->catalog_epoch, 0);
         pg_atomic_init_u64(&state->frontier_epoch, 0);
         pg_atomic_init_u64(&state->relay_fanouts, 0);
@@ -102,6 +103,8 @@ void install_shmem_hooks() {
     prev_shmem_startup_hook = shmem_startup_hook;
     shmem_startup_hook = startup_shmem;
 }
+
+SharedState* shared_state_if_any() { return state; }
 
 SharedState* shared_state() {
     if (!state)

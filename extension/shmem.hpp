@@ -133,6 +133,13 @@ struct SharedState {
     int nholds;
     int holds_per_backend;
 
+    // The highest incarnation (of a replica or an adapter) this server has
+    // handed out since it started, in any life of the extension: a catalog
+    // created again restarts its sequence, and a number handed out again
+    // would pass a session's attachment or hold of the dropped catalog off
+    // as the new one's (extension/sessions.cpp, _claim_incarnation).
+    pg_atomic_uint64 incarnations_seen;
+
     // Bumped after every committed catalog change; backends compare it with
     // the value their caches were built at.
     pg_atomic_uint64 catalog_epoch;
@@ -181,6 +188,8 @@ struct SharedState {
 void install_shmem_hooks();
 
 SharedState* shared_state();
+// The same, or nullptr where the library was not preloaded.
+SharedState* shared_state_if_any();
 
 // Wake the controller now: a hint, polling catches up without it.
 void wake_controller();
@@ -225,5 +234,12 @@ void confirm_holds(int slot, int64 incarnation, bool published, const HeldCollec
 // sessions wait for it.
 bool publication_requested(int slot);
 bool holds_pending(int64 incarnation);
+
+// Whether this session holds collection `lifetime_id` under an adapter
+// incarnation that is no longer live (retired, or of a catalog dropped
+// since): *incarnation is then that one, *adapter its adapter ("" if the
+// catalog no longer knows it).  Reads the catalog directly (no privilege
+// checked): the reader's gate asks when a read under its hold fails.
+bool retired_hold(int64 lifetime_id, int64* incarnation, char** adapter);
 
 }  // namespace decoupled

@@ -7,12 +7,16 @@
 #                    restarted meanwhile reconstructs and progresses;
 #                    start_adapter: a new incarnation serves sessions again
 #   sessions         a session's holds end with it; a retired incarnation's
-#                    session fails clearly; a predecessor's late row never
-#                    shows as the successor's
+#                    session fails clearly (a protected operation, a read
+#                    under its released hold, the hold's release); a
+#                    predecessor's late row never shows as the successor's
 #   retirement       retire_incarnation releases exactly its holds
 #   two adapters     one's restart or drop changes nothing for the other's
 #                    holds, sessions and subscriptions
 #   zero adapters    maintenance goes on; a new adapter serves queries
+#   re-created       the extension dropped and created again: a session's
+#                    holds and attachment of the dropped catalog never pass
+#                    for the new one's
 use strict;
 use warnings;
 use IPC::Run;
@@ -137,7 +141,9 @@ $node->safe_psql('postgres', 'SELECT decoupled.publish_holds()');
 # Sessions of a retired incarnation; predecessors' rows; retirement
 # ---------------------------------------------------------------------------
 $bg = $node->background_psql('postgres', on_error_stop => 0);
-$bg->query_safe(q{SELECT decoupled.acquire_hold('stock_levels')});
+my $hold1 = $bg->query_safe(q{SELECT decoupled.acquire_hold('stock_levels')});
+my $held1 = $node->safe_psql('postgres',
+    qq{SELECT frontier FROM decoupled.session_holds WHERE hold_id = $hold1});
 my $inc1 = $node->safe_psql('postgres', q{SELECT incarnation FROM decoupled.adapters});
 is($node->safe_psql('postgres', q{SELECT count(*) FROM decoupled.sessions
                                    WHERE incarnation = } . $inc1), '1',
@@ -152,6 +158,24 @@ my $inc2 = $node->safe_psql('postgres', q{SELECT incarnation FROM decoupled.adap
 $bg->query(q{SELECT decoupled.acquire_hold('stock')});
 like($bg->{stderr}, qr/incarnation $inc1 of adapter "default" that this session attached to was retired/,
     'the retired incarnation\'s session fails clearly on its next protected operation');
+$bg->{stderr} = '';
+# Its hold is released with its incarnation: no longer listed, and a read
+# under it, once compaction passed it, says why, as does its release.
+is($node->safe_psql('postgres',
+    qq{SELECT count(*) FROM decoupled.session_holds WHERE hold_id = $hold1}), '0',
+    'the retired incarnation\'s session hold is no longer listed');
+DecoupledTest::wait_for($node, qq{SELECT since > $held1 FROM decoupled.frontiers
+                                  WHERE name = 'stock_levels'}, 't');
+$bg->query(qq{SET decoupled.as_of = $held1; SELECT count(*) FROM stock_levels});
+like($bg->{stderr}, qr/incarnation $inc1 of adapter "default" that this session attached to was retired/,
+    'a read under the released hold says the incarnation was retired, not just "compacted"');
+$bg->{stderr} = '';
+$bg->query(qq{RESET decoupled.as_of; SELECT decoupled.release_hold($hold1)});
+like($bg->{stderr}, qr/incarnation $inc1 of adapter "default" that hold $hold1 was taken under was retired/,
+    'so does its release');
+$bg->{stderr} = '';
+$bg->query(qq{SELECT decoupled.release_hold($hold1)});
+like($bg->{stderr}, qr/hold $hold1 does not exist/, 'which removed it');
 $bg->{stderr} = '';
 # A predecessor's late row (as if written just before it was fenced) never
 # appears as the successor's.
@@ -274,6 +298,39 @@ is($node->safe_psql('postgres', q{SET decoupled.adapter = 'fresh';
                              decoupled.subscribe('stock', f.upper - 1, f.upper) s
      WHERE f.name = 'stock'}), 't',
     'a newly declared adapter serves queries');
+
+# ---------------------------------------------------------------------------
+# The extension dropped and created again under a session's holds
+# ---------------------------------------------------------------------------
+# The new catalog starts its sequences again; the session stays attached to
+# the dropped catalog's incarnation and its holds stay in shared memory until
+# it ends: none of it may pass for the new catalog's.
+my $old_session = $node->background_psql('postgres', on_error_stop => 0);
+$old_session->query_safe(q{SET decoupled.adapter = 'fresh'});
+$old_session->query_safe(q{SELECT decoupled.acquire_hold('stock')});
+my $fresh_inc = $node->safe_psql('postgres',
+    q{SELECT incarnation FROM decoupled.adapters WHERE name = 'fresh'});
+$node->safe_psql('postgres', q{
+    SET client_min_messages = warning;
+    DROP EXTENSION pg_decoupled CASCADE;
+    CREATE EXTENSION pg_decoupled;
+    SELECT decoupled.register_table('stock', retain_history => '300ms');
+    SELECT decoupled.declare_adapter('fresh');
+});
+DecoupledTest::wait_for($node, q{SELECT count(*) FROM decoupled.adapters
+                                  WHERE name = 'fresh' AND status = 'running'}, '1');
+cmp_ok($node->safe_psql('postgres',
+    q{SELECT min(incarnation) FROM decoupled.adapters}), '>', $fresh_inc,
+    'the new catalog\'s incarnations come after every one this server handed out');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM decoupled.session_holds}), '0',
+    'the dropped catalog\'s session holds are not the new one\'s');
+$old_session->query(q{SELECT decoupled.acquire_hold('stock')});
+like($old_session->{stderr}, qr/incarnation $fresh_inc of adapter "fresh" that this session attached to was retired/,
+    'the session attached under the dropped catalog is told to reconnect');
+$old_session->quit;
+my $new_session = $node->safe_psql('postgres', q{SET decoupled.adapter = 'fresh';
+    SELECT decoupled.acquire_hold('stock') > 0});
+is($new_session, 't', 'a new session holds under the new catalog');
 
 $node->stop;
 done_testing();

@@ -129,6 +129,26 @@ CREATE TABLE decoupled.catalog_replicas (
 -- Execution identities.  One sequence for replicas and adapters: a later
 -- start always has a larger incarnation, which is what fencing compares.
 CREATE SEQUENCE decoupled.incarnation_seq AS bigint;
+-- The next incarnation: the sequence's next value, or above every
+-- incarnation this server handed out since it started, in any life of the
+-- extension (extension/sessions.cpp, _claim_incarnation).  A catalog
+-- dropped and created again restarts the sequence, and sessions of the
+-- dropped one may still be attached to its incarnations: a number handed
+-- out again would pass them off as the new catalog's.
+CREATE FUNCTION decoupled._claim_incarnation(candidate bigint) RETURNS bigint
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'decoupled_claim_incarnation';
+CREATE FUNCTION decoupled._next_incarnation() RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_next    bigint := nextval('decoupled.incarnation_seq');
+    v_claimed bigint := decoupled._claim_incarnation(v_next);
+BEGIN
+    IF v_claimed <> v_next THEN
+        PERFORM setval('decoupled.incarnation_seq', v_claimed);
+    END IF;
+    RETURN v_claimed;
+END
+$$;
 
 CREATE TABLE decoupled.catalog_replica_incarnations (
     replica_id   bigint NOT NULL

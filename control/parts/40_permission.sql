@@ -450,13 +450,33 @@ CREATE FUNCTION decoupled.release_hold(id bigint) RETURNS void
 CREATE FUNCTION decoupled._release_hold(id bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
+DECLARE
+    v_incarnation bigint;
+    v_adapter     text;
 BEGIN
     IF _release_hold.id IS NULL THEN
         RAISE EXCEPTION 'hold id must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    SELECT s.incarnation INTO v_incarnation FROM decoupled._shared_holds() s
+     WHERE s.hold_id = _release_hold.id;
     -- The durable protection is lifted lazily, at adapterd's next hold
     -- publication (decoupled.publish_holds() runs one now).
     PERFORM decoupled._hold_release(_release_hold.id, decoupled._caller_is_admin());
+    -- A hold of a retired incarnation protected nothing since it was
+    -- retired: released now, and said, as at the session's other protected
+    -- operations (C7.4).
+    IF v_incarnation IS NOT NULL
+       AND NOT EXISTS (SELECT FROM decoupled.catalog_adapter_incarnations i
+                        WHERE i.incarnation = v_incarnation AND i.retired_at IS NULL) THEN
+        SELECT i.adapter INTO v_adapter FROM decoupled.catalog_adapter_incarnations i
+         WHERE i.incarnation = v_incarnation;
+        RAISE EXCEPTION 'incarnation % of adapter "%" that hold % was taken under was retired',
+                        v_incarnation, coalesce(v_adapter, '?'), _release_hold.id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Its holds were released when it was retired; compaction may have '
+                           'passed this one since.  It is gone now.',
+                  HINT = 'Reconnect to attach to the adapter''s current incarnation.';
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION decoupled.release_hold(bigint) IS

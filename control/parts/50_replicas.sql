@@ -361,7 +361,7 @@ BEGIN
         INSERT INTO decoupled.catalog_replica_incarnations
                (replica_id, deployment, incarnation, pid, host, status, heartbeat_at)
         VALUES (replica_start.replica_id, replica_start.deployment,
-                nextval('decoupled.incarnation_seq'), replica_start.pid, replica_start.host,
+                decoupled._next_incarnation(), replica_start.pid, replica_start.host,
                 'starting', now())
         RETURNING incarnation INTO v_incarnation;
     EXCEPTION WHEN unique_violation THEN

@@ -130,7 +130,7 @@ BEGIN
     BEGIN
         INSERT INTO decoupled.catalog_adapter_incarnations
                (adapter, deployment, incarnation, pid, status, heartbeat_at)
-        VALUES (adapter, deployment, nextval('decoupled.incarnation_seq'), pid, 'running', now())
+        VALUES (adapter, deployment, decoupled._next_incarnation(), pid, 'running', now())
         RETURNING incarnation INTO v_incarnation;
     EXCEPTION WHEN unique_violation THEN
         RAISE EXCEPTION 'adapter "%" was started by another process at the same time', adapter

@@ -133,8 +133,11 @@ CREATE VIEW decoupled.session_holds AS
            o.name::text AS collection, s.frontier, s.subscription
       FROM decoupled._shared_holds() s
       JOIN decoupled.catalog_objects o USING (lifetime_id)
-      LEFT JOIN decoupled.catalog_adapter_incarnations i USING (incarnation)
-     WHERE o.dropped_at IS NULL;
+      JOIN decoupled.catalog_adapter_incarnations i USING (incarnation)
+     WHERE o.dropped_at IS NULL
+       -- A retired incarnation's holds protect nothing (its session's next
+       -- protected operation says so); nor do those of a dropped catalog.
+       AND i.retired_at IS NULL;
 
 -- Health of every live object on every replica of its cluster, as the
 -- active deployment's replicas report it.  An object
