@@ -2670,6 +2670,39 @@ BEGIN
     PERFORM decoupled._create_history_parts(id);
 END
 $$;
+-- The storage of every collection this update changes, taken now, in the
+-- order a reader takes it: a maintained view's relation, then the views
+-- over history, then cur and dead.  Taken one by one further down (a
+-- constraint of cur dropped here, the history views replaced later), a
+-- reader that had planned through c<id>_history waited for c<id>_cur,
+-- which the update held, while the update waited for c<id>_history: the
+-- reader's transaction, a writer's, was aborted as a deadlock.  Later
+-- collections first, as a replica holds its view's storage before it
+-- reads its inputs'.
+DO $$
+DECLARE
+    o      record;
+    v_part text;
+    v_rel  regclass;
+BEGIN
+    FOR o IN SELECT c.lifetime_id, c.kind, c.relation FROM decoupled.catalog_objects c
+              WHERE c.dropped_at IS NULL
+              ORDER BY c.lifetime_id DESC
+    LOOP
+        IF o.kind = 'materialized view' AND o.relation IS NOT NULL
+           AND EXISTS (SELECT FROM pg_catalog.pg_class r WHERE r.oid = o.relation::oid) THEN
+            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', o.relation::oid::regclass);
+        END IF;
+        FOREACH v_part IN ARRAY ARRAY['history', 'delta', 'before', 'history_cur',
+                                      'history_dead', 'cur', 'dead'] LOOP
+            v_rel := to_regclass(decoupled._storage(o.lifetime_id, v_part));
+            IF v_rel IS NOT NULL THEN
+                EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_rel);
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$$;
 DO $$
 DECLARE
     r record;

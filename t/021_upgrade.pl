@@ -101,6 +101,11 @@ $node->safe_psql('postgres', q{
             IF i % 10 = 0 THEN
                 UPDATE items SET label = 'item ' || item || ' v' || i WHERE item = i % 15;
             END IF;
+            -- Reads after writes in one transaction, as applications do:
+            -- the update locks what they read in their order (a writer was
+            -- aborted as a deadlock).
+            PERFORM count(*) FROM stock WHERE item = i % 20;
+            PERFORM count(*) FROM stock_levels;
             INSERT INTO writer_progress VALUES (i);
             COMMIT;
             EXIT WHEN EXISTS (SELECT FROM writer_stop);
