@@ -112,6 +112,25 @@ SubLink* accepted_sublink(Node* conjunct, Via* via) {
     return nullptr;
 }
 
+// Why a subquery conjunct of WHERE is not one accepted_sublink takes: the
+// construct, named as the user wrote it.
+const char* sublink_refused(Node* conjunct) {
+    if (is_notclause(conjunct))
+        conjunct = reinterpret_cast<Node*>(get_notclausearg(reinterpret_cast<Expr*>(conjunct)));
+    if (conjunct != nullptr && IsA(conjunct, SubLink)) {
+        switch (reinterpret_cast<SubLink*>(conjunct)->subLinkType) {
+            case ANY_SUBLINK:
+                return "it compares a row of several columns with IN or NOT IN (a subquery)";
+            case ALL_SUBLINK:
+                return "it compares with ALL (a subquery) in WHERE";
+            default:
+                break;
+        }
+    }
+    return "it uses a subquery in WHERE other than EXISTS, NOT EXISTS, IN or NOT IN as a "
+           "condition of its own";
+}
+
 List* where_conjuncts(Query* q) {
     return q->jointree->quals ? make_ands_implicit(reinterpret_cast<Expr*>(q->jointree->quals))
                               : NIL;
@@ -172,8 +191,7 @@ List* slots_of(Query* q, const char** problem) {
         Via via;
         SubLink* sublink = accepted_sublink(conjunct, &via);
         if (sublink == nullptr) {
-            if (*problem == nullptr)
-                *problem = "it uses a subquery other than EXISTS, NOT EXISTS, IN or NOT IN in WHERE";
+            if (*problem == nullptr) *problem = sublink_refused(conjunct);
             continue;
         }
         auto* sub = castNode(Query, sublink->subselect);

@@ -91,7 +91,12 @@ SELECT decoupled.create_materialized_view('inc_hidden_key',
     'SELECT count(*) AS n FROM inc_t GROUP BY g') > 0 AS created;
 SELECT decoupled.create_materialized_view('inc_top',
     'SELECT k, v FROM inc_t ORDER BY v DESC, k LIMIT 3') > 0 AS created;
+-- A NOT IN over a row of two columns: the reason names that construct.
+SELECT decoupled.create_materialized_view('inc_row_not_in',
+    'SELECT k FROM inc_t WHERE (k, g) NOT IN (SELECT k, g FROM inc_t WHERE v > 5)') > 0
+    AS created;
 SELECT name, strategy, method, reason FROM decoupled.view_maintenance ORDER BY name;
+SELECT decoupled.drop('inc_row_not_in');
 
 -- Arrangements: the GROUP BY keys of a one-input 'groups' view and the
 -- join keys of every input, each an index on the input's cur and dead,
