@@ -4707,21 +4707,18 @@ BEGIN
     PERFORM decoupled._stage_plan((o.definition->>'plan')::oid::regclass,
                                   (o.definition->>'owner')::oid, v_t,
                                   format('pg_temp.%I', v_plan_t)::regclass);
-    -- Rows compare as their texts, but columns of a nondeterministic
-    -- collation as values under it, and numeric and floating-point columns
-    -- as values: a group of 'b' and 'B' (of 5 and 5.00, of 0 and -0) may
-    -- keep either spelling, in the view as in PostgreSQL's own GROUP BY or
-    -- DISTINCT.
+    -- Rows compare as their texts, but columns whose equal values may
+    -- print differently as values, by their type's equality
+    -- (_compared_by_value): a group of 'b' and 'B' under a nondeterministic
+    -- collation (of 5 and 5.00, of 0 and -0, of '1 day' and '24 hours')
+    -- may keep either spelling, in the view as in PostgreSQL's own GROUP BY,
+    -- DISTINCT or min().
     SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
-               FILTER (WHERE c.collisdeterministic IS DISTINCT FROM false
-                         AND a.atttypid NOT IN ('numeric'::regtype, 'float4'::regtype,
-                                                'float8'::regtype)),
+               FILTER (WHERE NOT decoupled._compared_by_value(a.atttypid, a.attcollation)),
            string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
-               FILTER (WHERE NOT c.collisdeterministic
-                          OR a.atttypid IN ('numeric'::regtype, 'float4'::regtype,
-                                            'float8'::regtype))
+               FILTER (WHERE decoupled._compared_by_value(a.atttypid, a.attcollation))
       INTO v_exact, v_collated
-      FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation
+      FROM pg_attribute a
      WHERE a.attrelid = (o.definition->>'plan')::oid AND a.attnum > 0 AND NOT a.attisdropped;
     v_exact := CASE WHEN v_collated IS NULL THEN 'mz_key'
                     ELSE format('ROW(%s)::text, %s', coalesce(v_exact, ''), v_collated) END;
@@ -7437,3 +7434,10 @@ CREATE OR REPLACE VIEW decoupled.session_holds AS
        -- A retired incarnation's holds protect nothing (its session's next
        -- protected operation says so); nor do those of a dropped catalog.
        AND i.retired_at IS NULL;
+
+-- verify() compares by value every column whose equal values may print
+-- differently (_compared_by_value), not only numeric, float and
+-- nondeterministic collations.
+CREATE FUNCTION decoupled._compared_by_value(type oid, collation oid) RETURNS boolean
+    LANGUAGE C STABLE AS 'MODULE_PATHNAME', 'decoupled_compared_by_value';
+REVOKE ALL ON FUNCTION decoupled._compared_by_value(oid, oid) FROM PUBLIC;

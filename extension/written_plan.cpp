@@ -49,10 +49,12 @@ extern "C" {
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/regproc.h"
+#include "utils/typcache.h"
 }
 
 #include <cstring>
 
+#include "delta_plan.hpp"
 #include "kept_statements.hpp"
 #include "scratch.hpp"
 #include "shmem.hpp"
@@ -64,6 +66,7 @@ PG_FUNCTION_INFO_V1(decoupled_mv_check_sql);
 PG_FUNCTION_INFO_V1(decoupled_mv_relations);
 PG_FUNCTION_INFO_V1(decoupled_stage_plan);
 PG_FUNCTION_INFO_V1(decoupled_row_text);
+PG_FUNCTION_INFO_V1(decoupled_compared_by_value);
 }
 
 namespace {
@@ -564,6 +567,32 @@ Datum decoupled_row_text(PG_FUNCTION_ARGS) {
     { session_timezone = saved; }
     PG_END_TRY();
     PG_RETURN_TEXT_P(cstring_to_text(DatumGetCString(text)));
+}
+
+// decoupled._compared_by_value(type oid, collation oid) -> boolean: whether
+// verify() compares a view's column of this type and collation by the
+// type's own equality rather than by its text.  Where equal values may
+// print differently — numeric 1.0 and 1.00, float 0 and -0, interval
+// '1 day' and '24 hours', jsonb, bpchar's trailing spaces, a
+// nondeterministic collation, records, arrays and ranges of such values —
+// a view may keep either of the equal values of a group or an extreme, as
+// PostgreSQL's own GROUP BY, DISTINCT and min/max may; elsewhere equal
+// means identical, and texts compare as strictly.  A type without an
+// equality is compared by text.
+Datum decoupled_compared_by_value(PG_FUNCTION_ARGS) {
+    Oid type = PG_GETARG_OID(0);
+    Oid collation = PG_ARGISNULL(1) ? InvalidOid : PG_GETARG_OID(1);
+    if (!OidIsValid(collation)) collation = get_typcollation(type);  // the type's own
+    TypeCacheEntry* entry = lookup_type_cache(type, TYPECACHE_EQ_OPR);
+    if (!OidIsValid(entry->eq_opr)) PG_RETURN_BOOL(false);
+    if (OidIsValid(collation) && !get_collation_isdeterministic(collation)) PG_RETURN_BOOL(true);
+    // bpchar's equality ignores trailing spaces, which its values keep
+    // (its operator class says equal images, for its indexes' sake).
+    Oid base = getBaseType(type);
+    Oid element = get_element_type(base);
+    if (base == BPCHAROID || (OidIsValid(element) && getBaseType(element) == BPCHAROID))
+        PG_RETURN_BOOL(true);
+    PG_RETURN_BOOL(!decoupled::delta::equal_means_identical(type, collation));
 }
 
 // decoupled._stage_plan(plan regclass, owner oid, ts bigint, target regclass,
