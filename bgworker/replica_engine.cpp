@@ -236,6 +236,7 @@ struct ReplicaEngine::Impl {
     std::unique_ptr<RelayFollower> relay;  // hosts outside the server only
     int64_t incarnation = 0;
     int64_t catalog_version = -1;
+    bool batches = true;  // the catalog has replica_maintain_many and replica_advance_idle
     bool writes_enabled = true;
     int64_t last_heartbeat = 0;
     int64_t publication_ms = 0;  // decoupled.bound_publication_interval; 0: off
@@ -278,6 +279,14 @@ struct ReplicaEngine::Impl {
         pqxx::transaction<pqxx::isolation_level::repeatable_read> tx(*connection);
         auto rows = tx.exec_params("SELECT * FROM decoupled.replica_desired_state($1)", incarnation);
         auto views = tx.exec_params("SELECT * FROM decoupled.replica_maintained($1)", incarnation);
+        // The batch calls came with 1.1: a catalog of 1.0 not yet updated
+        // (the library opens it) has only the step of one view, which then
+        // takes every step, instead of each pass failing on them.
+        batches = tx.exec("SELECT to_regprocedure('decoupled.replica_maintain_many(bigint, "
+                          "bigint[], bigint[], integer)') IS NOT NULL "
+                          "AND to_regprocedure('decoupled.replica_advance_idle(bigint, bigint[], "
+                          "bigint[])') IS NOT NULL")[0][0]
+                      .as<bool>();
         tx.commit();
         reconcile_maintained(views);
         std::map<int64_t, Source> desired;
@@ -387,7 +396,7 @@ struct ReplicaEngine::Impl {
             uppers += std::to_string(m.upper);
         }
         // One view: its own step costs the same.
-        if (candidates < 2) return advanced;
+        if (candidates < 2 || !batches) return advanced;
         ids += '}';
         uppers += '}';
         Failure f = attempt([&] {
@@ -445,7 +454,7 @@ struct ReplicaEngine::Impl {
         std::set<int64_t> stepped;
         std::vector<Outcome> views, sinks;
         for (auto& [lifetime_id, m] : maintained)
-            if (skip.count(lifetime_id) == 0 && steady(m, now))
+            if (skip.count(lifetime_id) == 0 && steady(m, now) && (batches || m.kind == "sink"))
                 (m.kind == "sink" ? sinks : views).push_back({&m, m.upper, false, {}});
         if (views.size() + sinks.size() < 2) return stepped;
         std::vector<int64_t> gone;
