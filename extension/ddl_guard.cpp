@@ -73,6 +73,7 @@ extern "C" {
 
 extern "C" {
 PG_FUNCTION_INFO_V1(decoupled_drop_cascades);
+PG_FUNCTION_INFO_V1(decoupled_dropping_owned_by);
 PG_FUNCTION_INFO_V1(decoupled_alter_keeps_shape);
 }
 
@@ -83,6 +84,11 @@ ProcessUtility_hook_type prev_process_utility = nullptr;
 // The DropBehavior of the innermost DROP / DROP OWNED statement being
 // executed, -1 while the innermost utility statement is something else.
 int current_drop_behavior = -1;
+
+// The roles of the innermost DROP OWNED statement being executed (a list
+// of OIDs in the statement's memory), NIL while the innermost utility
+// statement is something else.
+List* current_drop_owned_roles = NIL;
 
 // Whether the innermost utility statement is an ALTER TABLE that leaves a
 // registered table's shape, key and capture as they are
@@ -267,6 +273,41 @@ Oid extension_owner() {
     systable_endscan(scan);
     table_close(rel, AccessShareLock);
     return owner;
+}
+
+// The roles a DROP OWNED names (those that exist).
+List* drop_owned_roles(DropOwnedStmt* stmt) {
+    List* roles = NIL;
+    ListCell* cell;
+    foreach (cell, stmt->roles) {
+        Oid role = get_rolespec_oid(lfirst_node(RoleSpec, cell), true);
+        if (OidIsValid(role)) roles = lappend_oid(roles, role);
+    }
+    return roles;
+}
+
+// DROP OWNED BY ... RESTRICT of a role whose registered tables or views
+// others depend on: the extension's own error, naming them (2BP01), not
+// PostgreSQL's, which names a view's written plan — storage of the
+// extension's that depends on the tables it reads.
+void check_owned_drop(DropOwnedStmt* stmt, List* roles) {
+    if (stmt->behavior == DROP_CASCADE || roles == NIL || !extension_installed()) return;
+    // Only for a caller who may: anyone else gets PostgreSQL's error first.
+    ListCell* role;
+    foreach (role, roles)
+        if (!has_privs_of_role(GetUserId(), lfirst_oid(role))) return;
+    int n = 0;
+    Datum* oids = static_cast<Datum*>(palloc(sizeof(Datum) * list_length(roles)));
+    ListCell* cell;
+    foreach (cell, roles) oids[n++] = ObjectIdGetDatum(lfirst_oid(cell));
+    ArrayType* array = construct_array(oids, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT);
+    // A catalog not yet updated to 1.1 has no such check.
+    List* name = list_make2(makeString(pstrdup("decoupled")),
+                            makeString(pstrdup("_refuse_owned_drop")));
+    Oid types[1] = {OIDARRAYOID};
+    if (!OidIsValid(LookupFuncName(name, 1, types, true))) return;
+    Datum args[1] = {PointerGetDatum(array)};
+    call_catalog_check("SELECT decoupled._refuse_owned_drop($1)", 1, types, args);
 }
 
 // Whether `stmt` is a DROP OWNED BY the role that owns pg_decoupled, by a
@@ -617,6 +658,7 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     // relations are then taken first, and the registered tables' replica
     // identities given back before PostgreSQL drops them.
     bool removes_extension = false;
+    List* drop_owned = NIL;  // a DROP OWNED's roles
     // Read after PG_TRY (the statement's own longjmp never returns here).
     volatile Oid replaced_view = InvalidOid;
     volatile int replaced_natts = 0;
@@ -630,6 +672,8 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
         case T_DropOwnedStmt:
             removes_extension = drops_owned_extension(castNode(DropOwnedStmt, stmt));
             behavior = castNode(DropOwnedStmt, stmt)->behavior;
+            drop_owned = drop_owned_roles(castNode(DropOwnedStmt, stmt));
+            if (!removes_extension) check_owned_drop(castNode(DropOwnedStmt, stmt), drop_owned);
             break;
         case T_AlterEnumStmt:
             check_enum_rename(castNode(AlterEnumStmt, stmt));
@@ -668,6 +712,8 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     }
     int outer = current_drop_behavior;
     current_drop_behavior = behavior;
+    List* outer_owned = current_drop_owned_roles;
+    current_drop_owned_roles = drop_owned;
     bool outer_keeps_shape = current_alter_keeps_shape;
     current_alter_keeps_shape =
         IsA(stmt, AlterTableStmt) && alter_keeps_shape(castNode(AlterTableStmt, stmt));
@@ -693,6 +739,7 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     PG_FINALLY();
     {
         current_drop_behavior = outer;
+        current_drop_owned_roles = outer_owned;
         current_alter_keeps_shape = outer_keeps_shape;
         if (frame != nullptr) decoupled::pop_caller_frame(frame);
     }
@@ -782,6 +829,13 @@ void guard_utility(PlannedStmt* pstmt, const char* query_string, bool read_only_
 Datum decoupled_alter_keeps_shape(PG_FUNCTION_ARGS) {
     (void)fcinfo;
     PG_RETURN_BOOL(current_alter_keeps_shape || giving_back_identities);
+}
+
+// decoupled._dropping_owned_by(role oid) -> boolean: whether the innermost
+// utility statement is a DROP OWNED BY `role` (among others).
+Datum decoupled_dropping_owned_by(PG_FUNCTION_ARGS) {
+    PG_RETURN_BOOL(!PG_ARGISNULL(0) &&
+                   list_member_oid(current_drop_owned_roles, PG_GETARG_OID(0)));
 }
 
 Datum decoupled_drop_cascades(PG_FUNCTION_ARGS) {

@@ -40,6 +40,19 @@ CREATE FUNCTION caught_up(name text) RETURNS boolean LANGUAGE sql AS $$
                                             WHERE o.kind = 'table'), '60s') > 0
 $$;
 
+-- Finalizes the dropped objects whose names match `pattern` (a bounded
+-- wait: finalization skips what a replica still reads, and retries).
+CREATE PROCEDURE finalized(pattern text) LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. 600 LOOP
+        PERFORM decoupled.finalize_dropped();
+        EXIT WHEN NOT EXISTS (SELECT FROM decoupled.catalog_objects
+                               WHERE name LIKE pattern AND finalized_at IS NULL);
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END
+$$;
+
 -- A role that is no superuser owns the schema everything lives in.
 CREATE ROLE ddl_owner IN ROLE decoupled_admin;
 CREATE SCHEMA ddl_s AUTHORIZATION ddl_owner;
@@ -426,6 +439,28 @@ DROP OWNED BY ddl_owner CASCADE;
 RESET client_min_messages;
 SELECT * FROM live();
 SELECT * FROM disagreements();
+-- A role's registered table with a view and a sink over it: DROP OWNED
+-- without CASCADE names them (not a view's written plan, which is the
+-- extension's); with CASCADE the sink's table goes too, whenever the sink
+-- is finalized, and the role can be dropped after.
+CREATE ROLE ddl_leaver IN ROLE decoupled_admin;
+GRANT CREATE ON SCHEMA public TO ddl_leaver;
+SET ROLE ddl_leaver;
+CREATE TABLE ddl_lt (id int PRIMARY KEY, v int) WITH (decoupled.registered = true);
+SELECT decoupled.create_materialized_view('ddl_lt_mv', 'SELECT count(*) AS n FROM ddl_lt',
+                                          cluster => 'idle') > 0 AS created;
+SELECT decoupled.create_sink('ddl_lt_feed', 'ddl_lt', 'ddl_lt_out', cluster => 'idle') > 0
+    AS created;
+RESET ROLE;
+DROP OWNED BY ddl_leaver;
+SET client_min_messages = warning;
+DROP OWNED BY ddl_leaver CASCADE;
+RESET client_min_messages;
+SELECT name, kind FROM decoupled.objects WHERE name LIKE 'ddl\_lt%';
+CALL finalized('ddl\_lt%');
+SELECT to_regclass('ddl_lt_out') IS NULL AS sink_table_gone;
+REVOKE CREATE ON SCHEMA public FROM ddl_leaver;
+DROP ROLE ddl_leaver;
 
 ------------------------------------------------------------------------------
 -- 7. PostgreSQL objects that read a collection's history — a view over a
@@ -458,16 +493,7 @@ SELECT decoupled.register_table('ddl_fd') > 0 AS registered;
 CREATE VIEW ddl_fd_view2 AS SELECT id FROM ddl_fd;
 SELECT decoupled.drop('ddl_fd', cascade => true);
 SET client_min_messages = warning;
-DO $$
-BEGIN
-    FOR i IN 1 .. 600 LOOP
-        PERFORM decoupled.finalize_dropped();
-        EXIT WHEN NOT EXISTS (SELECT FROM decoupled.catalog_objects
-                               WHERE name LIKE 'ddl\_fd%' AND finalized_at IS NULL);
-        PERFORM pg_sleep(0.1);
-    END LOOP;
-END
-$$;
+CALL finalized('ddl\_fd%');
 RESET client_min_messages;
 SELECT to_regclass('ddl_fd_view') IS NOT NULL AS plain_view_kept,
        to_regclass('ddl_fd_view2') IS NULL AS history_view_gone;
@@ -509,4 +535,5 @@ RESET search_path;
 SELECT decoupled.drop_cluster('idle');
 DROP ROLE ddl_owner;
 DROP FUNCTION disagreements(), live(), catalog_version(), caught_up(text);
+DROP PROCEDURE finalized(text);
 SELECT decoupled.finalize_dropped() >= 0 AS finalized;

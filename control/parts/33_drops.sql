@@ -19,7 +19,15 @@ DECLARE
     v_released bigint[];
 BEGIN
     UPDATE decoupled.catalog_objects o
-       SET dropped_at = now(), dropped_in_version = catalog_version
+       SET dropped_at = now(), dropped_in_version = catalog_version,
+           -- A sink's table goes to its creator at finalization, unless
+           -- the sink goes with DROP OWNED BY its creator: then the table
+           -- goes too, as everything of the creator's (handed over after
+           -- the statement it would keep the role from being dropped).
+           definition = CASE WHEN o.kind = 'sink'
+                              AND decoupled._dropping_owned_by((o.definition->>'owner')::oid)
+                             THEN o.definition || '{"drop_table": true}'
+                             ELSE o.definition END
      WHERE o.lifetime_id = id;
     -- Time never goes back, even once nothing uses this upper any more:
     -- an upper the oracle handed out (a registered table's, a view's
@@ -251,6 +259,43 @@ $$;
 -- NULL while the innermost utility statement is something else.
 CREATE FUNCTION decoupled._drop_cascades() RETURNS boolean
     LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_drop_cascades';
+-- Whether the innermost utility statement is a DROP OWNED BY `role`.
+CREATE FUNCTION decoupled._dropping_owned_by(role oid) RETURNS boolean
+    LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_dropping_owned_by';
+
+-- Before DROP OWNED BY roles ... RESTRICT (ddl_guard.cpp): a registered
+-- table or a view of theirs that a live view or sink reads is refused with
+-- the extension's error, naming them (2BP01) — PostgreSQL's would name a
+-- view's written plan, storage of the extension that depends on the
+-- tables it reads, even when the view is the roles' too.
+CREATE FUNCTION decoupled._refuse_owned_drop(roles oid[]) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_what text;
+    v_deps text;
+BEGIN
+    SELECT format('%s "%s"', o.kind, o.name),
+           (SELECT string_agg(format('%s "%s"', d.kind, d.name), ', ' ORDER BY d.lifetime_id)
+              FROM decoupled.catalog_objects d
+             WHERE d.lifetime_id = ANY (decoupled._dependents(ARRAY[o.lifetime_id]))
+               AND d.dropped_at IS NULL)
+      INTO v_what, v_deps
+      FROM decoupled.catalog_objects o JOIN pg_class c ON c.oid = o.relation
+     WHERE o.dropped_at IS NULL AND o.kind IN ('table', 'materialized view')
+       AND c.relowner = ANY (roles)
+       AND cardinality(decoupled._dependents(ARRAY[o.lifetime_id])) > 0
+     ORDER BY o.lifetime_id
+     LIMIT 1;
+    IF v_what IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot drop objects owned by % because other objects depend on them',
+                        (SELECT string_agg(format('role "%s"', r::regrole), ', ') FROM unnest(roles) r)
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = format('%s depends on %s.', upper(left(v_deps, 1)) || substr(v_deps, 2), v_what),
+                  HINT = 'Use DROP OWNED ... CASCADE to drop them too (a sink''s table goes '
+                         'with it), or drop them first with decoupled.drop().';
+    END IF;
+END
+$$;
 
 -- The live object `rel` belongs to: the one whose relation it is, or the
 -- materialized view whose written plan it is.  All NULL for anything else.
@@ -700,6 +745,10 @@ CREATE FUNCTION decoupled._hand_over_sink_table(o decoupled.catalog_objects) RET
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF EXISTS (SELECT FROM pg_class c WHERE c.oid = o.relation)
+       AND coalesce((o.definition->>'drop_table')::boolean, false) THEN
+        -- Dropped with DROP OWNED BY its creator (_drop_collection).
+        EXECUTE format('DROP TABLE %s', o.relation::regclass);
+    ELSIF EXISTS (SELECT FROM pg_class c WHERE c.oid = o.relation)
        AND EXISTS (SELECT FROM pg_roles r WHERE r.oid = (o.definition->>'owner')::oid) THEN
         EXECUTE format('ALTER TABLE %s OWNER TO %s', o.relation::regclass,
                        (o.definition->>'owner')::oid::regrole);
