@@ -721,7 +721,13 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
     // with the extension's rights, and a schema's owner may drop what
     // others made there (DROP SCHEMA ... CASCADE) — not their views' and
     // sinks' history (_on_sql_drop asks _caller()).
-    bool drops = behavior >= 0 && extension_installed();
+    // So does any statement that may drop objects by cascade: ALTER TABLE
+    // ... DROP COLUMN, ALTER TYPE ... DROP ATTRIBUTE, ALTER DOMAIN ... DROP
+    // CONSTRAINT, each with CASCADE.  Without a frame the trigger saw its
+    // own rights, and a role that may alter a type another role's view
+    // reads dropped that view and its history.
+    bool drops = (behavior >= 0 || IsA(stmt, AlterTableStmt) || IsA(stmt, AlterDomainStmt)) &&
+                 extension_installed();
     decoupled::CallerFrame* frame = nullptr;
     if (drops) {
         frame = static_cast<decoupled::CallerFrame*>(palloc0(sizeof(decoupled::CallerFrame)));

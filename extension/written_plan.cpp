@@ -292,15 +292,25 @@ void stage_startup(DestReceiver* self, int, TupleDesc desc) {
 void stage_shutdown(DestReceiver*) {}
 void stage_destroy(DestReceiver*) {}
 
-// Settings that change a row's text (its key) or a stable function's result:
-// every computation of a view uses the same ones.  TimeZone and DateStyle's
-// field order are the view's own (view_settings, below); DateStyle's output
-// style stays ISO.
+// Settings that change a row's text (its key), a stable function's result
+// or how the owner's code parses the SQL it builds: every computation of a
+// view uses the same ones, in a replica and in verify()'s caller's session
+// alike.  TimeZone and DateStyle's field order are the view's own
+// (view_settings, below); DateStyle's output style stays ISO.  The caller
+// of verify() chose the rest of its session's settings: one that makes
+// `'\'` end a literal (standard_conforming_strings = off) turned an
+// owner's correctly quoted dynamic SQL into the caller's SQL, run as the
+// owner.
 const char* const kPinnedSettings[][2] = {
     {"search_path", "pg_catalog, pg_temp"}, {"IntervalStyle", "postgres"},
     {"extra_float_digits", "1"},            {"bytea_output", "hex"},
     {"lc_monetary", "C"},                   {"lc_time", "C"},
     {"array_nulls", "on"},                  {"xmloption", "content"},
+    {"standard_conforming_strings", "on"},  {"backslash_quote", "safe_encoding"},
+    {"escape_string_warning", "on"},        {"transform_null_equals", "off"},
+    {"quote_all_identifiers", "off"},       {"gin_fuzzy_search_limit", "0"},
+    {"plpgsql.check_asserts", "on"},        {"plpgsql.extra_errors", "none"},
+    {"plpgsql.extra_warnings", "none"},     {"plpgsql.print_strict_params", "off"},
 };
 
 // A view's TimeZone, DateStyle and text search configuration (which

@@ -77,7 +77,9 @@ SELECT decoupled.verify('re_v') AS verified;
 
 -- The protocol's SQLSTATEs raised by a view's own code mean nothing to
 -- the replica: a view that raised ZD001 (fenced) kept its cluster's replica
--- restarting, every other view with it.  Raised by the code a role wrote,
+-- restarting, every other view with it.  Nor do a cancel (57014) or a
+-- failed ASSERT (P0004) it raises, which PL/pgSQL's OTHERS does not catch:
+-- they failed the batch of every pass.  Raised by the code a role wrote,
 -- class ZD and class 08 (a lost connection) come out as 38000, and the view
 -- stalls as with any other error; the replica's incarnation stays the same
 -- and it maintains the rest meanwhile.
@@ -123,7 +125,7 @@ SELECT format('SELECT pg_temp.raise_next(%L)', c),
        'UPDATE re_raise SET code = NULL',
        'SELECT pg_temp.caught_up(''re_z'') AS caught_up, '
        '       pg_temp.wait_status(''re_z'', ''running'') AS running'
-  FROM unnest(ARRAY['ZD001', 'ZD002', 'ZD003', 'ZD004', '08006']) c \gexec
+  FROM unnest(ARRAY['ZD001', 'ZD002', 'ZD003', 'ZD004', '08006', '57014', 'P0004']) c \gexec
 -- verify() runs the same code in its caller's session: the error comes
 -- with 38000 there too, and a context line names the SQLSTATE it asked for.
 UPDATE re_raise SET code = 'ZD001';

@@ -51,7 +51,12 @@
 --      collection's history pays for;
 --  19. functions everyone may call, with the largest arguments;
 --  20. verify() and the caller's temporary types (a domain the owner's
---      functions would find before their own).
+--      functions would find before their own);
+--  21. a cascade of ALTER TYPE / ALTER TABLE reaching another role's view
+--      drops it only with the rights DROP needs;
+--  22. verify() computes with the settings every computation uses, not its
+--      caller's (standard_conforming_strings), and leaves no cursor of the
+--      owner's code behind.
 
 \set SHOW_CONTEXT never
 CREATE ROLE atk_user;
@@ -862,6 +867,81 @@ DISCARD TEMP;
 SELECT decoupled.verify('atk_normed') AS verified_without_them;
 RESET ROLE;
 SELECT decoupled.drop('atk_normed');
+
+-- 21. A cascade from ALTER TYPE ... DROP ATTRIBUTE (or ALTER TABLE ... DROP
+-- COLUMN) reaching a view's written plan drops the view only with the
+-- rights DROP needs: the statement's issuer, not the drop trigger's own.
+CREATE SCHEMA atk_t AUTHORIZATION atk_user;
+SET ROLE atk_user;
+CREATE TYPE atk_t.pair AS (x int, y int);
+GRANT USAGE ON SCHEMA atk_t TO PUBLIC;
+GRANT USAGE ON TYPE atk_t.pair TO PUBLIC;
+RESET ROLE;
+SELECT decoupled.create_materialized_view('atk_paired',
+    'SELECT id, (ROW(id, id)::atk_t.pair).x AS x FROM payroll') > 0 AS created;
+SET ROLE atk_user;
+ALTER TYPE atk_t.pair DROP ATTRIBUTE x CASCADE;
+RESET ROLE;
+SELECT count(*) AS still_live FROM decoupled.objects WHERE name = 'atk_paired';
+SELECT decoupled.drop('atk_paired');
+DROP SCHEMA atk_t CASCADE;
+
+-- 22. verify() computes with the settings every computation uses, not its
+-- caller's: with standard_conforming_strings off, a backslash in a value
+-- ended the literal the owner's function quoted correctly, and the rest
+-- of the value ran as SQL with the owner's rights.
+CREATE TABLE atk_names (id int PRIMARY KEY, name text NOT NULL);
+SELECT decoupled.register_table('atk_names') > 0 AS registered;
+GRANT INSERT ON atk_names TO atk_user;
+GRANT SELECT ON atk_names TO atk_admin;
+CREATE FUNCTION public.atk_noted() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.atk_loot VALUES (current_user, 'noted');
+    RETURN '';
+END $$;
+GRANT EXECUTE ON FUNCTION public.atk_noted() TO PUBLIC;
+SET ROLE atk_admin;
+CREATE FUNCTION atk.label_dyn(s text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    r text;
+BEGIN
+    EXECUTE 'SELECT ''label: '' || ''' || replace(s, '''', '''''') || '''' INTO r;
+    -- A cursor of the owner's code stays with nobody's transaction.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_cursors WHERE name = 'atk_left') THEN
+        EXECUTE 'DECLARE atk_left CURSOR FOR SELECT 1';
+    END IF;
+    RETURN r;
+END $$;
+CREATE FUNCTION atk.label(s text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN atk.label_dyn(s);
+END $$;
+SET search_path = atk;
+SELECT decoupled.create_materialized_view('atk_labels',
+    'SELECT id, atk.label(name) AS l FROM public.atk_names') > 0 AS created;
+RESET search_path;
+GRANT SELECT ON atk.atk_labels TO atk_user;
+RESET ROLE;
+SET ROLE atk_user;
+INSERT INTO atk_names VALUES (1, $x$\' || public.atk_noted() --$x$);
+RESET ROLE;
+SELECT decoupled.tick_tables() > 0 AS ticked;
+SELECT decoupled.wait_for_upper('atk_labels', (SELECT upper - 1 FROM decoupled.frontiers
+                                                WHERE name = 'atk_names'), '60s') > 0 AS caught_up;
+SET ROLE atk_user;
+SET standard_conforming_strings = off;
+BEGIN;
+SELECT decoupled.verify('atk_labels') AS verified;
+SELECT count(*) AS cursors_left FROM pg_cursors;
+COMMIT;
+RESET standard_conforming_strings;
+RESET ROLE;
+SELECT count(*) AS noted_as_owner FROM atk_loot WHERE data = 'noted';
+SELECT l FROM atk.atk_labels;
+SELECT decoupled.drop('atk_labels');
+SELECT decoupled.unregister_table('atk_names');
+DROP TABLE atk_names;
+DROP FUNCTION public.atk_noted();
 
 -- Clean up.
 SELECT decoupled.unregister_table('atk.codes'), decoupled.unregister_table('atk.labelled'),

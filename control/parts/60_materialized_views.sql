@@ -1183,15 +1183,33 @@ BEGIN
               FROM decoupled._maintain_view(replica_maintain_many.incarnation, lifetime_ids[k],
                                             expected_uppers[k], true) m;
             PERFORM decoupled._wait_point('replica_maintain:computed');
-        EXCEPTION WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE,
-                                    error_message = MESSAGE_TEXT;
-            IF error_state = 'ZD001' THEN
-                RAISE;  -- fenced: nothing of this call may commit
-            END IF;
-            upper := NULL;
-            caught_up := NULL;
-            v_req := NULL;
+        EXCEPTION
+            -- Not in OTHERS: a cancel, and a failed ASSERT.  The call's own
+            -- statement timeout ends the call (each view then takes a step
+            -- of its own, which finds the slow one); a view's code that
+            -- raised 57014 itself, or an ASSERT of its code, is that
+            -- view's error — before, it failed every pass's batch.
+            WHEN query_canceled OR assert_failure THEN
+                GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE,
+                                        error_message = MESSAGE_TEXT;
+                IF error_state = '57014'
+                   AND current_setting('statement_timeout')::interval > interval '0'
+                   AND clock_timestamp() - statement_timestamp()
+                       >= current_setting('statement_timeout')::interval - interval '50 ms' THEN
+                    RAISE;
+                END IF;
+                upper := NULL;
+                caught_up := NULL;
+                v_req := NULL;
+            WHEN OTHERS THEN
+                GET STACKED DIAGNOSTICS error_state = RETURNED_SQLSTATE,
+                                        error_message = MESSAGE_TEXT;
+                IF error_state = 'ZD001' THEN
+                    RAISE;  -- fenced: nothing of this call may commit
+                END IF;
+                upper := NULL;
+                caught_up := NULL;
+                v_req := NULL;
         END;
         IF v_req IS NOT NULL THEN
             v_ids := v_ids || lifetime_ids[k];
@@ -1343,6 +1361,8 @@ DECLARE
     v_view_t  text;
     v_exact   text;
     v_collated text;
+    v_cursors text[];
+    v_cursor  text;
 BEGIN
     o := decoupled._collection(_verify.name);
     v_plan_t := format('decoupled_verify_%s', o.lifetime_id);
@@ -1445,9 +1465,18 @@ BEGIN
                    'SELECT 0, 1, ROW(%2$s)::text, 0, %2$s FROM %3$s', v_view_t,
                    decoupled._cols(o.lifetime_id), decoupled._storage(o.lifetime_id, 'history'));
     PERFORM set_config('decoupled.as_of', v_before, true);
+    v_cursors := ARRAY(SELECT c.name FROM pg_cursors c);
     PERFORM decoupled._stage_plan((o.definition->>'plan')::oid::regclass,
                                   (o.definition->>'owner')::oid, v_t,
                                   format('pg_temp.%I', v_plan_t)::regclass);
+    -- Cursors the owner's code declared stay with its caller's transaction
+    -- (a replica's end with its step's): fetched there, their queries would
+    -- run with the caller's rights.  Closed here; nothing of the owner's
+    -- stays behind.
+    FOREACH v_cursor IN ARRAY ARRAY(SELECT c.name FROM pg_cursors c
+                                     WHERE c.name <> ALL (v_cursors)) LOOP
+        EXECUTE format('CLOSE %I', v_cursor);
+    END LOOP;
     -- Rows compare as their texts, but columns whose equal values may
     -- print differently as values, by their type's equality
     -- (_compared_by_value): a group of 'b' and 'B' under a nondeterministic
