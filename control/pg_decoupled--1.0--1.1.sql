@@ -91,6 +91,66 @@
 
 \echo Use "ALTER EXTENSION pg_decoupled UPDATE TO '1.1'" to load this file. \quit
 
+-- Everything this update changes, locked first, all or none: the catalog's
+-- tables and views, then every collection's relations (a view's relation,
+-- the views over its history, its storage; later collections first).
+-- Taken one by one as the script goes, a reader that held one of them and
+-- waited for another the update already held was aborted as a deadlock
+-- (a writer that read a registered table, then a view, in its
+-- transaction).  Now the update never waits while holding any of them:
+-- each lock waits 200 ms at most, and if one does not come the attempt
+-- gives back what it took and tries again shortly — readers queue behind
+-- a waiting attempt, so it gets its turn under load.  The caller's
+-- lock_timeout, if set, bounds the whole (55P03: retry the update).
+DO $$
+DECLARE
+    v_rels     regclass[];
+    v_rel      regclass;
+    v_timeout  text := current_setting('lock_timeout');
+    v_deadline timestamptz;
+BEGIN
+    IF v_timeout::interval > interval '0' THEN
+        v_deadline := clock_timestamp() + v_timeout::interval;
+    END IF;
+    SELECT array_agg(c.oid::regclass ORDER BY c.oid) INTO v_rels
+      FROM pg_catalog.pg_class c
+     WHERE c.relnamespace = 'decoupled'::regnamespace AND c.relkind IN ('r', 'v');
+    SELECT v_rels || coalesce(array_agg(r.rel ORDER BY r.id DESC, r.ord), '{}') INTO v_rels
+      FROM (SELECT o.lifetime_id AS id, p.ord, to_regclass(CASE WHEN p.part = 'relation'
+                                                               THEN o.relation::oid::regclass::text
+                                                               ELSE decoupled._storage(o.lifetime_id, p.part)
+                                                          END) AS rel
+              FROM decoupled.catalog_objects o,
+                   unnest(ARRAY['relation', 'history', 'delta', 'before', 'history_cur',
+                                'history_dead', 'cur', 'dead', 'state', 'dstate', 'stage',
+                                'pending']) WITH ORDINALITY p(part, ord)
+             WHERE o.dropped_at IS NULL
+               AND (p.part <> 'relation' OR (o.kind = 'materialized view'
+                                             AND o.relation IS NOT NULL
+                                             AND EXISTS (SELECT FROM pg_catalog.pg_class r
+                                                          WHERE r.oid = o.relation::oid)))) r
+     WHERE r.rel IS NOT NULL;
+    LOOP
+        BEGIN
+            PERFORM set_config('lock_timeout', '200ms', true);
+            FOREACH v_rel IN ARRAY v_rels LOOP
+                EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_rel);
+            END LOOP;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF v_deadline IS NOT NULL AND clock_timestamp() >= v_deadline THEN
+                RAISE EXCEPTION 'could not lock pg_decoupled''s relations for the update within lock_timeout (%)',
+                                v_timeout
+                    USING ERRCODE = 'lock_not_available',
+                          HINT = 'Something held them throughout; run the update again.';
+            END IF;
+        END;
+        PERFORM pg_sleep(0.02 + random() * 0.05);
+    END LOOP;
+    PERFORM set_config('lock_timeout', v_timeout, true);
+END
+$$;
+
 -- Refuses anything but a 1.0 catalog (C1.2: nothing is converted silently),
 -- serializes with other catalog changes and wakes the controller at commit.
 DO $$
@@ -2686,39 +2746,6 @@ BEGIN
                    decoupled._storage(id, 'stage'), defs);
     PERFORM decoupled._create_read_views(id);
     PERFORM decoupled._create_history_parts(id);
-END
-$$;
--- The storage of every collection this update changes, taken now, in the
--- order a reader takes it: a maintained view's relation, then the views
--- over history, then cur and dead.  Taken one by one further down (a
--- constraint of cur dropped here, the history views replaced later), a
--- reader that had planned through c<id>_history waited for c<id>_cur,
--- which the update held, while the update waited for c<id>_history: the
--- reader's transaction, a writer's, was aborted as a deadlock.  Later
--- collections first, as a replica holds its view's storage before it
--- reads its inputs'.
-DO $$
-DECLARE
-    o      record;
-    v_part text;
-    v_rel  regclass;
-BEGIN
-    FOR o IN SELECT c.lifetime_id, c.kind, c.relation FROM decoupled.catalog_objects c
-              WHERE c.dropped_at IS NULL
-              ORDER BY c.lifetime_id DESC
-    LOOP
-        IF o.kind = 'materialized view' AND o.relation IS NOT NULL
-           AND EXISTS (SELECT FROM pg_catalog.pg_class r WHERE r.oid = o.relation::oid) THEN
-            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', o.relation::oid::regclass);
-        END IF;
-        FOREACH v_part IN ARRAY ARRAY['history', 'delta', 'before', 'history_cur',
-                                      'history_dead', 'cur', 'dead'] LOOP
-            v_rel := to_regclass(decoupled._storage(o.lifetime_id, v_part));
-            IF v_rel IS NOT NULL THEN
-                EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_rel);
-            END IF;
-        END LOOP;
-    END LOOP;
 END
 $$;
 DO $$
@@ -7480,39 +7507,54 @@ CREATE FUNCTION decoupled._compared_by_value(type oid, collation oid) RETURNS bo
 REVOKE ALL ON FUNCTION decoupled._compared_by_value(oid, oid) FROM PUBLIC;
 
 -- A sink dropped with DROP OWNED BY its creator takes its table with it;
--- DROP OWNED ... RESTRICT names what depends on the roles' tables and views.
+-- DROP OWNED drops what the roles own in the catalog's terms first.
 CREATE FUNCTION decoupled._dropping_owned_by(role oid) RETURNS boolean
     LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_dropping_owned_by';
-CREATE FUNCTION decoupled._refuse_owned_drop(roles oid[]) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+CREATE FUNCTION decoupled._drop_owned_catalog(roles oid[], cascade boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_what text;
+    v_mine bigint[];
     v_deps text;
+    v_name text;
 BEGIN
-    SELECT format('%s "%s"', o.kind, o.name),
-           (SELECT string_agg(format('%s "%s"', d.kind, d.name), ', ' ORDER BY d.lifetime_id)
-              FROM decoupled.catalog_objects d
-             WHERE d.lifetime_id = ANY (decoupled._dependents(ARRAY[o.lifetime_id]))
-               AND d.dropped_at IS NULL)
-      INTO v_what, v_deps
-      FROM decoupled.catalog_objects o JOIN pg_class c ON c.oid = o.relation
-     WHERE o.dropped_at IS NULL AND o.kind IN ('table', 'materialized view')
-       AND c.relowner = ANY (roles)
-       AND cardinality(decoupled._dependents(ARRAY[o.lifetime_id])) > 0
-     ORDER BY o.lifetime_id
-     LIMIT 1;
-    IF v_what IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot drop objects owned by % because other objects depend on them',
-                        (SELECT string_agg(format('role "%s"', r::regrole), ', ') FROM unnest(roles) r)
-            USING ERRCODE = 'dependent_objects_still_exist',
-                  DETAIL = format('%s depends on %s.', upper(left(v_deps, 1)) || substr(v_deps, 2), v_what),
-                  HINT = 'Use DROP OWNED ... CASCADE to drop them too (a sink''s table goes '
-                         'with it), or drop them first with decoupled.drop().';
+    SELECT coalesce(array_agg(o.lifetime_id), '{}') INTO v_mine
+      FROM decoupled.catalog_objects o
+      LEFT JOIN pg_class c ON c.oid = o.relation::oid
+     WHERE o.dropped_at IS NULL
+       AND ((o.definition->>'owner')::oid = ANY (roles) OR c.relowner = ANY (roles));
+    IF cardinality(v_mine) = 0 THEN
+        RETURN;
     END IF;
+    IF NOT cascade THEN
+        SELECT string_agg(format('%s "%s"', d.kind, d.name), ', ' ORDER BY d.lifetime_id)
+          INTO v_deps
+          FROM decoupled.catalog_objects d
+         WHERE d.lifetime_id = ANY (decoupled._dependents(v_mine)) AND d.dropped_at IS NULL
+           AND NOT d.lifetime_id = ANY (v_mine);
+        IF v_deps IS NOT NULL THEN
+            RAISE EXCEPTION 'cannot drop objects owned by % because other objects depend on them',
+                            (SELECT string_agg(format('role "%s"', r::regrole), ', ')
+                               FROM unnest(roles) r)
+                USING ERRCODE = 'dependent_objects_still_exist',
+                      DETAIL = format('Built on them: %s.', v_deps),
+                      HINT = 'Use DROP OWNED ... CASCADE to drop them too, or drop them first '
+                             'with decoupled.drop().';
+        END IF;
+    END IF;
+    FOR v_name IN SELECT o.name FROM decoupled.catalog_objects o
+                   WHERE o.lifetime_id = ANY (v_mine) AND o.kind IN ('materialized view', 'sink')
+                   ORDER BY o.lifetime_id DESC
+    LOOP
+        -- One dropped before may have taken it along.
+        IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                    WHERE o.name = v_name AND o.dropped_at IS NULL) THEN
+            PERFORM decoupled._drop(v_name, true);
+        END IF;
+    END LOOP;
 END
 $$;
 REVOKE ALL ON FUNCTION decoupled._dropping_owned_by(oid) FROM PUBLIC;
-REVOKE ALL ON FUNCTION decoupled._refuse_owned_drop(oid[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION decoupled._drop_owned_catalog(oid[], boolean) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION decoupled._hand_over_sink_table(o decoupled.catalog_objects) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN

@@ -41,6 +41,7 @@ extern "C" {
 #include "nodes/value.h"
 #include "parser/analyze.h"
 #include "parser/parse_func.h"
+#include "storage/lmgr.h"
 #include "parser/parser.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -169,6 +170,14 @@ void set_target_schema(const char* schema) {
 // Every entry point that acts on a caller's behalf: records the caller and
 // calls the implementation with the same arguments (and result set info).
 Datum decoupled_entry(PG_FUNCTION_ARGS) {
+    // The catalog first, as every implementation reads it: a call that
+    // waits here for ALTER EXTENSION ... UPDATE then runs the updated
+    // implementation, compiled anew.  Waiting inside the old one, its plans
+    // no longer matched the catalog's row type ("type of parameter ... does
+    // not match that when preparing the plan").
+    Oid nsp = get_namespace_oid("decoupled", true);
+    Oid catalog = OidIsValid(nsp) ? get_relname_relid("catalog_objects", nsp) : InvalidOid;
+    if (OidIsValid(catalog)) LockRelationOid(catalog, AccessShareLock);
     FmgrInfo* impl = decoupled::implementation_of(fcinfo->flinfo);
     FunctionCallInfo call =
         static_cast<FunctionCallInfo>(palloc0(SizeForFunctionCallInfo(fcinfo->nargs)));

@@ -286,28 +286,25 @@ List* drop_owned_roles(DropOwnedStmt* stmt) {
     return roles;
 }
 
-// DROP OWNED BY ... RESTRICT of a role whose registered tables or views
-// others depend on: the extension's own error, naming them (2BP01), not
-// PostgreSQL's, which names a view's written plan — storage of the
-// extension's that depends on the tables it reads.
-void check_owned_drop(DropOwnedStmt* stmt, List* roles) {
-    if (stmt->behavior == DROP_CASCADE || roles == NIL || !extension_installed()) return;
-    // Only for a caller who may: anyone else gets PostgreSQL's error first.
+// DROP OWNED BY roles: what they own in the catalog's terms goes through
+// the catalog first (_drop_owned_catalog says why), for a caller who may
+// drop what they own (anyone else gets PostgreSQL's error first).
+void drop_owned_catalog(DropOwnedStmt* stmt, List* roles) {
+    if (roles == NIL || !extension_installed()) return;
     ListCell* role;
     foreach (role, roles)
         if (!has_privs_of_role(GetUserId(), lfirst_oid(role))) return;
     int n = 0;
     Datum* oids = static_cast<Datum*>(palloc(sizeof(Datum) * list_length(roles)));
-    ListCell* cell;
-    foreach (cell, roles) oids[n++] = ObjectIdGetDatum(lfirst_oid(cell));
+    foreach (role, roles) oids[n++] = ObjectIdGetDatum(lfirst_oid(role));
     ArrayType* array = construct_array(oids, n, OIDOID, sizeof(Oid), true, TYPALIGN_INT);
-    // A catalog not yet updated to 1.1 has no such check.
+    // A catalog not yet updated to 1.1 has no such function.
     List* name = list_make2(makeString(pstrdup("decoupled")),
-                            makeString(pstrdup("_refuse_owned_drop")));
-    Oid types[1] = {OIDARRAYOID};
-    if (!OidIsValid(LookupFuncName(name, 1, types, true))) return;
-    Datum args[1] = {PointerGetDatum(array)};
-    call_catalog_check("SELECT decoupled._refuse_owned_drop($1)", 1, types, args);
+                            makeString(pstrdup("_drop_owned_catalog")));
+    Oid types[2] = {OIDARRAYOID, BOOLOID};
+    if (!OidIsValid(LookupFuncName(name, 2, types, true))) return;
+    Datum args[2] = {PointerGetDatum(array), BoolGetDatum(stmt->behavior == DROP_CASCADE)};
+    call_catalog_check("SELECT decoupled._drop_owned_catalog($1, $2)", 2, types, args);
 }
 
 // Whether `stmt` is a DROP OWNED BY the role that owns pg_decoupled, by a
@@ -673,7 +670,6 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
             removes_extension = drops_owned_extension(castNode(DropOwnedStmt, stmt));
             behavior = castNode(DropOwnedStmt, stmt)->behavior;
             drop_owned = drop_owned_roles(castNode(DropOwnedStmt, stmt));
-            if (!removes_extension) check_owned_drop(castNode(DropOwnedStmt, stmt), drop_owned);
             break;
         case T_AlterEnumStmt:
             check_enum_rename(castNode(AlterEnumStmt, stmt));
@@ -733,8 +729,12 @@ void run_checked(const decoupled::UtilityCall& call, PlannedStmt* pstmt) {
         frame = static_cast<decoupled::CallerFrame*>(palloc0(sizeof(decoupled::CallerFrame)));
         decoupled::push_caller_frame(frame);
     }
+    List* volatile owned_first = drop_owned != NIL && !removes_extension ? drop_owned : NIL;
     PG_TRY();
     {
+        // Inside the statement's frame, where a sink dropped knows it goes
+        // with its creator's objects (_dropping_owned_by).
+        if (owned_first != NIL) drop_owned_catalog(castNode(DropOwnedStmt, stmt), owned_first);
         if (prev_process_utility)
             prev_process_utility(pstmt, call.query_string, call.read_only_tree, call.context,
                                  call.params, call.query_env, call.dest, call.qc);

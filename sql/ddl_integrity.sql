@@ -439,28 +439,42 @@ DROP OWNED BY ddl_owner CASCADE;
 RESET client_min_messages;
 SELECT * FROM live();
 SELECT * FROM disagreements();
--- A role's registered table with a view and a sink over it: DROP OWNED
--- without CASCADE names them (not a view's written plan, which is the
--- extension's); with CASCADE the sink's table goes too, whenever the sink
--- is finalized, and the role can be dropped after.
+-- DROP OWNED BY a role drops what it owns in the catalog's terms too: the
+-- views and sinks it created (a sink on another role's view outlived it,
+-- and DROP ROLE failed), each sink with its table, whenever finalized.
+-- Without CASCADE, another role's view built on its table is refused,
+-- named (not a view's written plan, which is the extension's).
 CREATE ROLE ddl_leaver IN ROLE decoupled_admin;
 GRANT CREATE ON SCHEMA public TO ddl_leaver;
+CREATE TABLE ddl_other (id int PRIMARY KEY, v int) WITH (decoupled.registered = true);
+SELECT decoupled.create_materialized_view('ddl_other_mv', 'SELECT count(*) AS n FROM ddl_other',
+                                          cluster => 'idle') > 0 AS created;
+GRANT SELECT ON ddl_other_mv TO ddl_leaver;
 SET ROLE ddl_leaver;
 CREATE TABLE ddl_lt (id int PRIMARY KEY, v int) WITH (decoupled.registered = true);
+GRANT SELECT ON ddl_lt TO PUBLIC;
 SELECT decoupled.create_materialized_view('ddl_lt_mv', 'SELECT count(*) AS n FROM ddl_lt',
                                           cluster => 'idle') > 0 AS created;
 SELECT decoupled.create_sink('ddl_lt_feed', 'ddl_lt', 'ddl_lt_out', cluster => 'idle') > 0
     AS created;
+SELECT decoupled.create_sink('ddl_lt_other', 'ddl_other_mv', 'ddl_lt_other_out',
+                             cluster => 'idle') > 0 AS created;
 RESET ROLE;
+SELECT decoupled.create_materialized_view('ddl_lt_theirs', 'SELECT max(id) AS m FROM ddl_lt',
+                                          cluster => 'idle') > 0 AS created;
 DROP OWNED BY ddl_leaver;
-SET client_min_messages = warning;
-DROP OWNED BY ddl_leaver CASCADE;
-RESET client_min_messages;
-SELECT name, kind FROM decoupled.objects WHERE name LIKE 'ddl\_lt%';
+SELECT decoupled.drop('ddl_lt_theirs');
+-- Now only its own objects are built on its table.
+DROP OWNED BY ddl_leaver;
+SELECT name, kind FROM decoupled.objects WHERE name LIKE 'ddl\_lt%' OR name LIKE 'ddl\_other%'
+ ORDER BY name;
 CALL finalized('ddl\_lt%');
-SELECT to_regclass('ddl_lt_out') IS NULL AS sink_table_gone;
+SELECT to_regclass('ddl_lt_out') IS NULL AS sink_table_gone,
+       to_regclass('ddl_lt_other_out') IS NULL AS other_sink_table_gone;
 REVOKE CREATE ON SCHEMA public FROM ddl_leaver;
 DROP ROLE ddl_leaver;
+SELECT decoupled.drop('ddl_other', cascade => true);
+DROP TABLE ddl_other;
 
 ------------------------------------------------------------------------------
 -- 7. PostgreSQL objects that read a collection's history — a view over a

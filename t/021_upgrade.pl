@@ -194,7 +194,32 @@ $writer->query_until(qr/writing/, "\\echo writing\nCALL writer();\n");
 DecoupledTest::wait_for($node, 'SELECT count(*) >= 20 FROM writer_progress', 't');
 my $version_before = $node->safe_psql('postgres', 'SELECT decoupled.catalog_version()');
 my $written_before = $node->safe_psql('postgres', 'SELECT count(*) FROM writer_progress');
-$node->safe_psql('postgres', 'ALTER EXTENSION pg_decoupled UPDATE');
+# A session that called an entry point under 1.0 (its implementation
+# compiled), and calls again while the update waits: its call waits too,
+# then runs the updated implementation.  It failed on its old plans
+# ("type of parameter ... does not match").
+my $early = $node->background_psql('postgres', on_error_stop => 0);
+$early->query_safe(q{SELECT decoupled.release_hold(decoupled.acquire_hold('stock_levels'))});
+my $blocker = $node->background_psql('postgres', on_error_stop => 0);
+$blocker->query_safe(q{BEGIN; SELECT count(*) FROM decoupled.objects});
+my $updater = $node->background_psql('postgres', on_error_stop => 0);
+$updater->query_until(qr/updating/, "\\echo updating\nALTER EXTENSION pg_decoupled UPDATE;\n\\echo updated\n");
+DecoupledTest::wait_for($node, q{SELECT count(*) FROM pg_stat_activity
+                                   WHERE query LIKE 'ALTER EXTENSION%' AND wait_event_type = 'Lock'},
+    '1');
+$early->query_until(qr/calling/,
+    "\\echo calling\nSELECT decoupled.release_hold(decoupled.acquire_hold('stock_levels'));\n\\echo called\n");
+DecoupledTest::wait_for($node, q{SELECT count(*) FROM pg_stat_activity
+                                   WHERE query LIKE '%acquire_hold%' AND wait_event_type = 'Lock'},
+    '1');
+$blocker->query_safe('COMMIT');
+$blocker->quit;
+$updater->query_until(qr/updated/, '');
+like($updater->{stderr}, qr/^$/, 'the update ran once what held the catalog ended');
+$updater->quit;
+$early->query_until(qr/called/, '');
+is($early->{stderr}, '', 'a call that waited for the update runs the updated implementation');
+$early->quit;
 my $written_after = $node->safe_psql('postgres', 'SELECT count(*) FROM writer_progress');
 is($node->safe_psql('postgres', q{
     SELECT e.extversion || '|' || m.schema_version

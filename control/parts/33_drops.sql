@@ -263,37 +263,55 @@ CREATE FUNCTION decoupled._drop_cascades() RETURNS boolean
 CREATE FUNCTION decoupled._dropping_owned_by(role oid) RETURNS boolean
     LANGUAGE C AS 'MODULE_PATHNAME', 'decoupled_dropping_owned_by';
 
--- Before DROP OWNED BY roles ... RESTRICT (ddl_guard.cpp): a registered
--- table or a view of theirs that a live view or sink reads is refused with
--- the extension's error, naming them (2BP01) — PostgreSQL's would name a
--- view's written plan, storage of the extension that depends on the
--- tables it reads, even when the view is the roles' too.
-CREATE FUNCTION decoupled._refuse_owned_drop(roles oid[]) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+-- Before PostgreSQL's DROP OWNED BY roles (ddl_guard.cpp): what the roles
+-- own in the catalog's terms — the views and sinks they created, and the
+-- collections whose relations they own — goes through the catalog first,
+-- newest first.  A view's written plan, storage of the extension's, would
+-- otherwise keep PostgreSQL from dropping the roles' tables (its error
+-- named that plan), and a sink they created on another role's view would
+-- outlive them and keep DROP ROLE from working.  Without CASCADE, an
+-- object of another role built on them is refused, named (2BP01).
+CREATE FUNCTION decoupled._drop_owned_catalog(roles oid[], cascade boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_what text;
+    v_mine bigint[];
     v_deps text;
+    v_name text;
 BEGIN
-    SELECT format('%s "%s"', o.kind, o.name),
-           (SELECT string_agg(format('%s "%s"', d.kind, d.name), ', ' ORDER BY d.lifetime_id)
-              FROM decoupled.catalog_objects d
-             WHERE d.lifetime_id = ANY (decoupled._dependents(ARRAY[o.lifetime_id]))
-               AND d.dropped_at IS NULL)
-      INTO v_what, v_deps
-      FROM decoupled.catalog_objects o JOIN pg_class c ON c.oid = o.relation
-     WHERE o.dropped_at IS NULL AND o.kind IN ('table', 'materialized view')
-       AND c.relowner = ANY (roles)
-       AND cardinality(decoupled._dependents(ARRAY[o.lifetime_id])) > 0
-     ORDER BY o.lifetime_id
-     LIMIT 1;
-    IF v_what IS NOT NULL THEN
-        RAISE EXCEPTION 'cannot drop objects owned by % because other objects depend on them',
-                        (SELECT string_agg(format('role "%s"', r::regrole), ', ') FROM unnest(roles) r)
-            USING ERRCODE = 'dependent_objects_still_exist',
-                  DETAIL = format('%s depends on %s.', upper(left(v_deps, 1)) || substr(v_deps, 2), v_what),
-                  HINT = 'Use DROP OWNED ... CASCADE to drop them too (a sink''s table goes '
-                         'with it), or drop them first with decoupled.drop().';
+    SELECT coalesce(array_agg(o.lifetime_id), '{}') INTO v_mine
+      FROM decoupled.catalog_objects o
+      LEFT JOIN pg_class c ON c.oid = o.relation::oid
+     WHERE o.dropped_at IS NULL
+       AND ((o.definition->>'owner')::oid = ANY (roles) OR c.relowner = ANY (roles));
+    IF cardinality(v_mine) = 0 THEN
+        RETURN;
     END IF;
+    IF NOT cascade THEN
+        SELECT string_agg(format('%s "%s"', d.kind, d.name), ', ' ORDER BY d.lifetime_id)
+          INTO v_deps
+          FROM decoupled.catalog_objects d
+         WHERE d.lifetime_id = ANY (decoupled._dependents(v_mine)) AND d.dropped_at IS NULL
+           AND NOT d.lifetime_id = ANY (v_mine);
+        IF v_deps IS NOT NULL THEN
+            RAISE EXCEPTION 'cannot drop objects owned by % because other objects depend on them',
+                            (SELECT string_agg(format('role "%s"', r::regrole), ', ')
+                               FROM unnest(roles) r)
+                USING ERRCODE = 'dependent_objects_still_exist',
+                      DETAIL = format('Built on them: %s.', v_deps),
+                      HINT = 'Use DROP OWNED ... CASCADE to drop them too, or drop them first '
+                             'with decoupled.drop().';
+        END IF;
+    END IF;
+    FOR v_name IN SELECT o.name FROM decoupled.catalog_objects o
+                   WHERE o.lifetime_id = ANY (v_mine) AND o.kind IN ('materialized view', 'sink')
+                   ORDER BY o.lifetime_id DESC
+    LOOP
+        -- One dropped before may have taken it along.
+        IF EXISTS (SELECT FROM decoupled.catalog_objects o
+                    WHERE o.name = v_name AND o.dropped_at IS NULL) THEN
+            PERFORM decoupled._drop(v_name, true);
+        END IF;
+    END LOOP;
 END
 $$;
 
