@@ -265,7 +265,10 @@ struct ReplicaEngine::Impl {
     void stop() {
         try {
             pqxx::work tx(*connection);
-            tx.exec_params("SELECT decoupled.replica_stop($1)", incarnation);
+            // Not after DROP EXTENSION: the server would log the call's error.
+            if (tx.exec("SELECT to_regprocedure('decoupled.replica_stop(bigint)') IS NOT NULL")[0][0]
+                    .as<bool>())
+                tx.exec_params("SELECT decoupled.replica_stop($1)", incarnation);
             tx.commit();
         } catch (const std::exception&) {
             // Best effort: a crashed replica is retired by its successor.

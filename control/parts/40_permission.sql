@@ -470,8 +470,13 @@ BEGIN
                         WHERE i.incarnation = v_incarnation AND i.retired_at IS NULL) THEN
         SELECT i.adapter INTO v_adapter FROM decoupled.catalog_adapter_incarnations i
          WHERE i.incarnation = v_incarnation;
-        RAISE EXCEPTION 'incarnation % of adapter "%" that hold % was taken under was retired',
-                        v_incarnation, coalesce(v_adapter, '?'), _release_hold.id
+        RAISE EXCEPTION '%',
+                        CASE WHEN v_adapter IS NULL
+                             THEN format('incarnation %s that hold %s was taken under belongs to a '
+                                         'catalog dropped since', v_incarnation, _release_hold.id)
+                             ELSE format('incarnation %s of adapter "%s" that hold %s was taken '
+                                         'under was retired', v_incarnation, v_adapter,
+                                         _release_hold.id) END
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = 'Its holds were released when it was retired; compaction may have '
                            'passed this one since.  It is gone now.',
