@@ -880,7 +880,9 @@ RESET ROLE;
 SELECT decoupled.create_materialized_view('atk_paired',
     'SELECT id, (ROW(id, id)::atk_t.pair).x AS x FROM payroll') > 0 AS created;
 SET ROLE atk_user;
+SET client_min_messages = warning;  -- (the NOTICE names the plan by its id)
 ALTER TYPE atk_t.pair DROP ATTRIBUTE x CASCADE;
+RESET client_min_messages;
 RESET ROLE;
 SELECT count(*) AS still_live FROM decoupled.objects WHERE name = 'atk_paired';
 SELECT decoupled.drop('atk_paired');
