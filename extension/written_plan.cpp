@@ -418,9 +418,15 @@ void decoupled::enter_owner(Oid plan, Oid owner, int64 ts, OwnerScope* scope) {
     // in its security-restricted operation see (as_of_applies).
     SetUserIdAndSecContext(owner, scope->saved_context | SECURITY_RESTRICTED_OPERATION);
     scope->guc_level = NewGUCNestLevel();
-    for (const auto& s : kPinnedSettings)
+    // A setting that already has its value is left alone (a replica's
+    // session has them all): whatever the owner's code changes inside the
+    // nest level goes back at leave_owner all the same.
+    for (const auto& s : kPinnedSettings) {
+        const char* now = GetConfigOption(s[0], true, false);
+        if (now != nullptr && strcmp(now, s[1]) == 0) continue;
         (void)set_config_option(s[0], s[1], PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                                 false);
+    }
     (void)set_config_option("TimeZone", own->timezone, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
                             true, 0, false);
     (void)set_config_option("DateStyle", own->datestyle, PGC_USERSET, PGC_S_SESSION,
