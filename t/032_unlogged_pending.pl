@@ -86,7 +86,13 @@ sub unticked_changes {
         UPDATE journal SET b = b || '+' WHERE a = $i % 5 AND b = 'seed';
         DELETE FROM journal WHERE b = 'w' || ($i - 1)});
 }
-my $before = $node->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
+# The slot's bound: just after the first unticked change committed.  Until
+# capture took that change in, pending was empty and the slot could be
+# confirmed up to anything decoded before it (the worker's own standby
+# snapshots, say) — past a position read before the writes, which the
+# check compared with and sometimes failed.  Never past this change.
+my $before = $node->safe_psql('postgres',
+    q{INSERT INTO acct VALUES (99, 99); SELECT pg_current_wal_insert_lsn()});
 unticked_changes(1);
 cmp_ok($node->safe_psql('postgres', q{
     SELECT (SELECT count(*) FROM decoupled_storage.c1_pending)
