@@ -207,16 +207,47 @@ $updater->query_until(qr/updating/, "\\echo updating\nALTER EXTENSION pg_decoupl
 DecoupledTest::wait_for($node, q{SELECT count(*) FROM pg_stat_activity
                                    WHERE query LIKE 'ALTER EXTENSION%' AND wait_event_type = 'Lock'},
     '1');
-# (The update takes its locks all or none and gives them back while it
-# waits: the call may also run before it, under 1.0.  Either way it works.)
-$early->query_until(qr/calling/,
-    "\\echo calling\nSELECT decoupled.release_hold(decoupled.acquire_hold('stock_levels'));\n\\echo called\n");
-$blocker->query_safe('COMMIT');
+# The update takes its locks all or none and gives them back while it
+# waits, so a call may also slip through between two attempts and run
+# under 1.0.  The blocker ends its transaction only once it sees the call
+# waiting for decoupled.catalog_objects behind the update, and the call is
+# made again until the update has run: the call that waited is the last.
+my $early_pid = $early->query_safe('SELECT pg_backend_pid()');
+$blocker->query_until(qr/polling/, "\\echo polling\n" . qq{
+    DO \$\$
+    DECLARE
+        deadline timestamptz := clock_timestamp() + interval '$PostgreSQL::Test::Utils::timeout_default s';
+    BEGIN
+        LOOP
+            PERFORM pg_stat_clear_snapshot();
+            EXIT WHEN EXISTS (SELECT FROM pg_locks
+                               WHERE pid = $early_pid AND NOT granted
+                                 AND relation = 'decoupled.catalog_objects'::regclass);
+            IF clock_timestamp() > deadline THEN
+                RAISE EXCEPTION 'the call never waited for the update';
+            END IF;
+            PERFORM pg_sleep(0.002);
+        END LOOP;
+    END
+    \$\$;
+COMMIT;
+\\echo committed
+});
+my $calls = 0;
+do {
+    $early->query_until(qr/called/,
+        "SELECT decoupled.release_hold(decoupled.acquire_hold('stock_levels'));\n\\echo called\n");
+    $calls++;
+} until $node->safe_psql('postgres',
+        q{SELECT extversion FROM pg_extension WHERE extname = 'pg_decoupled'}) eq '1.1'
+    || $calls >= 10000;
+$blocker->query_until(qr/committed/, '');
+note("the call was made $calls times");
+is($blocker->{stderr}, '', 'a call waited for the update while it ran');
 $blocker->quit;
 $updater->query_until(qr/updated/, '');
 like($updater->{stderr}, qr/^$/, 'the update ran once what held the catalog ended');
 $updater->quit;
-$early->query_until(qr/called/, '');
 is($early->{stderr}, '', 'a call that waited for the update runs the updated implementation');
 $early->quit;
 my $written_after = $node->safe_psql('postgres', 'SELECT count(*) FROM writer_progress');
