@@ -343,6 +343,43 @@ XLogRecPtr replay_from(int64 id, XLogRecPtr recorded) {
     return recorded;
 }
 
+// The tables set aside and not taken again since (capture_resyncs), each
+// with the position its changes count from again: the worker skips their
+// earlier changes, and the plugin leaves them out of decoding altogether
+// (decoupled::capture_leaves_out), since turning one of them into a line
+// may be what failed.  Read before each pass's decoding, in pass_context.
+struct LeftOut {
+    int64 id;
+    XLogRecPtr before;
+};
+LeftOut* left_out = nullptr;
+int nleft_out = 0;
+
+void load_left_out() {
+    nleft_out = 0;
+    if (!has_resyncs || !resyncs_waiting) return;  // none (resync_set_aside)
+    if (SPI_execute("SELECT lifetime_id, coalesce(resynced_lsn, 'FFFFFFFF/FFFFFFFF') "
+                    "  FROM decoupled.capture_resyncs",
+                    true, 0) != SPI_OK_SELECT)
+        elog(ERROR, "could not read the tables capture set aside");
+    nleft_out = (int)SPI_processed;
+    left_out = (LeftOut*)MemoryContextAlloc(pass_context, sizeof(LeftOut) * Max(nleft_out, 1));
+    for (int i = 0; i < nleft_out; i++) {
+        bool isnull = false;
+        left_out[i].id =
+            DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+        left_out[i].before =
+            DatumGetLSN(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+    }
+}
+
+bool leaves_out(int64_t id, uint64_t commit_lsn) {
+    if (being_set_aside(id)) return true;
+    for (int i = 0; i < nleft_out; i++)
+        if (left_out[i].id == id && commit_lsn < left_out[i].before) return true;
+    return false;
+}
+
 // Whether pending relation `relid` holds a row the latest snapshot sees
 // (this transaction's own writes included).  One another transaction holds
 // exclusively (a tick unlogging or compacting it) counts as holding rows.
@@ -1240,6 +1277,9 @@ bool capture() {
     // mark ends with the pass (also when it fails).
     replorigin_session_origin = DoNotReplicateId;
 
+    load_left_out();
+    decoupled::capture_leaves_out = leaves_out;
+    decoupled::capture_decoding_table = 0;
     decode_through(upto);
     TupleTableSlot* slot = MakeSingleTupleTableSlot(line_desc, &TTSOpsMinimalTuple);
     bool skip = true;
@@ -1374,8 +1414,9 @@ bool capture() {
 // has the next pass set that table aside once it failed
 // kSetAsideAfterFailures times in a row.
 void note_failed_pass(const char* message) {
-    int64 culprit = writing_changes ? working_on : 0;
+    int64 culprit = writing_changes ? working_on : decoupled::capture_decoding_table;
     writing_changes = false;
+    decoupled::capture_decoding_table = 0;
     if (culprit == 0 || culprit != failing_table) {
         failing_table = culprit;
         failures_of_table = 0;
@@ -1983,6 +2024,10 @@ void decoupled_capture_main(Datum arg) {
                 AbortCurrentTransaction();
                 forget_decoding();
                 pgstat_report_activity(STATE_IDLE, nullptr);
+                // An error while decoding a table's change is that table's
+                // (shown only to its readers, counted against it).
+                if (!writing_changes && decoupled::capture_decoding_table != 0)
+                    working_on = decoupled::capture_decoding_table;
                 // The outermost context line says which table failed.
                 const char* where = error->context ? strrchr(error->context, '\n') : nullptr;
                 where = where ? where + 1 : error->context;

@@ -40,4 +40,20 @@ uint64_t inserted_position();
 // returns that position.
 uint64_t flush_inserted();
 
+// The capture worker decodes in its own process, with the output plugin
+// (capture_plugin.cpp): what one tells the other.
+//
+// The collection whose change the plugin is turning into a line (0: none).
+// An error raised there — a row whose text passes
+// decoupled.capture_max_row_size, a type's output function failing — is
+// that table's, and counts against it as a failure to write its changes
+// does: one table's change must not stop capture of every table.
+extern int64_t capture_decoding_table;
+
+// Set by the worker while it decodes: whether the plugin leaves out the
+// changes of collection `id` committed at `commit_lsn`, which the worker
+// would skip anyway (a table set aside and not taken again since).  The
+// plugin must not even turn them into lines: that is what failed.
+extern bool (*capture_leaves_out)(int64_t id, uint64_t commit_lsn);
+
 }  // namespace decoupled

@@ -60,7 +60,9 @@ extern "C" {
 #include "utils/relcache.h"
 }
 
+#include "capture.hpp"
 #include "core/record_text.hpp"
+#include "gucs.hpp"
 
 extern "C" {
 PGDLLEXPORT void _PG_output_plugin_init(OutputPluginCallbacks* cb);
@@ -245,9 +247,27 @@ void emit_begin(LogicalDecodingContext* ctx, ReorderBufferTXN* txn) {
     state->begun = true;
 }
 
+// The name of the relation whose change is being turned into a line.
+const char* decoding_relation = nullptr;
+
+// A line is one text value: it cannot pass 1 GB, and its row may be held
+// to less (decoupled.capture_max_row_size).  Some room is kept for the
+// punctuation appended after a field.
+[[noreturn]] void row_too_large() {
+    ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                    errmsg("a changed row of registered table \"%s\" is too large to capture",
+                           decoding_relation ? decoding_relation : "?"),
+                    errdetail("Its text as a record passes decoupled.capture_max_row_size "
+                              "(%d kB).",
+                              decoupled::guc_capture_max_row_size)));
+}
+
 void append_field(StringInfo out, FmgrInfo* output, Datum value) {
     char* text = OutputFunctionCall(output, value);
     size_t size = decoupled::record_field_size(text);
+    const size_t limit =
+        Min((size_t)decoupled::guc_capture_max_row_size * 1024, (size_t)MaxAllocSize - 1024);
+    if ((size_t)out->len >= limit || size >= limit - (size_t)out->len) row_too_large();
     enlargeStringInfo(out, (int)size);
     decoupled::record_field_write(text, out->data + out->len);
     out->len += (int)size;
@@ -359,6 +379,12 @@ void change(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, Relation relatio
     CaptureEntry* entry = captured(relation);
     if (entry == nullptr) return;
     int64 id = entry->lifetime_id;
+    if (decoupled::capture_leaves_out != nullptr &&
+        decoupled::capture_leaves_out(id, (uint64_t)txn->final_lsn))
+        return;
+    // Until the line is written: an error here is this table's.
+    decoupled::capture_decoding_table = id;
+    decoding_relation = RelationGetRelationName(relation);
     TupleDesc desc = RelationGetDescr(relation);
     FmgrInfo* outputs = output_functions(entry, relation);
     auto* state = static_cast<PluginState*>(ctx->output_plugin_private);
@@ -396,6 +422,8 @@ void change(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, Relation relatio
     }
     MemoryContextSwitchTo(old);
     MemoryContextReset(state->change_context);
+    decoupled::capture_decoding_table = 0;
+    decoding_relation = nullptr;
 }
 
 void truncate(LogicalDecodingContext* ctx, ReorderBufferTXN* txn, int nrelations,
@@ -418,6 +446,11 @@ bool filter_by_origin(LogicalDecodingContext*, RepOriginId origin) {
 }
 
 }  // namespace
+
+namespace decoupled {
+int64_t capture_decoding_table = 0;
+bool (*capture_leaves_out)(int64_t id, uint64_t commit_lsn) = nullptr;
+}  // namespace decoupled
 
 void _PG_output_plugin_init(OutputPluginCallbacks* cb) {
     cb->filter_by_origin_cb = filter_by_origin;

@@ -7,6 +7,7 @@ extern "C" {
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 }
 
 namespace decoupled {
@@ -20,6 +21,7 @@ int guc_status_history_retention = 7 * 24 * 3600;
 int guc_table_tick_interval = 1000;
 int guc_capture = kCaptureWal;
 int guc_capture_unticked_wal_limit = 256;
+int guc_capture_max_row_size = MaxAllocSize / 1024;
 int guc_relay = kRelayInProcess;
 char* guc_relay_name = nullptr;
 char* guc_wait_points = nullptr;
@@ -129,6 +131,16 @@ void define_gucs() {
         "changes are made logged again and the slot moves on. 0: they stay logged.",
         &guc_capture_unticked_wal_limit, 256, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_MB, nullptr,
         nullptr, nullptr);
+
+    DefineCustomIntVariable(
+        "decoupled.capture_max_row_size",
+        "The largest text of one changed row that WAL capture takes in.",
+        "A change of a registered table whose row's text, escaped as a record, is larger is "
+        "that table's failure: after three passes the table is set aside and taken again from "
+        "its contents, and capture of the other tables goes on. At most, and by default, 1 GB, "
+        "the most a text value may hold.",
+        &guc_capture_max_row_size, MaxAllocSize / 1024, 1, MaxAllocSize / 1024, PGC_SIGHUP,
+        GUC_UNIT_KB, nullptr, nullptr, nullptr);
 
     DefineCustomIntVariable(
         "decoupled.bound_publication_interval",

@@ -15,6 +15,7 @@ extern char* guc_replica_conninfo;  // decoupled.replica_conninfo: how workers c
 extern int guc_status_history_retention;  // decoupled.status_history_retention, seconds
 extern int guc_capture;                   // decoupled.capture: CaptureMode
 enum CaptureMode { kCaptureWal = 0, kCaptureTrigger = 1 };
+extern int guc_capture_max_row_size;         // decoupled.capture_max_row_size, kB
 extern int guc_capture_unticked_wal_limit;  // decoupled.capture_unticked_wal_limit, MB (0: logged)
 extern int guc_table_tick_interval;       // decoupled.table_tick_interval, ms (0: off)
 extern int guc_bound_publication_interval;  // decoupled.bound_publication_interval, ms (0: off)
