@@ -9,14 +9,21 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "catalog/objectaddress.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 }
 
 #include "core/schema_version.hpp"
@@ -39,9 +46,114 @@ PG_FUNCTION_INFO_V1(decoupled_required_frontier);
 using decoupled::cpp_entry;
 using decoupled::UserError;
 
+namespace {
+
+[[noreturn]] void schema_not_safe(const char* schema, const char* detail) {
+    ereport(ERROR,
+            (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+             errmsg("pg_decoupled cannot be installed into the existing schema \"%s\"", schema),
+             errdetail("%s", detail),
+             errhint("The extension's functions run with a superuser's rights and find each "
+                     "other in that schema: drop it, or make it a superuser's, empty, and "
+                     "writable by nobody else, before CREATE EXTENSION.")));
+    pg_unreachable();
+}
+
+// The schema the control file names may exist before CREATE EXTENSION,
+// which then installs into it whoever owns it.  Its owner — or a role it
+// lets create there — could have put a function in it, or add one later,
+// that a call of the extension's own SECURITY DEFINER code (written
+// `decoupled.f(...)`, with an argument that matches an overload more
+// exactly than the extension's) would run as a superuser.  So the schema
+// must be a superuser's, nobody else may create in it, and nothing but
+// this extension's own objects may be in it.
+void assert_schema_safe(Oid nsp) {
+    HeapTuple tuple = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+    if (!HeapTupleIsValid(tuple)) elog(ERROR, "cache lookup failed for schema %u", nsp);
+    Form_pg_namespace form = (Form_pg_namespace)GETSTRUCT(tuple);
+    const char* schema = pstrdup(NameStr(form->nspname));
+    Oid owner = form->nspowner;
+    bool isnull = false;
+    Datum acl_datum = SysCacheGetAttr(NAMESPACEOID, tuple, Anum_pg_namespace_nspacl, &isnull);
+    Acl* acl = isnull ? nullptr : DatumGetAclPCopy(acl_datum);
+    ReleaseSysCache(tuple);
+    if (!superuser_arg(owner))
+        schema_not_safe(schema, psprintf("It is owned by role \"%s\", who is not a superuser.",
+                                         GetUserNameFromId(owner, false)));
+    if (acl != nullptr) {
+        const AclItem* items = ACL_DAT(acl);
+        for (int i = 0; i < ACL_NUM(acl); i++)
+            if ((ACLITEM_GET_PRIVS(items[i]) & ACL_CREATE) != 0 && items[i].ai_grantee != owner &&
+                (items[i].ai_grantee == ACL_ID_PUBLIC || !superuser_arg(items[i].ai_grantee)))
+                schema_not_safe(schema, items[i].ai_grantee == ACL_ID_PUBLIC
+                                            ? "Every role may create objects in it."
+                                            : psprintf("Role \"%s\" may create objects in it.",
+                                                       GetUserNameFromId(items[i].ai_grantee,
+                                                                         false)));
+    }
+    // Objects of every kind a name in the extension's SQL could resolve
+    // to, that are not members of the extension being created.
+    static const char* const kObjects =
+        "SELECT o.cls::regclass::text, o.oid FROM ("
+        "  SELECT 'pg_class'::regclass AS cls, oid FROM pg_catalog.pg_class WHERE relnamespace = $1"
+        "  UNION ALL SELECT 'pg_proc'::regclass, oid FROM pg_catalog.pg_proc WHERE pronamespace = $1"
+        "  UNION ALL SELECT 'pg_type'::regclass, oid FROM pg_catalog.pg_type WHERE typnamespace = $1"
+        "  UNION ALL SELECT 'pg_operator'::regclass, oid FROM pg_catalog.pg_operator"
+        "             WHERE oprnamespace = $1"
+        "  UNION ALL SELECT 'pg_collation'::regclass, oid FROM pg_catalog.pg_collation"
+        "             WHERE collnamespace = $1"
+        "  UNION ALL SELECT 'pg_conversion'::regclass, oid FROM pg_catalog.pg_conversion"
+        "             WHERE connamespace = $1"
+        "  UNION ALL SELECT 'pg_opclass'::regclass, oid FROM pg_catalog.pg_opclass"
+        "             WHERE opcnamespace = $1"
+        "  UNION ALL SELECT 'pg_opfamily'::regclass, oid FROM pg_catalog.pg_opfamily"
+        "             WHERE opfnamespace = $1"
+        "  UNION ALL SELECT 'pg_ts_config'::regclass, oid FROM pg_catalog.pg_ts_config"
+        "             WHERE cfgnamespace = $1"
+        "  UNION ALL SELECT 'pg_ts_dict'::regclass, oid FROM pg_catalog.pg_ts_dict"
+        "             WHERE dictnamespace = $1"
+        "  UNION ALL SELECT 'pg_ts_parser'::regclass, oid FROM pg_catalog.pg_ts_parser"
+        "             WHERE prsnamespace = $1"
+        "  UNION ALL SELECT 'pg_ts_template'::regclass, oid FROM pg_catalog.pg_ts_template"
+        "             WHERE tmplnamespace = $1"
+        "  UNION ALL SELECT 'pg_statistic_ext'::regclass, oid FROM pg_catalog.pg_statistic_ext"
+        "             WHERE stxnamespace = $1"
+        "  UNION ALL SELECT 'pg_extension'::regclass, oid FROM pg_catalog.pg_extension"
+        "             WHERE extnamespace = $1 AND oid <> $2"
+        ") o WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_depend d"
+        "                       WHERE d.classid = o.cls AND d.objid = o.oid"
+        "                         AND d.refclassid = 'pg_catalog.pg_extension'::regclass"
+        "                         AND d.refobjid = $2 AND d.deptype = 'e')"
+        " LIMIT 1";
+    Oid types[2] = {OIDOID, OIDOID};
+    Datum args[2] = {ObjectIdGetDatum(nsp), ObjectIdGetDatum(CurrentExtensionObject)};
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "SPI_connect failed");
+    if (SPI_execute_with_args(kObjects, 2, types, args, nullptr, true, 1) != SPI_OK_SELECT)
+        elog(ERROR, "could not read the objects of schema \"%s\"", schema);
+    if (SPI_processed > 0) {
+        char* catalog = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+        bool null = false;
+        Oid object = DatumGetObjectId(
+            SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
+        ObjectAddress address;
+        address.classId = DatumGetObjectId(DirectFunctionCall1(
+            regclassin, CStringGetDatum(psprintf("pg_catalog.%s", catalog))));
+        address.objectId = object;
+        address.objectSubId = 0;
+        char* description = getObjectDescription(&address, true);
+        schema_not_safe(schema, psprintf("It already holds %s.",
+                                         description ? description : "other objects"));
+    }
+    SPI_finish();
+}
+
+}  // namespace
+
 // CREATE EXTENSION runs this first: the controller follows exactly one
-// database, so a catalog anywhere else would never be maintained.
+// database, so a catalog anywhere else would never be maintained; and the
+// schema it installs into must be safe for its functions (above).
 Datum decoupled_assert_install_database(PG_FUNCTION_ARGS) {
+    if (creating_extension) assert_schema_safe(get_func_namespace(fcinfo->flinfo->fn_oid));
     const char* here = get_database_name(MyDatabaseId);
     if (strcmp(here, decoupled::guc_database) != 0)
         ereport(ERROR,

@@ -1,5 +1,10 @@
 # C1.2: a catalog at an unsupported schema version is refused with a clear
 # error, by the controller and by every catalog change, and left untouched.
+# Before that, the install: a schema "decoupled" that exists before CREATE
+# EXTENSION is installed into only if it is a superuser's, empty, and
+# nobody else may create in it — its owner (here the database's owner)
+# could otherwise put there an overload that the extension's own
+# SECURITY DEFINER code would call with a superuser's rights.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -9,7 +14,33 @@ use DecoupledTest;
 
 my $node = DecoupledTest::new_node('schema');
 $node->start;
+$node->safe_psql('postgres', q{
+    CREATE ROLE dbown LOGIN;
+    GRANT CREATE ON DATABASE postgres TO dbown;
+    SET ROLE dbown;
+    CREATE SCHEMA decoupled;
+    CREATE FUNCTION decoupled._caller_can_select(r regclass) RETURNS boolean
+        LANGUAGE sql AS 'SELECT true';
+    RESET ROLE});
+my ($ret, $out, $err) = $node->psql('postgres', 'CREATE EXTENSION pg_decoupled');
+like($err, qr/cannot be installed into the existing schema "decoupled".*\n.*owned by role "dbown", who is not a superuser/,
+    'a schema decoupled of a role that is not a superuser is refused');
+$node->safe_psql('postgres', 'ALTER SCHEMA decoupled OWNER TO CURRENT_USER');
+($ret, $out, $err) = $node->psql('postgres', 'CREATE EXTENSION pg_decoupled');
+like($err, qr/DETAIL:  It already holds function _caller_can_select\(regclass\)/,
+    'so is one that holds objects of others');
+$node->safe_psql('postgres', q{
+    DROP FUNCTION decoupled._caller_can_select(regclass);
+    GRANT CREATE ON SCHEMA decoupled TO dbown});
+($ret, $out, $err) = $node->psql('postgres', 'CREATE EXTENSION pg_decoupled');
+like($err, qr/DETAIL:  Role "dbown" may create objects in it/,
+    'and one where another role may create objects');
+$node->safe_psql('postgres', 'REVOKE CREATE ON SCHEMA decoupled FROM dbown');
 $node->safe_psql('postgres', 'CREATE EXTENSION pg_decoupled');
+is($node->safe_psql('postgres', q{
+    SELECT count(*) FROM pg_proc WHERE proname = '_caller_can_select'
+       AND pronamespace = 'decoupled'::regnamespace}), '1',
+    'an empty schema of a superuser takes the install');
 $node->safe_psql('postgres', "SELECT decoupled.create_cluster('kept', 2)");
 DecoupledTest::wait_following($node);
 
