@@ -106,32 +106,50 @@ namespace decoupled::delta {
 // The plan's query and its one input
 // ---------------------------------------------------------------------------
 
+// The range table entries that read q's WITH queries: in q's own FROM and,
+// when q is a set operation, in its branches' FROM (a branch is a subquery
+// of q, one level below the WITH).
+List* cte_references(Query* q) {
+    List* refs = NIL;
+    ListCell* lc;
+    foreach (lc, q->rtable) {
+        auto* rte = static_cast<RangeTblEntry*>(lfirst(lc));
+        if (rte->rtekind == RTE_CTE && rte->ctelevelsup == 0) refs = lappend(refs, rte);
+        if (q->setOperations == nullptr || rte->rtekind != RTE_SUBQUERY || rte->subquery == nullptr)
+            continue;
+        ListCell* bc;
+        foreach (bc, rte->subquery->rtable) {
+            auto* inner = static_cast<RangeTblEntry*>(lfirst(bc));
+            if (inner->rtekind == RTE_CTE && inner->ctelevelsup == 1) refs = lappend(refs, inner);
+        }
+    }
+    return refs;
+}
+
 // WITH: each reference to a non-recursive CTE becomes a subquery in FROM
 // (as the planner inlines them), so that the strategies see through it.
-// Only when every reference is in the query's own FROM (none in a
-// subquery or in another CTE) — else the CTEs stay, and so does
+// Only when every reference is in the query's own FROM or in the FROM of
+// its set operation's branches (none in a subquery of those, in an
+// expression or in another CTE) — else the CTEs stay, and so does
 // recomputation.  A view's query is deterministic (checked at creation),
 // so MATERIALIZED changes nothing but the plan.  WITH RECURSIVE whose CTEs
 // are none of them recursive is WITH.
 void inline_ctes(Query* q) {
     if (q->cteList == NIL) return;
+    List* refs = cte_references(q);
     ListCell* lc;
     foreach (lc, q->cteList) {
         auto* cte = lfirst_node(CommonTableExpr, lc);
-        int refs = 0;
+        int count = 0;
         ListCell* rc;
-        foreach (rc, q->rtable) {
-            auto* rte = static_cast<RangeTblEntry*>(lfirst(rc));
-            refs += rte->rtekind == RTE_CTE && rte->ctelevelsup == 0 &&
-                    strcmp(rte->ctename, cte->ctename) == 0;
-        }
-        if (cte->cterecursive || refs != cte->cterefcount || !IsA(cte->ctequery, Query) ||
+        foreach (rc, refs)
+            count += strcmp(static_cast<RangeTblEntry*>(lfirst(rc))->ctename, cte->ctename) == 0;
+        if (cte->cterecursive || count != cte->cterefcount || !IsA(cte->ctequery, Query) ||
             castNode(Query, cte->ctequery)->commandType != CMD_SELECT)
             return;
     }
-    foreach (lc, q->rtable) {
+    foreach (lc, refs) {
         auto* rte = static_cast<RangeTblEntry*>(lfirst(lc));
-        if (rte->rtekind != RTE_CTE) continue;
         ListCell* cc;
         foreach (cc, q->cteList) {
             auto* cte = lfirst_node(CommonTableExpr, cc);

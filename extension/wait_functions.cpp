@@ -142,8 +142,8 @@ Datum decoupled_wait_for_upper(PG_FUNCTION_ARGS) {
                             text_to_cstring(name)),
                      errdetail("Waited for an upper beyond " INT64_FORMAT "; it is " INT64_FORMAT
                                ".", ts, upper),
-                     errhint("Check that a replica runs it: decoupled.cluster_replicas and "
-                             "decoupled.source_statuses.")));
+                     errhint("decoupled.object_statuses says whether it is stalled, and why; "
+                             "decoupled.cluster_replicas whether a replica runs it.")));
         }
         ConditionVariableTimedSleep(cv, std::min<long>(remaining, 100), PG_WAIT_EXTENSION);
     }

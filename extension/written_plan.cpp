@@ -87,43 +87,87 @@ namespace {
 // other sessions, and must get the same answer each time.
 // ---------------------------------------------------------------------------
 
-// Stable functions whose result depends on the clock, the session or the
-// transaction rather than on their arguments and the pinned settings.
-bool is_session_dependent(Oid funcid) {
-    static const char* const kNames[] = {
-        "now", "statement_timestamp", "transaction_timestamp", "pg_backend_pid",
-        "current_setting", "current_schema", "current_schemas", "pg_my_temp_schema",
-        "inet_client_addr", "inet_client_port", "inet_server_addr", "inet_server_port",
-        "pg_trigger_depth", "pg_postmaster_start_time", "pg_conf_load_time",
-        "pg_current_xact_id_if_assigned", "txid_current_if_assigned", "pg_current_snapshot",
-        "txid_current_snapshot", "pg_current_xact_id", "txid_current",
-        // age(xid), mxid_age(xid): against the current transaction;
-        // age(timestamp): against today (the two-argument forms are
-        // immutable).
-        "age", "mxid_age",
-        // Names of catalog objects, which a rename changes (and a search
-        // path qualifies): a reg* value as text, or text as a reg* value.
-        "regclassout", "regprocout", "regprocedureout", "regoperout", "regoperatorout",
-        "regtypeout", "regroleout", "regnamespaceout", "regconfigout", "regdictionaryout",
-        "regcollationout", "regclassin", "regprocin", "regprocedurein", "regoperin",
-        "regoperatorin", "regtypein", "regrolein", "regnamespacein", "regconfigin",
-        "regdictionaryin", "regcollationin", "to_regclass", "to_regproc", "to_regprocedure",
-        "to_regoper", "to_regoperator", "to_regtype", "to_regrole", "to_regnamespace",
-        "to_regcollation", "regclass", "pg_filenode_relation", "format_type", "pg_get_userbyid",
-        "obj_description",
-        "col_description", "shobj_description",
-        // Privileges and roles, which GRANT and REVOKE change.
-        "has_table_privilege", "has_column_privilege", "has_any_column_privilege",
-        "has_schema_privilege", "has_function_privilege", "has_database_privilege",
-        "has_sequence_privilege", "has_type_privilege", "pg_has_role"};
-    if (get_func_namespace(funcid) != PG_CATALOG_NAMESPACE ||
-        func_volatile(funcid) == PROVOLATILE_IMMUTABLE)
-        return false;
-    char* name = get_func_name(funcid);
-    if (name == nullptr) return false;
-    for (const char* n : kNames)
+// Built-in functions that are not immutable (stable: volatile ones are
+// refused anyway) and whose result still depends only on their arguments
+// and on the settings a computation fixes — TimeZone, DateStyle and the
+// text search configuration the view recorded, and the output styles and
+// locales enter_owner pins (kPinnedSettings) — or on catalog entries a
+// value's own type owns (an enum's labels, a domain's checks).  Most are
+// stable only because they call some type's output or input function.
+// Every other stable built-in reads what a replica's session, the clock or
+// the catalog decides — settings (current_setting, pg_settings), the
+// session (pg_cursor, pg_backend_pid), statistics (pg_stat_get_*), names
+// and privileges (reg* as text, has_*_privilege, pg_get_viewdef,
+// pg_table_is_visible) — and is refused: a list of those would miss some
+// (it missed pg_show_all_settings and pg_stat_get_live_tuples).
+const char* const kStableBuiltins[] = {
+    // Output, input, send and receive of types, and casts through them.
+    "anyarray_out", "anyarray_recv", "anyarray_send", "anycompatiblearray_out",
+    "anycompatiblearray_recv", "anycompatiblearray_send", "anycompatiblemultirange_in",
+    "anycompatiblemultirange_out", "anycompatiblerange_in", "anycompatiblerange_out",
+    "anyenum_out", "anymultirange_in", "anymultirange_out", "anyrange_in", "anyrange_out",
+    "array_in", "array_out", "array_recv", "array_send", "bpcharrecv", "bpcharsend", "cash_in",
+    "cash_out", "cstring_recv", "cstring_send", "date_in", "date_out", "domain_in",
+    "domain_recv", "enum_in", "enum_out", "enum_recv", "enum_send", "interval_in",
+    "interval_out", "multirange_in", "multirange_out", "multirange_recv", "multirange_send",
+    "namerecv", "namesend", "range_in", "range_out", "range_recv", "range_send", "record_in",
+    "record_out", "record_recv", "record_send", "textrecv", "textsend", "time_in",
+    "timestamp_in", "timestamp_out", "timestamptz_in", "timestamptz_out", "timetz_in",
+    "varcharrecv", "varcharsend", "xml_in", "xml_recv", "xml_send",
+    // Dates and times in the view's TimeZone and DateStyle.
+    "age",  // age(timestamptz, timestamptz); the one-argument forms are refused below
+    "date", "date_part", "date_trunc", "extract", "generate_series", "make_timestamptz",
+    "overlaps", "time", "timestamp", "timestamptz", "timetz", "timezone", "to_char", "to_date",
+    "to_number", "to_timestamp", "interval_pl_timestamptz", "timestamptz_mi_interval",
+    "timestamptz_pl_interval", "date_cmp_timestamptz", "date_eq_timestamptz",
+    "date_ge_timestamptz", "date_gt_timestamptz", "date_le_timestamptz", "date_lt_timestamptz",
+    "date_ne_timestamptz", "timestamp_cmp_timestamptz", "timestamp_eq_timestamptz",
+    "timestamp_ge_timestamptz", "timestamp_gt_timestamptz", "timestamp_le_timestamptz",
+    "timestamp_lt_timestamptz", "timestamp_ne_timestamptz", "timestamptz_cmp_date",
+    "timestamptz_cmp_timestamp", "timestamptz_eq_date", "timestamptz_eq_timestamp",
+    "timestamptz_ge_date", "timestamptz_ge_timestamp", "timestamptz_gt_date",
+    "timestamptz_gt_timestamp", "timestamptz_le_date", "timestamptz_le_timestamp",
+    "timestamptz_lt_date", "timestamptz_lt_timestamp", "timestamptz_ne_date",
+    "timestamptz_ne_timestamp", "in_range",
+    // Text, JSON and XML built from values.
+    "anytextcat", "textanycat", "concat", "concat_ws", "format", "quote_literal",
+    "quote_nullable", "array_to_string", "array_to_json", "row_to_json", "to_json", "to_jsonb",
+    "json_agg", "json_build_array", "json_build_object", "json_object_agg",
+    "json_populate_record", "json_populate_recordset", "json_to_record", "json_to_recordset",
+    "jsonb_agg", "jsonb_build_array", "jsonb_build_object", "jsonb_object_agg",
+    "jsonb_populate_record", "jsonb_populate_recordset", "jsonb_to_record",
+    "jsonb_to_recordset", "jsonb_path_exists_tz", "jsonb_path_match_tz",
+    "jsonb_path_query_array_tz", "jsonb_path_query_first_tz", "jsonb_path_query_tz", "xml",
+    "xml_is_well_formed", "convert", "convert_from", "convert_to", "length", "money",
+    "numeric", "pg_typeof", "enum_first", "enum_last", "enum_range", "getdatabaseencoding",
+    "pg_char_to_encoding", "pg_encoding_to_char", "pg_options_to_table",
+    // Text search in the view's configuration.
+    "to_tsvector", "to_tsquery", "plainto_tsquery", "phraseto_tsquery", "websearch_to_tsquery",
+    "json_to_tsvector", "jsonb_to_tsvector", "ts_headline", "ts_match_tq", "ts_match_tt",
+    "get_current_ts_config", "ts_debug", "ts_parse", "ts_token_type"};
+
+bool is_stable_builtin(const char* name) {
+    for (const char* n : kStableBuiltins)
         if (strcmp(name, n) == 0) return true;
     return false;
+}
+
+// Whether a function that is not immutable reads state other than its
+// arguments and a computation's fixed settings: every built-in outside
+// kStableBuiltins, the one-argument age() (against today, or the current
+// transaction), and every function of the extension itself (as_of(),
+// catalog_version(): a replica's time and catalog, not the inputs').  A
+// function of a user's schema is taken at its word: its owner declared it
+// stable, as PostgreSQL's own index expressions take immutable ones.
+bool is_session_dependent(Oid funcid) {
+    if (func_volatile(funcid) == PROVOLATILE_IMMUTABLE) return false;
+    Oid nsp = get_func_namespace(funcid);
+    if (nsp == get_namespace_oid("decoupled", true)) return true;
+    if (nsp != PG_CATALOG_NAMESPACE) return false;
+    char* name = get_func_name(funcid);
+    if (name == nullptr) return true;
+    if (strcmp(name, "age") == 0) return get_func_nargs(funcid) < 2;
+    return !is_stable_builtin(name);
 }
 
 bool non_deterministic_function(Oid funcid, void* context) {
@@ -213,10 +257,29 @@ void walk_view(Oid relid, Walk* w) {
     w->view = outer;
 }
 
+// `decoupled.as_of() IS NULL`: the gate of the read rewrite's table branch
+// (read_rewrite.cpp), in every plan that reads a registered table.  False
+// in every computation (each runs at a time), so deterministic, unlike
+// as_of() itself.
+bool is_latest_gate(Node* node) {
+    if (!IsA(node, NullTest)) return false;
+    auto* test = reinterpret_cast<NullTest*>(node);
+    if (test->nulltesttype != IS_NULL || test->argisrow || test->arg == nullptr ||
+        !IsA(test->arg, FuncExpr))
+        return false;
+    auto* call = reinterpret_cast<FuncExpr*>(test->arg);
+    if (call->args != NIL || get_func_namespace(call->funcid) !=
+                                 get_namespace_oid("decoupled", true))
+        return false;
+    char* name = get_func_name(call->funcid);
+    return name != nullptr && strcmp(name, "as_of") == 0;
+}
+
 bool walk(Node* node, void* context) {
     if (node == nullptr) return false;
     Walk* w = static_cast<Walk*>(context);
     check_stack_depth();
+    if (is_latest_gate(node)) return false;
     if (IsA(node, SQLValueFunction))
         refuse("uses a session value such as CURRENT_TIMESTAMP or CURRENT_USER",
                "Store the value in a collection, or pass it as a constant.");
@@ -305,6 +368,7 @@ const char* const kPinnedSettings[][2] = {
     {"search_path", "pg_catalog, pg_temp"}, {"IntervalStyle", "postgres"},
     {"extra_float_digits", "1"},            {"bytea_output", "hex"},
     {"lc_monetary", "C"},                   {"lc_time", "C"},
+    {"lc_numeric", "C"},                    {"xmlbinary", "base64"},
     {"array_nulls", "on"},                  {"xmloption", "content"},
     {"standard_conforming_strings", "on"},  {"backslash_quote", "safe_encoding"},
     {"escape_string_warning", "on"},        {"transform_null_equals", "off"},

@@ -205,7 +205,12 @@ INSERT INTO corpus_shapes (name, query) VALUES
 ('mv95_full_having', 'SELECT coalesce(a.k, b.k) AS k, sum(a.v) AS sv, sum(b.w) AS sw
   FROM ca a FULL JOIN cb b ON a.k = b.k GROUP BY 1 HAVING count(*) > 1'),
 ('mv96_selection_over_left_group', 'SELECT g, n FROM (SELECT c.g, count(a.k) AS n, sum(a.v) AS sv
-  FROM cc c LEFT JOIN ca a ON a.g = c.g GROUP BY c.g) s WHERE n <> 1 OR sv IS NULL');
+  FROM cc c LEFT JOIN ca a ON a.g = c.g GROUP BY c.g) s WHERE n <> 1 OR sv IS NULL'),
+-- WITH queries read by the branches of a set operation
+('mv97_cte_union_all', 'WITH c AS (SELECT k, v FROM ca WHERE v > 30)
+  SELECT k, v FROM c UNION ALL SELECT k, w FROM cb WHERE w < 10'),
+('mv98_cte_union_both', 'WITH c AS (SELECT k, g FROM ca)
+  SELECT k FROM c WHERE g = 1 UNION SELECT k FROM c WHERE g = 2');
 -- what stays recomputation
 INSERT INTO corpus_shapes (name, recompute, query) VALUES
 ('mv71_window_rank', true, 'SELECT g, v, rank() OVER (PARTITION BY g ORDER BY v) AS rk FROM ca'),

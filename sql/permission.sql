@@ -197,6 +197,12 @@ SELECT * FROM decoupled.dry_run($$SELECT decoupled.drop_adapter('default'); SELE
 SELECT decoupled.catalog_version() - :v AS bumps, count(*) AS clusters FROM decoupled.clusters;
 SELECT count(*) AS registered_spares FROM decoupled.objects WHERE name = 'spare';
 DROP TABLE spare;
+-- A release takes effect at once, and no rollback undoes it: dry_run()
+-- refuses to try one (it released the hold for good, and said nothing).
+SELECT decoupled.acquire_hold('events') AS h4 \gset
+SELECT * FROM decoupled.dry_run(format('SELECT decoupled.release_hold(%s)', :h4));
+SELECT count(*) AS still_held FROM decoupled.session_holds WHERE hold_id = :h4;
+SELECT decoupled.release_hold(:h4);
 
 -- Dropping a collection releases exactly its holds and requirements.
 SELECT collection, count(*) FROM decoupled.holds GROUP BY collection ORDER BY 1;

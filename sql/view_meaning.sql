@@ -9,7 +9,8 @@
 --      would stall for every table); a validated one is checked against
 --      history too;
 --   3. a view's query reads no system column and calls no function of the
---      current transaction or day.
+--      current transaction or day, nor a built-in that reads the session,
+--      the statistics or the catalog.
 \set SHOW_CONTEXT never
 CREATE TABLE vm_t (id int PRIMARY KEY, v int) WITH (decoupled.registered = true);
 INSERT INTO vm_t SELECT i, i FROM generate_series(1, 10) i;
@@ -88,6 +89,44 @@ SELECT decoupled.create_materialized_view('vm_age3',
            'SELECT id, age(''2020-01-01''::timestamp, ''2019-01-01''::timestamp) AS a FROM vm_t') > 0
     AS created;
 SELECT decoupled.drop('vm_age3');
+-- A built-in that is not immutable is taken only where its result depends
+-- on its arguments and the settings a computation fixes.  These read a
+-- replica's session, the statistics, the catalog or the extension's own
+-- state, and each was taken before (its view then failed verify(), or
+-- stalled for good).
+SELECT decoupled.create_materialized_view('vm_set', 'SELECT id, (SELECT setting FROM pg_settings
+           WHERE name = ''application_name'') AS app FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_cursors',
+           'SELECT id, (SELECT count(*) FROM pg_cursors) AS n FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_stat',
+           'SELECT id, pg_stat_get_live_tuples(''vm_t''::regclass) AS n FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_visible',
+           'SELECT id, pg_table_is_visible(''vm_t''::regclass) AS b FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_fargs',
+           'SELECT id, pg_get_function_arguments(''vm_double''::regproc) AS a FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_rls',
+           'SELECT id, row_security_active(''vm_t''::regclass) AS b FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_encoding',
+           'SELECT id, pg_client_encoding() AS e FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_as_of',
+           'SELECT id, decoupled.as_of() AS t FROM vm_t');
+SELECT decoupled.create_materialized_view('vm_catalog_version',
+           'SELECT id, decoupled.catalog_version() AS v FROM vm_t');
+-- Stable ones of values and fixed settings are taken, and verify in a
+-- session whose own settings differ (lc_numeric is fixed to C, as
+-- lc_monetary and lc_time are).
+SELECT decoupled.tick_tables() >= 0 AS ticked;
+SELECT decoupled.create_materialized_view('vm_stable', 'SELECT id,
+           to_char(v * 1234.5, ''9G999D9'') AS n, format(''%s-%s'', id, v) AS f,
+           to_jsonb(v) AS j, concat(id, ''/'', v) AS c, to_char(v * 1.5, ''L99D9'') AS m
+           FROM vm_t') > 0 AS created;
+SELECT decoupled.wait_for_upper('vm_stable', (SELECT upper - 1 FROM decoupled.frontiers
+                                               WHERE name = 'vm_t'), '60 s') IS NOT NULL AS waited;
+SELECT n, f, j, c, m FROM vm_stable ORDER BY id LIMIT 1;
+SET lc_numeric = 'POSIX';
+SELECT decoupled.verify('vm_stable') AS verified;
+RESET lc_numeric;
+SELECT decoupled.drop('vm_stable');
 
 ------------------------------------------------------------------------------
 -- 4. A view recomputed for what it reads in FROM says what that is

@@ -626,10 +626,19 @@ BEGIN
     -- Keywords and unquoted names in any case, as PostgreSQL reads them.
     v_function := pg_catalog.lower((pg_catalog.regexp_match(
         sql, '^\s*SELECT\s+decoupled\.([a-z_]+)\s*\(', 'i'))[1]);
+    -- A release takes effect at once, and no rollback brings the hold
+    -- back (README, "Holds"): running it here would release it for good.
+    IF v_function = 'release_hold' THEN
+        RAISE EXCEPTION 'dry_run cannot try release_hold'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A release takes effect at once; the rollback that ends a dry run '
+                           'would not bring the hold back.',
+                  HINT = 'decoupled.session_holds lists the holds this session may release.';
+    END IF;
     IF v_function IS NULL OR sql ~ ';\s*\S'
        OR v_function NOT IN ('create_cluster', 'alter_cluster', 'drop_cluster',
                              'declare_adapter', 'drop_adapter', 'register_table',
-                             'unregister_table', 'acquire_hold', 'release_hold',
+                             'unregister_table', 'acquire_hold',
                              'publish_bounds', 'apply_compaction', 'create_source',
                              'create_materialized_view', 'create_sink', 'drop',
                              'create_deployment', 'drop_deployment', 'create_replica',

@@ -1419,7 +1419,8 @@ BEGIN
                                                AND f.since < f.upper) THEN
         RAISE EXCEPTION 'materialized view "%" has no readable time yet', o.name
             USING ERRCODE = 'object_not_in_prerequisite_state',
-                  HINT = 'Wait for its first computation with decoupled.wait_for_upper().';
+                  HINT = 'Wait for its first computation with decoupled.wait_for_upper(); '
+                         'decoupled.object_statuses says whether it is stalled, and why.';
     END IF;
     IF v_t < 0 THEN
         RAISE EXCEPTION 'as_of must not be negative, got %', v_t
