@@ -118,6 +118,9 @@ constexpr int64 kMaxDiff = 1000000;
 // (decoupled_tick_tables).
 constexpr int kCaptureWaitMs = 10000;
 constexpr int kControllerCaptureWaitMs = 250;
+// How long the controller's tick tries to hold off the writers of the
+// trigger-captured tables of a mixed tick (all of them, together).
+constexpr int kControllerHoldOffMs = 100;
 constexpr int64 kMaxUnits = 10000000;
 // Per-collection plans kept in a backend: at most about 25 MB, typically
 // 10 MB (what a tick, a view step or an append of about 50 collections
@@ -178,6 +181,7 @@ SPIPlanPtr tick_lock_skip_plan[2] = {nullptr, nullptr};
 SPIPlanPtr tick_held_plan[2] = {nullptr, nullptr};        // the frontiers it skipped
 SPIPlanPtr wal_tables_plan = nullptr;
 SPIPlanPtr trigger_tables_plan = nullptr;
+SPIPlanPtr wal_signature_plan = nullptr;
 SPIPlanPtr stalled_plan = nullptr;
 SPIPlanPtr table_health_plan = nullptr;
 SPIPlanPtr ticked_plan = nullptr;
@@ -1578,6 +1582,33 @@ static bool mixed_capture_may_tick(bool lagging) {
     return true;
 }
 
+// Whether the controller's tick, which could not hold off the writers of
+// every trigger-captured table of a mixed tick (`unheld`), may tick the
+// other tables anyway: leaving one out stamps a transaction that wrote it
+// and a ticked table at two times, so the tick is skipped — until that has
+// lasted kCaptureWaitMs, as for a lagging capture: a table whose writers
+// never pause must not stop every table's ticks (logged once).
+static bool unheld_may_tick(bool unheld) {
+    static TimestampTz unheld_since = 0;
+    static bool logged = false;
+    if (!unheld) {
+        unheld_since = 0;
+        logged = false;
+        return true;
+    }
+    TimestampTz now = GetCurrentTimestamp();
+    if (unheld_since == 0) unheld_since = now;
+    if (!TimestampDifferenceExceeds(unheld_since, now, kCaptureWaitMs)) return false;
+    if (!logged)
+        ereport(LOG, (errmsg("registered tables tick without some captured by triggers, whose "
+                             "writers have not paused for 10 s while others are captured from "
+                             "the WAL"),
+                      errdetail("A transaction that wrote one of those and a ticked table lands "
+                                "in two ticks until they pause.")));
+    logged = true;
+    return true;
+}
+
 Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     if (RecoveryInProgress())
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
@@ -1600,6 +1631,10 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         nullptr);
     bool session = MyBackendType == B_BACKEND;
     const bool from_wal = SPI_processed > 0;
+    // Which tables are captured from the WAL, as this tick saw it (checked
+    // again once its snapshot is taken: a switch between would make it
+    // tick one table by the wrong rule).
+    int64 wal_count = 0, wal_sum = 0;
     const bool never_wait = decoupled::ticks_never_wait;
     // Some tables captured by triggers while others are from the WAL (one
     // not adopted yet, a switch under way): one tick must be one cut of
@@ -1639,20 +1674,28 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         held_off = (Oid*)palloc(sizeof(Oid) * Max(nknown, 1));
         left_out = (int64*)palloc(sizeof(int64) * Max(nknown, 1));
         int ntrigger = 0;
+        // One deadline for all of them: the controller's next tick is near.
+        const TimestampTz hold_off_until = TimestampTzPlusMilliseconds(
+            GetCurrentTimestamp(), session ? kCaptureWaitMs : kControllerHoldOffMs);
         for (int i = 0; i < nknown; i++) {
             int64 id = 0;
             get_int8(i, 1, &id);
             known[i] = id;
             bool isnull = true;
             if (!DatumGetBool(
-                    SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull)))
+                    SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull))) {
+                wal_count++;
+                wal_sum += id;
                 continue;  // captured from the WAL
+            }
             ntrigger++;
             Oid rel = DatumGetObjectId(
                 SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
             bool held = ConditionalLockRelationOid(rel, ShareLock);
-            TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kCaptureWaitMs);
-            while (!held && session && GetCurrentTimestamp() < until) {
+            TimestampTz until =
+                session ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kCaptureWaitMs)
+                        : hold_off_until;
+            while (!held && GetCurrentTimestamp() < until) {
                 (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5,
                                 PG_WAIT_EXTENSION);
                 ResetLatch(MyLatch);
@@ -1663,6 +1706,13 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
                 held_off[nheld_off++] = rel;
             else
                 left_out[nleft_out++] = id;
+        }
+        // One cut or none: a trigger-captured table left out would stamp a
+        // transaction that wrote it and a ticked table at two times.
+        if (!session && !unheld_may_tick(nleft_out > 0)) {
+            for (int i = 0; i < nheld_off; i++) UnlockRelationOid(held_off[i], ShareLock);
+            SPI_finish();
+            PG_RETURN_INT32(0);
         }
         wal_covered =
             decoupled::wait_for_capture(session ? kCaptureWaitMs : kControllerCaptureWaitMs);
@@ -1799,6 +1849,34 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     // Read before the snapshot: every pass it covers has committed.
     XLogRecPtr published = from_wal ? (XLogRecPtr)decoupled::captured_through() : InvalidXLogRecPtr;
     Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    // A switch that committed since the tick read how each table is
+    // captured: a table released to triggers then was neither held off nor
+    // waited for, and a transaction that wrote it (by its new triggers) and
+    // a table still captured from the WAL after the position waited for
+    // would land in two ticks.  Nothing ticks; the next tick reads again.
+    // (Read after the snapshot: a switch this statement does not see did
+    // not commit before the snapshot either.)
+    if (wal_level >= WAL_LEVEL_LOGICAL) {
+        run(global_plan(&wal_signature_plan,
+                        "SELECT count(*), coalesce(sum(lifetime_id), 0)::bigint "
+                        "  FROM decoupled.capture_relations",
+                        0, nullptr),
+            nullptr);
+        int64 count_now = 0, sum_now = 0;
+        get_int8(0, 1, &count_now);
+        get_int8(0, 2, &sum_now);
+        if (count_now != wal_count || sum_now != wal_sum) {
+            let_writers_go();
+            UnregisterSnapshot(snapshot);
+            SPI_finish();
+            if (session)
+                ereport(WARNING,
+                        (errmsg("a table switched between trigger and WAL capture during this "
+                                "tick: nothing was ticked"),
+                         errhint("Call decoupled.tick_tables() again.")));
+            PG_RETURN_INT32(0);
+        }
+    }
     let_writers_go();
     int64* ticked = (int64*)palloc(sizeof(int64) * n);
     int nticked = 0;

@@ -35,19 +35,29 @@ $node->safe_psql('postgres', q{
     END
     $$;
     SELECT decoupled.register_table('pc', retain_history => '1 day') > 0;
+    -- Transactions that write two tables: AS OF every tick, ta has as
+    -- many rows as tb counts.
+    CREATE TABLE ta (id bigserial PRIMARY KEY);
+    CREATE TABLE tb (k int PRIMARY KEY, n bigint NOT NULL);
+    INSERT INTO tb VALUES (1, 0);
+    SELECT decoupled.register_table('ta', retain_history => '1 day') > 0;
+    SELECT decoupled.register_table('tb', retain_history => '1 day') > 0;
 });
 my $wal_tables = "SELECT count(*) FROM decoupled.capture_relations";
-$node->poll_query_until('postgres', $wal_tables, '1') or die 'the table was not adopted';
+$node->poll_query_until('postgres', $wal_tables, '3') or die 'the tables were not adopted';
 
 my $dir = $node->basedir;
 PostgreSQL::Test::Utils::append_to_file("$dir/write.sql",
     "\\set k random(1, 300)\n\\set r random(1, 10)\nSELECT wr(:k, :r);\n");
 PostgreSQL::Test::Utils::append_to_file("$dir/abort.sql",
     "\\set k random(1, 300)\nBEGIN;\nSELECT wr(:k, 9);\nROLLBACK;\n");
+PostgreSQL::Test::Utils::append_to_file("$dir/pair.sql",
+    "BEGIN;\nINSERT INTO ta DEFAULT VALUES;\nUPDATE tb SET n = n + 1 WHERE k = 1;\nCOMMIT;\n");
 my ($out, $err) = ('', '');
 my $bench = IPC::Run::start(
     [ 'pgbench', '-n', '-h', $node->host, '-p', $node->port, '-c', '4', '-j', '4', '-T', '30',
-      '-f', "$dir/write.sql\@9", '-f', "$dir/abort.sql\@1", 'postgres' ],
+      '-f', "$dir/write.sql\@9", '-f', "$dir/abort.sql\@1", '-f', "$dir/pair.sql\@5",
+      'postgres' ],
     '>', \$out, '2>', \$err);
 
 # Six switches while the writers run, each once the previous one took
@@ -56,7 +66,7 @@ my $mode = 'trigger';
 for my $switch (1 .. 6) {
     $node->safe_psql('postgres', "ALTER SYSTEM SET decoupled.capture = '$mode'");
     $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
-    $node->poll_query_until('postgres', $wal_tables, $mode eq 'wal' ? '1' : '0')
+    $node->poll_query_until('postgres', $wal_tables, $mode eq 'wal' ? '3' : '0')
       or die "capture did not switch to $mode";
     $mode = $mode eq 'wal' ? 'trigger' : 'wal';
 }
@@ -67,7 +77,7 @@ like($out, qr/actually processed: [1-9][0-9]*/, 'the writers committed transacti
 
 $node->safe_psql('postgres', "ALTER SYSTEM SET decoupled.capture = 'wal'");
 $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
-$node->poll_query_until('postgres', $wal_tables, '1') or die 'capture did not switch back';
+$node->poll_query_until('postgres', $wal_tables, '3') or die 'capture did not switch back';
 
 # Everything committed is in history, once: its state at the last tick is
 # the table's.
@@ -86,6 +96,27 @@ is($node->safe_psql('postgres', q{
 is($node->safe_psql('postgres',
         "SELECT status FROM decoupled.object_statuses WHERE name = 'pc'"),
     'running', 'the table never stays stalled');
+
+# A tick is one cut of every table, while a switch has some captured by
+# triggers and others from the WAL too: AS OF every time either table
+# changed, ta has as many rows as tb counts.  (The controller's tick left
+# out a table whose writers it could not hold off at once and ticked the
+# others: such a transaction landed in two ticks.)
+my ($ta, $tb) = split /\|/, $node->safe_psql('postgres', q{
+    SELECT (SELECT lifetime_id FROM decoupled.objects WHERE name = 'ta') || '|' ||
+           (SELECT lifetime_id FROM decoupled.objects WHERE name = 'tb')});
+my @times = split /\n/, $node->safe_psql('postgres', qq{
+    SELECT t FROM (SELECT mz_ts FROM decoupled_storage.c${ta}_cur
+                   UNION SELECT mz_ts FROM decoupled_storage.c${tb}_cur
+                   UNION SELECT valid_to FROM decoupled_storage.c${tb}_dead) x(t)
+     WHERE t < (SELECT min(upper) FROM decoupled.frontiers WHERE name IN ('ta', 'tb'))
+     ORDER BY 1});
+cmp_ok(scalar(@times), '>', 20, 'the two tables changed at many ticks');
+my $cuts = join('', map {
+    "SET decoupled.as_of = $_;\n"
+      . "SELECT '$_' WHERE (SELECT count(*) FROM ta) <> (SELECT n FROM tb);\n" } @times);
+is($node->safe_psql('postgres', $cuts . 'RESET decoupled.as_of;'), '',
+    'AS OF every tick, the two tables show the same transactions');
 my $log = slurp_file($node->logfile);
 unlike($log, qr/capture pass failed/, 'no capture pass failed');
 unlike($log, qr/registered table "pc" stalled/, 'no tick of the table failed');
@@ -97,7 +128,7 @@ $node->safe_psql('postgres', q{
     CREATE TABLE pr (id int PRIMARY KEY);
     SELECT decoupled.register_table('pr', retain_history => '1 day') > 0;
 });
-$node->poll_query_until('postgres', $wal_tables, '2') or die 'pr was not adopted';
+$node->poll_query_until('postgres', $wal_tables, '4') or die 'pr was not adopted';
 my $holder = IPC::Run::start(
     [ 'psql', '-X', '-h', $node->host, '-p', $node->port, '-d', 'postgres', '-c',
       'BEGIN; SET application_name = pr_reader; SELECT count(*) FROM pr; '
@@ -112,7 +143,7 @@ $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 $node->poll_query_until('postgres', q{
     SELECT string_agg(o.name, ',') FROM decoupled.capture_relations r
       JOIN decoupled.catalog_objects o USING (lifetime_id)}, 'pr')
-  or die 'pc was not released';
+  or die 'pc, ta and tb were not released';
 is($node->safe_psql('postgres', q{
     INSERT INTO pr SELECT generate_series(1, 1000);
     SELECT decoupled.tick_tables() >= 0;
