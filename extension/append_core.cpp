@@ -1557,56 +1557,52 @@ static int int64_order(const void* a, const void* b) {
     return x < y ? -1 : x > y ? 1 : 0;
 }
 
-// Whether the controller's tick may tick trigger-captured tables while
-// `lagging`: tables captured from the WAL are not covered (and some are
-// captured by triggers).  Once that has lasted kCaptureWaitMs since a tick
-// last found otherwise (decoupled_tick_tables says why).
-static bool mixed_capture_may_tick(bool lagging) {
-    static TimestampTz lagging_since = 0;
-    static bool logged = false;
-    if (!lagging) {
-        lagging_since = 0;
-        logged = false;
+// An episode in which the controller's tick would tick some tables
+// without others (a transaction that wrote one of each would land in two
+// ticks), so it ticks none: for up to kCaptureWaitMs, then it ticks those
+// it can (a capture that stalls, or writers that never pause, must not stop
+// every table's ticks), said once in the log.
+struct SkipEpisode {
+    TimestampTz since = 0;
+    bool logged = false;
+};
+
+// Whether the tick may go on: `on` says whether the episode lasts.
+static bool episode_over(SkipEpisode* e, bool on, const char* message, const char* detail) {
+    if (!on) {
+        *e = SkipEpisode();
         return true;
     }
     TimestampTz now = GetCurrentTimestamp();
-    if (lagging_since == 0) lagging_since = now;
-    if (!TimestampDifferenceExceeds(lagging_since, now, kCaptureWaitMs)) return false;
-    if (!logged)
-        ereport(LOG, (errmsg("tables captured by triggers tick without those captured from the "
-                             "WAL, whose capture has lagged for 10 s"),
-                      errdetail("A transaction that wrote tables of both kinds lands in two "
-                                "ticks until capture catches up."),
-                      errhint("See decoupled.capture.")));
-    logged = true;
+    if (e->since == 0) e->since = now;
+    if (!TimestampDifferenceExceeds(e->since, now, kCaptureWaitMs)) return false;
+    if (!e->logged)
+        ereport(LOG, (errmsg("%s", message), errdetail("%s", detail)));
+    e->logged = true;
     return true;
 }
 
-// Whether the controller's tick, which could not hold off the writers of
-// every trigger-captured table of a mixed tick (`unheld`), may tick the
-// other tables anyway: leaving one out stamps a transaction that wrote it
-// and a ticked table at two times, so the tick is skipped — until that has
-// lasted kCaptureWaitMs, as for a lagging capture: a table whose writers
-// never pause must not stop every table's ticks (logged once).
+// Tables captured from the WAL are not covered (`lagging`) while others
+// are captured by triggers (decoupled_tick_tables says why).
+static bool mixed_capture_may_tick(bool lagging) {
+    static SkipEpisode episode;
+    return episode_over(&episode, lagging,
+                        "tables captured by triggers tick without those captured from the WAL, "
+                        "whose capture has lagged for 10 s",
+                        "A transaction that wrote tables of both kinds lands in two ticks until "
+                        "capture catches up (see decoupled.capture).");
+}
+
+// The writers of some trigger-captured table of a mixed tick could not be
+// held off (`unheld`): leaving that table out stamps a transaction that
+// wrote it and a ticked table at two times.
 static bool unheld_may_tick(bool unheld) {
-    static TimestampTz unheld_since = 0;
-    static bool logged = false;
-    if (!unheld) {
-        unheld_since = 0;
-        logged = false;
-        return true;
-    }
-    TimestampTz now = GetCurrentTimestamp();
-    if (unheld_since == 0) unheld_since = now;
-    if (!TimestampDifferenceExceeds(unheld_since, now, kCaptureWaitMs)) return false;
-    if (!logged)
-        ereport(LOG, (errmsg("registered tables tick without some captured by triggers, whose "
-                             "writers have not paused for 10 s while others are captured from "
-                             "the WAL"),
-                      errdetail("A transaction that wrote one of those and a ticked table lands "
-                                "in two ticks until they pause.")));
-    logged = true;
-    return true;
+    static SkipEpisode episode;
+    return episode_over(&episode, unheld,
+                        "registered tables tick without some captured by triggers, whose writers "
+                        "have not paused for 10 s while others are captured from the WAL",
+                        "A transaction that wrote one of those and a ticked table lands in two "
+                        "ticks until they pause.");
 }
 
 Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
