@@ -1605,7 +1605,63 @@ static bool unheld_may_tick(bool unheld) {
                         "ticks until they pause.");
 }
 
+// Set by a tick that found a table switched during it (below).
+static bool tick_again = false;
+
+// Whether a table this tick knew switched between trigger and WAL capture
+// since it read how each is captured (`known`, in lifetime_id order, of
+// which `wal_ids` were captured from the WAL; without `from_wal`, none was
+// and every live table is ticked).  Tables dropped or registered since do
+// not count: the tick leaves them alone.  Read after the tick's snapshot:
+// a switch this statement does not see did not commit before it either.
+static bool capture_switched(bool from_wal, const int64* known, int nknown, const int64* wal_ids,
+                      int nwal) {
+    run(global_plan(&wal_signature_plan,
+                    "SELECT o.lifetime_id, EXISTS (SELECT FROM decoupled.capture_relations c "
+                    "                               WHERE c.lifetime_id = o.lifetime_id) "
+                    "  FROM decoupled.catalog_objects o "
+                    " WHERE o.kind = 'table' AND o.dropped_at IS NULL AND o.relation IS NOT NULL",
+                    0, nullptr),
+        nullptr);
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        int64 id = 0;
+        get_int8((int)i, 1, &id);
+        bool isnull = true;
+        bool wal_now =
+            DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+        if (!from_wal) {
+            if (wal_now) return true;
+            continue;
+        }
+        if (bsearch(&id, known, nknown, sizeof(int64), int64_order) == nullptr) continue;
+        bool wal_then = bsearch(&id, wal_ids, nwal, sizeof(int64), int64_order) != nullptr;
+        if (wal_now != wal_then) return true;
+    }
+    return false;
+}
+
+static Datum tick_once(PG_FUNCTION_ARGS);
+
+// A session's tick during which a table switched between trigger and WAL
+// capture starts again: it would have ticked that table by the wrong rule
+// (one just released to triggers neither held off nor waited for), and a
+// transaction that wrote it and another table would land in two ticks.
 Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
+    for (int attempt = 1;; attempt++) {
+        tick_again = false;
+        Datum ticked = tick_once(fcinfo);
+        if (!tick_again) return ticked;
+        if (attempt == 10) {
+            ereport(WARNING,
+                    (errmsg("tables kept switching between trigger and WAL capture during this "
+                            "tick: nothing was ticked"),
+                     errhint("Call decoupled.tick_tables() again.")));
+            return ticked;
+        }
+    }
+}
+
+static Datum tick_once(PG_FUNCTION_ARGS) {
     if (RecoveryInProgress())
         ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
                         errmsg("cannot tick registered tables on a hot standby"),
@@ -1627,10 +1683,11 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
         nullptr);
     bool session = MyBackendType == B_BACKEND;
     const bool from_wal = SPI_processed > 0;
-    // Which tables are captured from the WAL, as this tick saw it (checked
-    // again once its snapshot is taken: a switch between would make it
-    // tick one table by the wrong rule).
-    int64 wal_count = 0, wal_sum = 0;
+    // Which tables are captured from the WAL, as this tick saw it, in
+    // lifetime_id order (checked again once its snapshot is taken: a switch
+    // between would make it tick one table by the wrong rule).
+    int64* wal_ids = nullptr;
+    int nwal = 0;
     const bool never_wait = decoupled::ticks_never_wait;
     // Some tables captured by triggers while others are from the WAL (one
     // not adopted yet, a switch under way): one tick must be one cut of
@@ -1667,12 +1724,12 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
             nullptr);
         nknown = (int)SPI_processed;
         known = (int64*)palloc(sizeof(int64) * Max(nknown, 1));
+        wal_ids = (int64*)palloc(sizeof(int64) * Max(nknown, 1));
         held_off = (Oid*)palloc(sizeof(Oid) * Max(nknown, 1));
         left_out = (int64*)palloc(sizeof(int64) * Max(nknown, 1));
         int ntrigger = 0;
-        // One deadline for all of them: the controller's next tick is near.
-        const TimestampTz hold_off_until = TimestampTzPlusMilliseconds(
-            GetCurrentTimestamp(), session ? kCaptureWaitMs : kControllerHoldOffMs);
+        Oid* trigger_rels = (Oid*)palloc(sizeof(Oid) * Max(nknown, 1));
+        int64* trigger_ids = (int64*)palloc(sizeof(int64) * Max(nknown, 1));
         for (int i = 0; i < nknown; i++) {
             int64 id = 0;
             get_int8(i, 1, &id);
@@ -1680,29 +1737,51 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
             bool isnull = true;
             if (!DatumGetBool(
                     SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull))) {
-                wal_count++;
-                wal_sum += id;
-                continue;  // captured from the WAL
+                wal_ids[nwal++] = id;  // captured from the WAL
+                continue;
             }
-            ntrigger++;
-            Oid rel = DatumGetObjectId(
+            trigger_ids[ntrigger] = id;
+            trigger_rels[ntrigger++] = DatumGetObjectId(
                 SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-            bool held = ConditionalLockRelationOid(rel, ShareLock);
-            TimestampTz until =
-                session ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), kCaptureWaitMs)
-                        : hold_off_until;
-            while (!held && GetCurrentTimestamp() < until) {
-                (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5,
-                                PG_WAIT_EXTENSION);
-                ResetLatch(MyLatch);
-                CHECK_FOR_INTERRUPTS();
-                held = ConditionalLockRelationOid(rel, ShareLock);
-            }
-            if (held)
-                held_off[nheld_off++] = rel;
-            else
-                left_out[nleft_out++] = id;
         }
+        // All of them together, tried again as a whole until the deadline
+        // (the controller's next tick is near): holding some while trying
+        // another kept a writer that had written that one waiting for a
+        // held one — and the tick failing for as long as writers ran.
+        const TimestampTz until = TimestampTzPlusMilliseconds(
+            GetCurrentTimestamp(), session ? kCaptureWaitMs : kControllerHoldOffMs);
+        for (;;) {
+            int got = 0;
+            while (got < ntrigger && ConditionalLockRelationOid(trigger_rels[got], ShareLock))
+                got++;
+            if (got == ntrigger) {
+                for (int i = 0; i < ntrigger; i++) held_off[nheld_off++] = trigger_rels[i];
+                break;
+            }
+            for (int i = 0; i < got; i++) UnlockRelationOid(trigger_rels[i], ShareLock);
+            if (GetCurrentTimestamp() >= until) {
+                // What can be held now is; the rest is left out (below:
+                // the controller then ticks nothing, for a while).
+                for (int i = 0; i < ntrigger; i++) {
+                    if (ConditionalLockRelationOid(trigger_rels[i], ShareLock))
+                        held_off[nheld_off++] = trigger_rels[i];
+                    else
+                        left_out[nleft_out++] = trigger_ids[i];
+                }
+                break;
+            }
+            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 2,
+                            PG_WAIT_EXTENSION);
+            ResetLatch(MyLatch);
+            CHECK_FOR_INTERRUPTS();
+        }
+        if (session && nleft_out > 0)
+            ereport(WARNING,
+                    (errmsg("%d registered tables captured by triggers left out of this tick",
+                            nleft_out),
+                     errdetail("Their writers did not pause for 10 s while other tables are "
+                               "captured from the WAL: a transaction that wrote one of them and "
+                               "a ticked table lands in two ticks.")));
         // One cut or none: a trigger-captured table left out would stamp a
         // transaction that wrote it and a ticked table at two times.
         if (!session && !unheld_may_tick(nleft_out > 0)) {
@@ -1852,26 +1931,14 @@ Datum decoupled_tick_tables(PG_FUNCTION_ARGS) {
     // would land in two ticks.  Nothing ticks; the next tick reads again.
     // (Read after the snapshot: a switch this statement does not see did
     // not commit before the snapshot either.)
-    if (wal_level >= WAL_LEVEL_LOGICAL) {
-        run(global_plan(&wal_signature_plan,
-                        "SELECT count(*), coalesce(sum(lifetime_id), 0)::bigint "
-                        "  FROM decoupled.capture_relations",
-                        0, nullptr),
-            nullptr);
-        int64 count_now = 0, sum_now = 0;
-        get_int8(0, 1, &count_now);
-        get_int8(0, 2, &sum_now);
-        if (count_now != wal_count || sum_now != wal_sum) {
-            let_writers_go();
-            UnregisterSnapshot(snapshot);
-            SPI_finish();
-            if (session)
-                ereport(WARNING,
-                        (errmsg("a table switched between trigger and WAL capture during this "
-                                "tick: nothing was ticked"),
-                         errhint("Call decoupled.tick_tables() again.")));
-            PG_RETURN_INT32(0);
-        }
+    if (wal_level >= WAL_LEVEL_LOGICAL && capture_switched(from_wal, known, nknown, wal_ids, nwal)) {
+        let_writers_go();
+        UnregisterSnapshot(snapshot);
+        SPI_finish();
+        // A session's tick starts again (decoupled_tick_tables); the
+        // controller's next tick is near.
+        tick_again = session;
+        PG_RETURN_INT32(0);
     }
     let_writers_go();
     int64* ticked = (int64*)palloc(sizeof(int64) * n);
