@@ -305,32 +305,41 @@ void record_progress(XLogRecPtr lsn) {
 // them since (a crash would have ended this process).
 bool unlogged_intact = false;
 
-// For the pass after a crash: each unlogged table's ticked position, below
-// which its changes are in history (in the pass's memory).
-struct Replay {
+// A table and a WAL position, as the pass reads them from the catalog (in
+// the pass's memory).
+struct TablePosition {
     int64 id;
-    XLogRecPtr from;
+    XLogRecPtr lsn;
 };
-Replay* replays = nullptr;
+
+// The (lifetime_id, pg_lsn) rows of `sql`, in pass_context; *n of them.
+TablePosition* read_positions(const char* sql, const char* what, int* n) {
+    if (SPI_execute(sql, true, 0) != SPI_OK_SELECT) elog(ERROR, "could not read %s", what);
+    *n = (int)SPI_processed;
+    auto* rows = (TablePosition*)MemoryContextAlloc(pass_context,
+                                                    sizeof(TablePosition) * Max(*n, 1));
+    for (int i = 0; i < *n; i++) {
+        bool isnull = false;
+        rows[i].id =
+            DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+        rows[i].lsn =
+            DatumGetLSN(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
+    }
+    return rows;
+}
+
+// For the pass after a crash: each unlogged table's ticked position, below
+// which its changes are in history.
+TablePosition* replays = nullptr;
 int nreplays = 0;
 
 // Reads the unlogged tables' ticked positions; returns the least, or
 // `recorded` if that is less.
 XLogRecPtr load_replays(XLogRecPtr recorded) {
-    if (SPI_execute("SELECT lifetime_id, ticked_lsn FROM decoupled._unlogged_pending()", true, 0) !=
-        SPI_OK_SELECT)
-        elog(ERROR, "could not read the ticked positions of unlogged pending changes");
-    nreplays = (int)SPI_processed;
-    replays = (Replay*)MemoryContextAlloc(pass_context, sizeof(Replay) * Max(nreplays, 1));
+    replays = read_positions("SELECT lifetime_id, ticked_lsn FROM decoupled._unlogged_pending()",
+                             "the ticked positions of unlogged pending changes", &nreplays);
     XLogRecPtr least = recorded;
-    for (int i = 0; i < nreplays; i++) {
-        bool isnull = false;
-        replays[i].id =
-            DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-        replays[i].from =
-            DatumGetLSN(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-        least = Min(least, replays[i].from);
-    }
+    for (int i = 0; i < nreplays; i++) least = Min(least, replays[i].lsn);
     return least;
 }
 
@@ -339,7 +348,7 @@ XLogRecPtr load_replays(XLogRecPtr recorded) {
 // recorded one.
 XLogRecPtr replay_from(int64 id, XLogRecPtr recorded) {
     for (int i = 0; i < nreplays; i++)
-        if (replays[i].id == id) return replays[i].from;
+        if (replays[i].id == id) return replays[i].lsn;
     return recorded;
 }
 
@@ -347,36 +356,22 @@ XLogRecPtr replay_from(int64 id, XLogRecPtr recorded) {
 // with the position its changes count from again: the worker skips their
 // earlier changes, and the plugin leaves them out of decoding altogether
 // (decoupled::capture_leaves_out), since turning one of them into a line
-// may be what failed.  Read before each pass's decoding, in pass_context.
-struct LeftOut {
-    int64 id;
-    XLogRecPtr before;
-};
-LeftOut* left_out = nullptr;
+// may be what failed.  Read before each pass's decoding.
+TablePosition* left_out = nullptr;
 int nleft_out = 0;
 
 void load_left_out() {
     nleft_out = 0;
     if (!has_resyncs || !resyncs_waiting) return;  // none (resync_set_aside)
-    if (SPI_execute("SELECT lifetime_id, coalesce(resynced_lsn, 'FFFFFFFF/FFFFFFFF') "
-                    "  FROM decoupled.capture_resyncs",
-                    true, 0) != SPI_OK_SELECT)
-        elog(ERROR, "could not read the tables capture set aside");
-    nleft_out = (int)SPI_processed;
-    left_out = (LeftOut*)MemoryContextAlloc(pass_context, sizeof(LeftOut) * Max(nleft_out, 1));
-    for (int i = 0; i < nleft_out; i++) {
-        bool isnull = false;
-        left_out[i].id =
-            DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-        left_out[i].before =
-            DatumGetLSN(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-    }
+    left_out = read_positions("SELECT lifetime_id, coalesce(resynced_lsn, 'FFFFFFFF/FFFFFFFF') "
+                              "  FROM decoupled.capture_resyncs",
+                              "the tables capture set aside", &nleft_out);
 }
 
 bool leaves_out(int64_t id, uint64_t commit_lsn) {
     if (being_set_aside(id)) return true;
     for (int i = 0; i < nleft_out; i++)
-        if (left_out[i].id == id && commit_lsn < left_out[i].before) return true;
+        if (left_out[i].id == id && commit_lsn < left_out[i].lsn) return true;
     return false;
 }
 

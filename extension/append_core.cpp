@@ -1614,8 +1614,8 @@ static bool tick_again = false;
 // and every live table is ticked).  Tables dropped or registered since do
 // not count: the tick leaves them alone.  Read after the tick's snapshot:
 // a switch this statement does not see did not commit before it either.
-static bool capture_switched(bool from_wal, const int64* known, int nknown, const int64* wal_ids,
-                      int nwal) {
+static bool capture_switched(bool from_wal, const int64* known, int nknown,
+                             const int64* wal_ids, int nwal) {
     run(global_plan(&wal_signature_plan,
                     "SELECT o.lifetime_id, EXISTS (SELECT FROM decoupled.capture_relations c "
                     "                               WHERE c.lifetime_id = o.lifetime_id) "

@@ -112,9 +112,9 @@ SELECT decoupled.create_materialized_view('vm_as_of',
            'SELECT id, decoupled.as_of() AS t FROM vm_t');
 SELECT decoupled.create_materialized_view('vm_catalog_version',
            'SELECT id, decoupled.catalog_version() AS v FROM vm_t');
--- Stable ones of values and fixed settings are taken, and verify in a
--- session whose own settings differ (lc_numeric is fixed to C, as
--- lc_monetary and lc_time are).
+-- Stable ones of values and fixed settings are taken, and verify
+-- (lc_numeric, which to_char()'s D and G read, is fixed to C for every
+-- computation, as lc_monetary and lc_time are, whatever the session's).
 SELECT decoupled.tick_tables() >= 0 AS ticked;
 SELECT decoupled.create_materialized_view('vm_stable', 'SELECT id,
            to_char(v * 1234.5, ''9G999D9'') AS n, format(''%s-%s'', id, v) AS f,
@@ -123,9 +123,7 @@ SELECT decoupled.create_materialized_view('vm_stable', 'SELECT id,
 SELECT decoupled.wait_for_upper('vm_stable', (SELECT upper - 1 FROM decoupled.frontiers
                                                WHERE name = 'vm_t'), '60 s') IS NOT NULL AS waited;
 SELECT n, f, j, c, m FROM vm_stable ORDER BY id LIMIT 1;
-SET lc_numeric = 'POSIX';
 SELECT decoupled.verify('vm_stable') AS verified;
-RESET lc_numeric;
 SELECT decoupled.drop('vm_stable');
 
 ------------------------------------------------------------------------------
