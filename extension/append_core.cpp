@@ -1611,33 +1611,27 @@ static bool tick_again = false;
 // Whether a table this tick knew switched between trigger and WAL capture
 // since it read how each is captured (`known`, in lifetime_id order, of
 // which `wal_ids` were captured from the WAL; without `from_wal`, none was
-// and every live table is ticked).  Tables dropped or registered since do
-// not count: the tick leaves them alone.  Read after the tick's snapshot:
-// a switch this statement does not see did not commit before it either.
+// and every live table is ticked).  A table registered since does not
+// count (the tick leaves it alone); one dropped since counts as switched
+// (rare: the tick is tried again).  Only capture_relations is read, a row
+// per WAL-captured table.  Read after the tick's snapshot: a switch this
+// statement does not see did not commit before it either.
 static bool capture_switched(bool from_wal, const int64* known, int nknown,
                              const int64* wal_ids, int nwal) {
     run(global_plan(&wal_signature_plan,
-                    "SELECT o.lifetime_id, EXISTS (SELECT FROM decoupled.capture_relations c "
-                    "                               WHERE c.lifetime_id = o.lifetime_id) "
-                    "  FROM decoupled.catalog_objects o "
-                    " WHERE o.kind = 'table' AND o.dropped_at IS NULL AND o.relation IS NOT NULL",
-                    0, nullptr),
+                    "SELECT lifetime_id FROM decoupled.capture_relations ORDER BY 1", 0, nullptr),
         nullptr);
+    if (!from_wal) return SPI_processed > 0;
+    int still = 0;  // of wal_ids, those still captured from the WAL
     for (uint64 i = 0; i < SPI_processed; i++) {
         int64 id = 0;
         get_int8((int)i, 1, &id);
-        bool isnull = true;
-        bool wal_now =
-            DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull));
-        if (!from_wal) {
-            if (wal_now) return true;
-            continue;
-        }
-        if (bsearch(&id, known, nknown, sizeof(int64), int64_order) == nullptr) continue;
-        bool wal_then = bsearch(&id, wal_ids, nwal, sizeof(int64), int64_order) != nullptr;
-        if (wal_now != wal_then) return true;
+        if (bsearch(&id, wal_ids, nwal, sizeof(int64), int64_order) != nullptr)
+            still++;
+        else if (bsearch(&id, known, nknown, sizeof(int64), int64_order) != nullptr)
+            return true;  // adopted
     }
-    return false;
+    return still != nwal;  // released (or dropped)
 }
 
 static Datum tick_once(PG_FUNCTION_ARGS);
